@@ -1,0 +1,485 @@
+"""Parser for the IR text form (see ``printer.py`` for the grammar by example).
+
+Every problem is reported as a ``ParseError`` with a 1-based line and column and the offending
+source line: lexical errors, unknown ops, undefined values, and also verifier errors of the
+parsed module, which are mapped back to the line of the op that broke the rule.
+"""
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from . import ops as op_table
+from .core import Function, Location, Module, Operation, Region, Value
+from .errors import ParseError, VerifyError
+from .types import BY_NAME, ElementType, TensorType
+from .verifier import verify_module
+
+_TOKEN_RE = re.compile(r"""
+    (?P<ws>[ \t\r\n]+|//[^\n]*)
+  | (?P<string>"(?:[^"\\\n]|\\.)*")
+  | (?P<value>%[A-Za-z0-9_.$-]+)
+  | (?P<symbol>@[A-Za-z0-9_.$-]+)
+  | (?P<label>\^[A-Za-z0-9_.$-]+)
+  | (?P<number>-?(?:0[xX][0-9a-fA-F]+|(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)))
+  | (?P<ident>-?[A-Za-z_][A-Za-z0-9_.]*)
+  | (?P<arrow>->)
+  | (?P<punct>[()\[\]{}<>,:=])
+""", re.VERBOSE)
+
+
+class Token:
+    __slots__ = ("kind", "text", "line", "col")
+
+    def __init__(self, kind, text, line, col):
+        self.kind, self.text, self.line, self.col = kind, text, line, col
+
+    def __repr__(self):
+        return f"{self.kind}:{self.text!r}@{self.line}:{self.col}"
+
+
+def tokenize(text: str) -> List[Token]:
+    toks: List[Token] = []
+    pos, line, line_start = 0, 1, 0
+    lines = text.split("\n")
+    while pos < len(text):
+        m = _TOKEN_RE.match(text, pos)
+        if m is None:
+            col = pos - line_start + 1
+            raise ParseError(f"unexpected character {text[pos]!r}", line, col, lines[line - 1])
+        kind = m.lastgroup
+        tok_text = m.group()
+        if kind != "ws":
+            toks.append(Token(kind, tok_text, line, pos - line_start + 1))
+        nl = tok_text.count("\n")
+        if nl:
+            line += nl
+            line_start = pos + tok_text.rfind("\n") + 1
+        pos = m.end()
+    toks.append(Token("eof", "", line, pos - line_start + 1))
+    return toks
+
+
+def _unquote(s: str) -> str:
+    body = s[1:-1]
+    out, i = [], 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\" and i + 1 < len(body):
+            n = body[i + 1]
+            out.append({"n": "\n", "t": "\t"}.get(n, n))
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+class _DenseLiteral:
+    """A parsed ``dense<...>`` body, turned into an array once its type is known."""
+
+    def __init__(self, tok: Token, leaves: Optional[list], nested: bool, hexblob: Optional[str]):
+        self.tok, self.leaves, self.nested, self.hexblob = tok, leaves, nested, hexblob
+
+
+class Parser:
+    def __init__(self, text: str, filename: str = "<text>"):
+        self.text = text
+        self.lines = text.split("\n")
+        self.toks = tokenize(text)
+        self.i = 0
+        self.op_pos: Dict[int, Tuple[int, int]] = {}  # id(op) -> (line, col)
+
+    # -- token helpers ------------------------------------------------------------------------
+    @property
+    def tok(self) -> Token:
+        return self.toks[self.i]
+
+    def error(self, msg: str, tok: Optional[Token] = None) -> ParseError:
+        t = tok or self.tok
+        src = self.lines[t.line - 1] if 0 < t.line <= len(self.lines) else ""
+        return ParseError(msg, t.line, t.col, src)
+
+    def _what(self, t: Token) -> str:
+        return "end of input" if t.kind == "eof" else repr(t.text)
+
+    def next(self) -> Token:
+        t = self.tok
+        if t.kind != "eof":
+            self.i += 1
+        return t
+
+    def at(self, text: str) -> bool:
+        return self.tok.text == text and self.tok.kind in ("punct", "arrow", "ident")
+
+    def accept(self, text: str) -> bool:
+        if self.at(text):
+            self.i += 1
+            return True
+        return False
+
+    def expect(self, text: str, context: str = "") -> Token:
+        if not self.at(text):
+            ctx = f" {context}" if context else ""
+            raise self.error(f"expected '{text}'{ctx}, found {self._what(self.tok)}")
+        return self.next()
+
+    def expect_kind(self, kind: str, what: str) -> Token:
+        if self.tok.kind != kind:
+            raise self.error(f"expected {what}, found {self._what(self.tok)}")
+        return self.next()
+
+    def int_tok(self, what="an integer") -> int:
+        t = self.tok
+        if t.kind != "number" or not re.fullmatch(r"-?(0[xX][0-9a-fA-F]+|\d+)", t.text):
+            raise self.error(f"expected {what}, found {self._what(t)}")
+        self.next()
+        return int(t.text, 0)
+
+    # -- types --------------------------------------------------------------------------------
+    def parse_type(self) -> TensorType:
+        t = self.tok
+        if t.kind != "ident" or t.text not in BY_NAME:
+            raise self.error(f"expected a tensor type like f32[4,8], found {self._what(t)}")
+        self.next()
+        et = BY_NAME[t.text]
+        self.expect("[", "after the element type")
+        dims = []
+        if not self.at("]"):
+            dims.append(self.int_tok("a dimension size"))
+            while self.accept(","):
+                dims.append(self.int_tok("a dimension size"))
+        self.expect("]", "to close the shape")
+        layout = None
+        if self.at("{") and self.toks[self.i + 1].kind == "number":
+            self.next()
+            layout = [self.int_tok("a layout dimension")]
+            while self.accept(","):
+                layout.append(self.int_tok("a layout dimension"))
+            self.expect("}", "to close the layout")
+        if any(d < 0 for d in dims):
+            raise self.error("negative dimension size", t)
+        try:
+            return TensorType(tuple(dims), et, None if layout is None else tuple(layout))
+        except ValueError as e:
+            raise self.error(str(e), t) from None
+
+    def parse_type_list(self) -> List[TensorType]:
+        if self.at("(") and self.toks[self.i + 1].text == ")":
+            self.next(); self.next()
+            return []
+        ts = [self.parse_type()]
+        while self.accept(","):
+            ts.append(self.parse_type())
+        return ts
+
+    # -- attributes ---------------------------------------------------------------------------
+    def parse_dense_body(self) -> _DenseLiteral:
+        start = self.expect("dense")
+        self.expect("<", "after 'dense'")
+        if self.tok.kind == "string":
+            s = _unquote(self.next().text)
+            if not s.startswith("0x"):
+                raise self.error("a hex constant must start with 0x", start)
+            self.expect(">", "to close 'dense<'")
+            return _DenseLiteral(start, None, True, s[2:])
+        leaves: list = []
+        nested = self.at("[")
+        self._dense_elems(leaves)
+        self.expect(">", "to close 'dense<'")
+        return _DenseLiteral(start, leaves, nested, None)
+
+    def _dense_elems(self, leaves):
+        if self.accept("["):
+            if not self.at("]"):
+                self._dense_elems(leaves)
+                while self.accept(","):
+                    self._dense_elems(leaves)
+            self.expect("]", "in a dense literal")
+            return
+        t = self.tok
+        if t.kind in ("number", "ident") and (t.kind == "number" or t.text in ("true", "false", "nan", "inf", "-inf", "-nan")):
+            self.next()
+            leaves.append(t)
+            return
+        raise self.error(f"expected a number in a dense literal, found {self._what(t)}")
+
+    def dense_to_array(self, lit: _DenseLiteral, ty: TensorType) -> np.ndarray:
+        et = ty.dtype
+        if lit.hexblob is not None:
+            try:
+                raw = bytes.fromhex(lit.hexblob)
+            except ValueError:
+                raise self.error("malformed hex constant", lit.tok) from None
+            store = np.uint8 if et.is_pred else et.np_dtype
+            if len(raw) != ty.size * np.dtype(store).itemsize:
+                raise self.error(f"hex constant has {len(raw)} bytes, {ty} needs {ty.size * np.dtype(store).itemsize}", lit.tok)
+            return np.frombuffer(raw, dtype=store).astype(et.np_dtype).reshape(ty.shape).copy()
+        vals = [self._scalar(t, et) for t in lit.leaves]
+        if not lit.nested and len(vals) == 1:
+            return np.full(ty.shape, vals[0], dtype=et.np_dtype)
+        if len(vals) != ty.size:
+            raise self.error(f"dense literal has {len(vals)} elements, {ty} needs {ty.size}", lit.tok)
+        return np.array(vals, dtype=et.np_dtype).reshape(ty.shape) if vals else np.zeros(ty.shape, et.np_dtype)
+
+    def _scalar(self, t: Token, et: ElementType):
+        s = t.text
+        if et.is_pred:
+            if s in ("true", "1"):
+                return True
+            if s in ("false", "0"):
+                return False
+            raise self.error(f"expected true or false for pred, found {s!r}", t)
+        if et.is_int:
+            try:
+                v = int(s, 0)
+            except ValueError:
+                raise self.error(f"expected an integer for {et}, found {s!r}", t) from None
+            info = np.iinfo(et.np_dtype)
+            if not info.min <= v <= info.max:
+                raise self.error(f"{v} does not fit in {et}", t)
+            return v
+        if s.lower().lstrip("-").startswith("0x"):
+            neg = s.startswith("-")
+            bits = int(s.lstrip("-"), 16)
+            if bits >= 1 << (8 * et.itemsize):
+                raise self.error(f"bit pattern {s} is wider than {et}", t)
+            v = np.array(bits, dtype=f"u{et.itemsize}").view(et.np_dtype)[()]
+            return -v if neg else v
+        try:
+            return np.array(float(s), dtype=np.float64).astype(et.np_dtype)[()] if et.name != "f64" else float(s)
+        except ValueError:
+            raise self.error(f"expected a number for {et}, found {s!r}", t) from None
+
+    def parse_attr_value(self):
+        t = self.tok
+        if t.kind == "string":
+            self.next()
+            return _unquote(t.text)
+        if t.kind == "number":
+            self.next()
+            if re.fullmatch(r"-?(0[xX][0-9a-fA-F]+|\d+)", t.text):
+                return int(t.text, 0)
+            return float(t.text)
+        if t.kind == "ident":
+            if t.text in ("true", "false"):
+                self.next()
+                return t.text == "true"
+            if t.text in ("nan", "inf", "-inf"):
+                self.next()
+                return float(t.text)
+            if t.text == "dense":
+                lit = self.parse_dense_body()
+                self.expect(":", "and a type after a dense attribute")
+                ty = self.parse_type()
+                return self.dense_to_array(lit, ty)
+        if self.accept("["):
+            items = []
+            if not self.at("]"):
+                items.append(self.parse_attr_value())
+                while self.accept(","):
+                    items.append(self.parse_attr_value())
+            self.expect("]", "to close a list attribute")
+            return items
+        raise self.error(f"expected an attribute value, found {self._what(t)}")
+
+    def parse_attr_dict(self) -> Dict[str, object]:
+        attrs: Dict[str, object] = {}
+        self.expect("{")
+        if self.accept("}"):
+            return attrs
+        while True:
+            name = self.expect_kind("ident", "an attribute name")
+            if name.text in attrs:
+                raise self.error(f"attribute '{name.text}' given twice", name)
+            self.expect("=", "after an attribute name")
+            v = self.parse_attr_value()
+            attrs[name.text] = _freeze(v)
+            if self.accept("}"):
+                return attrs
+            self.expect(",", "or '}' in the attribute list")
+
+    def parse_loc(self) -> Optional[Location]:
+        if not self.at("loc"):
+            return None
+        self.next()
+        self.expect("(", "after 'loc'")
+        f = _unquote(self.expect_kind("string", "a quoted file name").text)
+        line = 0
+        if self.accept(":"):
+            line = self.int_tok("a line number")
+        self.expect(")", "to close loc(...)")
+        return Location(f, line)
+
+    # -- ops and regions ----------------------------------------------------------------------
+    def lookup(self, scope: List[Dict[str, Value]], tok: Token) -> Value:
+        for s in reversed(scope):
+            if tok.text in s:
+                return s[tok.text]
+        raise self.error(f"use of undefined value {tok.text}", tok)
+
+    def define(self, scope: List[Dict[str, Value]], tok: Token, v: Value) -> None:
+        for s in scope:
+            if tok.text in s:
+                raise self.error(f"value {tok.text} is defined twice", tok)
+        scope[-1][tok.text] = v
+
+    def parse_region_body(self, region: Region, scope: List[Dict[str, Value]], end_at_brace: bool) -> None:
+        """Ops up to and including ``return(...)``."""
+        while True:
+            t = self.tok
+            if t.kind == "ident" and t.text == "return":
+                self.next()
+                self.expect("(", "after 'return'")
+                outs = []
+                if not self.at(")"):
+                    outs.append(self.lookup(scope, self.expect_kind("value", "a value")))
+                    while self.accept(","):
+                        outs.append(self.lookup(scope, self.expect_kind("value", "a value")))
+                self.expect(")", "to close return(...)")
+                region.outputs = outs
+                return
+            if t.kind == "eof":
+                raise self.error("unexpected end of input: missing 'return(...)' and '}'")
+            if t.kind == "punct" and t.text == "}":
+                raise self.error("region ends without 'return(...)'")
+            op = self.parse_op(scope)
+            region.append(op)
+
+    def parse_op(self, scope: List[Dict[str, Value]]) -> Operation:
+        start = self.tok
+        result_names: List[Token] = []
+        if self.tok.kind == "value":
+            result_names.append(self.next())
+            while self.accept(","):
+                result_names.append(self.expect_kind("value", "a result name"))
+            self.expect("=", "after the result names")
+        name_tok = self.expect_kind("ident", "an op name")
+        name = name_tok.text
+        if name not in op_table.OPS:
+            raise self.error(f"unknown op '{name}'", name_tok)
+        operands: List[Value] = []
+        attrs: Dict[str, object] = {}
+        dense = None
+        if name == "constant" and self.at("dense"):
+            dense = self.parse_dense_body()
+        else:
+            self.expect("(", f"after op name '{name}'")
+            if not self.at(")"):
+                operands.append(self.lookup(scope, self.expect_kind("value", "an operand")))
+                while self.accept(","):
+                    operands.append(self.lookup(scope, self.expect_kind("value", "an operand")))
+            self.expect(")", "to close the operand list")
+            if self.at("{"):
+                attrs = self.parse_attr_dict()
+        self.expect(":", "before the result types")
+        rtypes = self.parse_type_list()
+        if len(rtypes) != len(result_names):
+            raise self.error(f"'{name}' names {len(result_names)} result(s) but gives {len(rtypes)} type(s)", name_tok)
+        if dense is not None:
+            if len(rtypes) != 1:
+                raise self.error("constant has exactly one result", name_tok)
+            attrs["value"] = self.dense_to_array(dense, rtypes[0])
+        loc = self.parse_loc()
+        regions: List[Region] = []
+        if self.accept("{"):
+            while not self.accept("}"):
+                lab = self.expect_kind("label", "a region label like ^body(...)")
+                r = Region(name=lab.text[1:])
+                scope.append({})
+                self.expect("(", "after the region label")
+                if not self.at(")"):
+                    self._region_arg(r, scope)
+                    while self.accept(","):
+                        self._region_arg(r, scope)
+                self.expect(")", "to close the region arguments")
+                self.expect(":", "after the region arguments")
+                self.parse_region_body(r, scope, True)
+                scope.pop()
+                regions.append(r)
+        op = Operation(name, operands, attrs, rtypes, regions, loc)
+        self.op_pos[id(op)] = (start.line, start.col)
+        for tok, v in zip(result_names, op.results):
+            self.define(scope, tok, v)
+        return op
+
+    def _region_arg(self, r: Region, scope):
+        t = self.expect_kind("value", "a region argument")
+        self.expect(":", "after a region argument")
+        self.define(scope, t, r.add_arg(self.parse_type()))
+
+    def parse_function(self, module: Module) -> Tuple[Function, Token]:
+        self.expect("func", "to start a function")
+        vis = "public"
+        if self.accept("private"):
+            vis = "private"
+        elif self.accept("public"):
+            pass
+        name = self.expect_kind("symbol", "a function name like @main")
+        self.expect("(", "after the function name")
+        params: List[Tuple[Token, TensorType]] = []
+        if not self.at(")"):
+            while True:
+                t = self.expect_kind("value", "a parameter name")
+                self.expect(":", "after a parameter name")
+                params.append((t, self.parse_type()))
+                if not self.accept(","):
+                    break
+        self.expect(")", "to close the parameter list")
+        self.expect("->", "and the result types")
+        self.expect("(", "to open the result types")
+        rtypes = [] if self.at(")") else self.parse_type_list()
+        self.expect(")", "to close the result types")
+        loc = self.parse_loc()
+        fn = Function(name.text[1:], [t for _, t in params], vis, loc)
+        scope: List[Dict[str, Value]] = [{}]
+        for (t, _), a in zip(params, fn.args):
+            self.define(scope, t, a)
+        self.expect("{", "to open the function body")
+        self.parse_region_body(fn.body, scope, True)
+        self.expect("}", "to close the function body")
+        got = [t.without_layout() for t in fn.result_types]
+        if got != [t.without_layout() for t in rtypes]:
+            raise self.error(f"@{fn.name} declares results ({', '.join(map(str, rtypes))}) but returns "
+                             f"({', '.join(map(str, got))})", name)
+        if name.text[1:] in module:
+            raise self.error(f"function {name.text} is defined twice", name)
+        module.add(fn)
+        return fn, name
+
+    def parse_module(self) -> Module:
+        name = "module"
+        if self.accept("module"):
+            name = self.expect_kind("symbol", "a module name like @m").text[1:]
+        m = Module(name)
+        fn_pos = {}
+        while self.tok.kind != "eof":
+            fn, tok = self.parse_function(m)
+            fn_pos[fn.name] = tok
+        try:
+            verify_module(m)
+        except VerifyError as e:
+            pos = self.op_pos.get(id(e.op)) if e.op is not None else None
+            if pos is not None:
+                line, col = pos
+                raise ParseError(str(e), line, col, self.lines[line - 1]) from None
+            raise ParseError(str(e), 1, 1, self.lines[0] if self.lines else "") from None
+        return m
+
+
+def _freeze(v):
+    """Attribute lists parse as lists; store them as tuples like the op table normalizes them."""
+    if isinstance(v, list):
+        return tuple(_freeze(x) for x in v)
+    return v
+
+
+def parse_module(text: str, filename: str = "<text>") -> Module:
+    """Parse and verify a module's text form. Raises ParseError (with line and column)."""
+    return Parser(text, filename).parse_module()
+
+
+def parse_function_text(text: str) -> Module:
+    return parse_module(text)

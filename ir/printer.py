@@ -1,0 +1,190 @@
+"""The text form of the IR, used by every dump, test and error message.
+
+    module @name
+
+    func @main(%arg0: f32[4,8], %arg1: f32[8]) -> (f32[4]) {
+      %0 = broadcast_in_dim(%arg1) {broadcast_dimensions = [1]} : f32[4,8] loc("model.py":3)
+      %1 = add(%arg0, %0) : f32[4,8] loc("model.py":3)
+      %2 = constant dense<0.0> : f32[]
+      %3 = reduce(%1, %2) {dimensions = [1]} : f32[4] {
+        ^body(%4: f32[], %5: f32[]):
+          %6 = add(%4, %5) : f32[]
+          return(%6)
+      }
+      return(%3)
+    }
+
+Values are renumbered per function on every print, so ``parse(print(m))`` prints identically.
+"""
+from __future__ import annotations
+
+from typing import Dict, List
+
+import numpy as np
+
+from .core import Function, Module, Operation, Region, Value
+from .types import ElementType, TensorType, element_type
+
+INDENT = "  "
+HEX_THRESHOLD = 256  # constants with more elements print as a hex blob of raw bytes
+
+
+def _canonical_nan_bits(et: ElementType) -> int:
+    return int(np.array(np.nan, dtype=et.np_dtype).view(f"u{et.itemsize}"))
+
+
+def format_scalar(v, et: ElementType) -> str:
+    """One element of a constant, exactly: re-parsing gives the same bits."""
+    if et.is_pred:
+        return "true" if bool(v) else "false"
+    if et.is_int:
+        return str(int(v))
+    x = np.array(v, dtype=et.np_dtype)
+    if np.isnan(x):
+        bits = int(x.view(f"u{et.itemsize}"))
+        if bits == _canonical_nan_bits(et):
+            return "nan"
+        return f"0x{bits:0{et.itemsize * 2}X}"
+    if np.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if et.name == "f64":
+        return repr(float(x))
+    if et.name == "bf16":
+        s = str(np.float32(x))
+    else:
+        s = str(x[()])
+    if "." not in s and "e" not in s:
+        s += ".0"
+    return s
+
+
+def format_dense(value: np.ndarray, et: ElementType) -> str:
+    """``dense<...>`` body for an array: a splat, nested lists, or raw bytes in hex."""
+    flat = value.reshape(-1)
+    if flat.size > 1:
+        bits = flat.view(np.uint8).reshape(flat.size, -1) if et.itemsize else flat
+        if (bits == bits[0]).all():
+            return f"dense<{format_scalar(flat[0], et)}>"
+    elif flat.size == 1 and value.ndim == 0:
+        return f"dense<{format_scalar(flat[0], et)}>"
+    if flat.size > HEX_THRESHOLD:
+        raw = np.ascontiguousarray(value).astype(et.np_dtype, copy=False)
+        if et.is_pred:
+            raw = raw.astype(np.uint8)
+        return f'dense<"0x{raw.tobytes().hex().upper()}">'
+    return f"dense<{_nested(value, et)}>"
+
+
+def _nested(a: np.ndarray, et: ElementType) -> str:
+    if a.ndim == 0:
+        return format_scalar(a[()], et)
+    return "[" + ", ".join(_nested(a[i], et) for i in range(a.shape[0])) + "]"
+
+
+def _quote(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def format_attr_value(v) -> str:
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return format_scalar(v, element_type("f64"))
+    if isinstance(v, str):
+        return _quote(v)
+    if isinstance(v, np.ndarray):
+        et = element_type(v.dtype)
+        return f"{format_dense(v, et)} : {TensorType(v.shape, et)}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(format_attr_value(x) for x in v) + "]"
+    raise TypeError(f"cannot print attribute value {v!r}")
+
+
+class _Namer:
+    def __init__(self):
+        self.names: Dict[Value, str] = {}
+        self.counter = 0
+
+    def define(self, v: Value, name: str = None) -> str:
+        if name is None:
+            name = f"%{self.counter}"
+            self.counter += 1
+        self.names[v] = name
+        return name
+
+    def __getitem__(self, v: Value) -> str:
+        try:
+            return self.names[v]
+        except KeyError:
+            return f"%<undefined {v.type}>"
+
+
+def _types(ts: List[TensorType]) -> str:
+    return ", ".join(str(t) for t in ts) if ts else "()"
+
+
+def _print_op(op: Operation, namer: _Namer, depth: int, lines: List[str]) -> None:
+    ind = INDENT * depth
+    lhs = ""
+    if op.results:
+        lhs = ", ".join(namer.define(r) for r in op.results) + " = "
+    loc = f" {op.loc.text()}" if op.loc is not None else ""
+    if op.name == "constant" and set(op.attrs) == {"value"}:
+        v = op.attrs["value"]
+        body = f"constant {format_dense(v, op.results[0].dtype)}"
+    else:
+        args = ", ".join(namer[v] for v in op.operands)
+        body = f"{op.name}({args})"
+        if op.attrs:
+            body += " {" + ", ".join(f"{k} = {format_attr_value(op.attrs[k])}" for k in sorted(op.attrs)) + "}"
+    line = f"{ind}{lhs}{body} : {_types(op.result_types)}{loc}"
+    if not op.regions:
+        lines.append(line)
+        return
+    lines.append(line + " {")
+    for r in op.regions:
+        _print_region(r, namer, depth + 1, lines, label=True)
+    lines.append(ind + "}")
+
+
+def _print_region(r: Region, namer: _Namer, depth: int, lines: List[str], label: bool) -> None:
+    ind = INDENT * depth
+    body_depth = depth
+    if label:
+        args = ", ".join(f"{namer.define(a)}: {a.type}" for a in r.args)
+        lines.append(f"{ind}^{r.name}({args}):")
+        body_depth = depth + 1
+    for op in r.ops:
+        _print_op(op, namer, body_depth, lines)
+    outs = ", ".join(namer[v] for v in r.outputs)
+    lines.append(f"{INDENT * body_depth}return({outs})")
+
+
+def print_function(fn: Function) -> str:
+    namer = _Namer()
+    args = ", ".join(f"{namer.define(a, f'%arg{i}')}: {a.type}" for i, a in enumerate(fn.args))
+    vis = "private " if fn.visibility == "private" else ""
+    loc = f" {fn.loc.text()}" if fn.loc is not None else ""
+    lines = [f"func {vis}@{fn.name}({args}) -> ({', '.join(str(t) for t in fn.result_types)}){loc} {{"]
+    _print_region(fn.body, namer, 1, lines, label=False)
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def print_module(m: Module) -> str:
+    parts = [f"module @{m.name}"]
+    for fn in m.functions.values():
+        parts.append(print_function(fn))
+    return "\n\n".join(parts) + "\n"
+
+
+def print_op(op: Operation) -> str:
+    """One op (with its regions) on its own, operands named by position; for error messages."""
+    namer = _Namer()
+    for i, v in enumerate(op.operands):
+        namer.names.setdefault(v, f"%in{i}")
+    lines: List[str] = []
+    _print_op(op, namer, 0, lines)
+    return "\n".join(lines)

@@ -1,0 +1,192 @@
+"""Element types and tensor types of the hlo IR.
+
+Element types carry XLA's short names (``f32``, ``s32``, ``pred``...) in the text form and map
+one-to-one onto numpy dtypes (``ml_dtypes`` supplies bfloat16). Tensor types are ranked and
+static: a shape (possibly rank 0, possibly with zero-sized dimensions), an element type and an
+optional physical layout (minor-to-major dimension order) that layout assignment fills in.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import ml_dtypes
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ElementType:
+    """One scalar type: its text name, numpy dtype, kind and width in bits."""
+
+    name: str
+    kind: str  # "pred", "sint", "uint", "float"
+    bits: int
+    np_dtype: np.dtype
+
+    @property
+    def is_pred(self) -> bool:
+        return self.kind == "pred"
+
+    @property
+    def is_int(self) -> bool:
+        """Signed or unsigned integer (not pred)."""
+        return self.kind in ("sint", "uint")
+
+    @property
+    def is_signed(self) -> bool:
+        return self.kind == "sint"
+
+    @property
+    def is_unsigned(self) -> bool:
+        return self.kind == "uint"
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_integral(self) -> bool:
+        """pred or integer: the types that bitwise ops accept."""
+        return self.kind in ("pred", "sint", "uint")
+
+    @property
+    def itemsize(self) -> int:
+        return self.np_dtype.itemsize
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"ElementType({self.name})"
+
+
+pred = ElementType("pred", "pred", 1, np.dtype(np.bool_))
+s8 = ElementType("s8", "sint", 8, np.dtype(np.int8))
+s16 = ElementType("s16", "sint", 16, np.dtype(np.int16))
+s32 = ElementType("s32", "sint", 32, np.dtype(np.int32))
+s64 = ElementType("s64", "sint", 64, np.dtype(np.int64))
+u8 = ElementType("u8", "uint", 8, np.dtype(np.uint8))
+u16 = ElementType("u16", "uint", 16, np.dtype(np.uint16))
+u32 = ElementType("u32", "uint", 32, np.dtype(np.uint32))
+u64 = ElementType("u64", "uint", 64, np.dtype(np.uint64))
+f16 = ElementType("f16", "float", 16, np.dtype(np.float16))
+bf16 = ElementType("bf16", "float", 16, np.dtype(ml_dtypes.bfloat16))
+f32 = ElementType("f32", "float", 32, np.dtype(np.float32))
+f64 = ElementType("f64", "float", 64, np.dtype(np.float64))
+
+ALL_ELEMENT_TYPES: Tuple[ElementType, ...] = (
+    pred, s8, s16, s32, s64, u8, u16, u32, u64, f16, bf16, f32, f64)
+BY_NAME = {t.name: t for t in ALL_ELEMENT_TYPES}
+_BY_DTYPE = {t.np_dtype: t for t in ALL_ELEMENT_TYPES}
+
+# StableHLO / MLIR spellings of the same types, used by the StableHLO importer and exporter.
+MLIR_NAMES = {
+    "pred": "i1", "s8": "i8", "s16": "i16", "s32": "i32", "s64": "i64",
+    "u8": "ui8", "u16": "ui16", "u32": "ui32", "u64": "ui64",
+    "f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64",
+}
+FROM_MLIR = {v: BY_NAME[k] for k, v in MLIR_NAMES.items()}
+
+
+class UnsupportedTypeError(TypeError):
+    """A dtype outside hlo's element types (complex, f8, i4, ...)."""
+
+
+def element_type(x) -> ElementType:
+    """The ElementType for a name, numpy dtype, numpy scalar type or ElementType."""
+    if isinstance(x, ElementType):
+        return x
+    if isinstance(x, str) and x in BY_NAME:
+        return BY_NAME[x]
+    try:
+        dt = np.dtype(x)
+    except TypeError:
+        raise UnsupportedTypeError(f"not an hlo element type: {x!r}") from None
+    t = _BY_DTYPE.get(dt)
+    if t is None:
+        raise UnsupportedTypeError(
+            f"dtype {dt} is not supported by hlo (supported: "
+            + ", ".join(t.name for t in ALL_ELEMENT_TYPES) + ")")
+    return t
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """A ranked, statically shaped tensor type, e.g. ``f32[4,8]`` or ``f32[4,8]{0,1}``.
+
+    ``layout`` is the minor-to-major order of dimensions, or None while unassigned (which
+    means the default row-major layout, minor-to-major ``rank-1, ..., 0``).
+    """
+
+    shape: Tuple[int, ...]
+    dtype: ElementType
+    layout: Optional[Tuple[int, ...]] = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        if any(d < 0 for d in self.shape):
+            raise ValueError(f"negative dimension in shape {self.shape}")
+        if self.layout is not None:
+            lay = tuple(int(d) for d in self.layout)
+            if sorted(lay) != list(range(len(self.shape))):
+                raise ValueError(f"layout {lay} is not a permutation of the dimensions of {self.shape}")
+            object.__setattr__(self, "layout", lay)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return self.dtype.np_dtype
+
+    @property
+    def default_layout(self) -> Tuple[int, ...]:
+        return tuple(range(self.rank - 1, -1, -1))
+
+    @property
+    def minor_to_major(self) -> Tuple[int, ...]:
+        return self.layout if self.layout is not None else self.default_layout
+
+    def with_shape(self, shape) -> "TensorType":
+        return TensorType(tuple(shape), self.dtype)
+
+    def with_dtype(self, dtype) -> "TensorType":
+        return TensorType(self.shape, element_type(dtype))
+
+    def with_layout(self, layout) -> "TensorType":
+        return TensorType(self.shape, self.dtype, None if layout is None else tuple(layout))
+
+    def without_layout(self) -> "TensorType":
+        return TensorType(self.shape, self.dtype) if self.layout is not None else self
+
+    def same_shape_dtype(self, other: "TensorType") -> bool:
+        return self.shape == other.shape and self.dtype == other.dtype
+
+    def __str__(self) -> str:
+        s = f"{self.dtype.name}[{','.join(str(d) for d in self.shape)}]"
+        if self.layout is not None:
+            s += "{" + ",".join(str(d) for d in self.layout) + "}"
+        return s
+
+    def __repr__(self) -> str:
+        return f"TensorType({self})"
+
+
+def tensor(shape, dtype) -> TensorType:
+    return TensorType(tuple(shape), element_type(dtype))
+
+
+def scalar(dtype) -> TensorType:
+    return TensorType((), element_type(dtype))
