@@ -1,0 +1,544 @@
+"""StableHLO MLIR -> hlo IR.
+
+The text is parsed by jaxlib's MLIR bindings (so everything MLIR accepts is accepted, in
+pretty or generic form), chlo ops are legalized with jaxlib's ``chlo-legalize-to-stablehlo``
+pass, and the module is walked op by op:
+
+- every StableHLO op of hlo's op table becomes the op of the same name, its struct attributes
+  flattened into hlo's named attributes (``opmap.py``);
+- ``func.call`` becomes ``call``; ``func.return``/``stablehlo.return`` end regions;
+- spellings with an hlo equivalent are rewritten: ``dot`` -> ``dot_general``, ``broadcast`` ->
+  ``broadcast_in_dim``, ``composite`` -> ``call`` of its decomposition, ``get_dimension_size``
+  -> a constant, ``select_and_scatter`` -> reduce_window + scatter, and the dynamic ops (``dynamic_broadcast_in_dim``, ``dynamic_iota``,
+  ``dynamic_reshape``, ``dynamic_pad``, ``dynamic_gather``, ``dynamic_conv``,
+  ``real_dynamic_slice``) -> their static forms when their result types are static and their
+  shape operands constant;
+- ``tuple``/``get_tuple_element`` are flattened away (a tuple that reaches anything else is
+  unsupported); sharding annotations (``sdy.*``, ``custom_call @Sharding``) are identities;
+  ``mhlo.*``/``jax.*`` attributes and precision hints are ignored;
+- the test suites' ``check.*`` ops and ``custom_call @check.*`` become extra results of their
+  function when checks are collected (see ``checks.py``), and are unsupported otherwise.
+
+Everything else (complex, f8, i2/i4 and quantized types, tokens, dynamic shapes, ops outside
+the op table) raises ``UnsupportedError`` naming the op or type and its location. MLIR
+file/line locations become ``Location``s; positions in text parsed from a string carry the
+``source_name`` (``<stablehlo>`` by default).
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import numpy as np
+
+from .. import ops as op_table
+from ..builder import Builder
+from ..clone import clone_op
+from ..core import Function, Location, Module, Region, Value
+from ..types import TensorType, s32, s64
+from ..verifier import verify_module
+from . import mlir_bridge as mb
+from . import opmap
+from .checks import Check
+from .errors import StableHLOError, UnsupportedError
+from .typemap import array_from_attr, tensor_from_mlir
+
+# Ops that exist in StableHLO (or its companions) but not in hlo's op table, with a reason.
+_OUTSIDE_TABLE_REASON = "op outside hlo's op table"
+_COLLECTIVES = {"all_gather", "all_reduce", "all_to_all", "collective_broadcast",
+                "collective_permute", "reduce_scatter", "replica_id", "partition_id",
+                "send", "recv", "infeed", "outfeed", "after_all", "create_token",
+                "cross_replica_sum", "async_start", "async_done"}
+_SDY_IDENTITY = {"sdy.sharding_constraint", "sdy.reshard", "sdy.propagation_barrier"}
+_SHARDING_CALLS = {"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"}
+_SYMBOL_OK = re.compile(r"[^A-Za-z0-9_.$-]")
+
+
+class _Poison:
+    """Stands for a value hlo cannot hold; using it raises the stored error."""
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+
+Source = Union[str, "os.PathLike[str]", Any]
+
+
+def read_source(source: Source, source_name: Optional[str] = None) -> Tuple[str, str]:
+    """(text, name) of a StableHLO source: text, a path, or an MLIR module object (such as
+    ``jax.jit(f).lower(x).compiler_ir("stablehlo")``)."""
+    if hasattr(source, "operation") and hasattr(source, "body"):
+        return source.operation.get_asm(enable_debug_info=True), source_name or "<stablehlo>"
+    if isinstance(source, bytes):
+        source = source.decode("utf-8")
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source
+                                           and "{" not in source):
+        path = os.fspath(source)
+        if not os.path.exists(path):
+            raise StableHLOError(f"no such StableHLO file: {path!r} (pass text or a path)")
+        with open(path, encoding="utf-8") as f:
+            return f.read(), source_name or path
+    if not isinstance(source, str):
+        raise TypeError(f"expected StableHLO text, a path or an MLIR module, got {type(source).__name__}")
+    return source, source_name or "<stablehlo>"
+
+
+def import_module(source: Source, source_name: Optional[str] = None) -> Module:
+    """Import StableHLO (text, a path, or an MLIR module object) as a verified hlo ``Module``."""
+    text, name = read_source(source, source_name)
+    return _Importer(name, collect_checks=False).run(text)
+
+
+def import_with_checks(source: Source, source_name: Optional[str] = None
+                       ) -> Tuple[Module, Dict[str, List[Check]]]:
+    """Import a test: check ops are removed and the values they compare appended to their
+    function's results. Returns the module and, per function name, its checks."""
+    text, name = read_source(source, source_name)
+    imp = _Importer(name, collect_checks=True)
+    module = imp.run(text)
+    return module, imp.checks
+
+
+class _Importer:
+    def __init__(self, source_name: str, collect_checks: bool):
+        self.file = source_name
+        self.collect = collect_checks
+        self.checks: Dict[str, List[Check]] = {}
+        self.names: Dict[str, str] = {}
+
+    # -- module and functions -------------------------------------------------------------
+    def run(self, text: str) -> Module:
+        mod = mb.parse(text, self.file)
+        if "chlo." in text:
+            mb.legalize_chlo(mod, self.file)
+        with mb.context():
+            return self.module(mod)
+
+    def module(self, mod) -> Module:
+        attrs = _attrs(mod.operation)
+        name = attrs["sym_name"].value if "sym_name" in attrs else "module"
+        m = Module(_SYMBOL_OK.sub("_", name) or "module")
+        funcs = []
+        for op in mod.body.operations:
+            n = op.operation.name
+            if n == "func.func":
+                funcs.append(op)
+            elif n == "sdy.mesh":
+                continue
+            else:
+                raise UnsupportedError(n, "top-level op", self.loc(op.operation.location))
+        for f in funcs:
+            sym = f.operation.attributes["sym_name"].value
+            self.names[sym] = self._unique(_SYMBOL_OK.sub("_", sym) or "f")
+        for f in funcs:
+            m.add(self.function(f))
+        for fname, checks in self.checks.items():
+            for op in m.walk():
+                if op.name == "call" and op.attrs["callee"] == fname and checks:
+                    raise UnsupportedError("check op in a called function",
+                                           f"@{fname} holds checks and is called", op.loc)
+        verify_module(m)
+        return m
+
+    def _unique(self, name: str) -> str:
+        base, i = name, 1
+        while name in self.names.values():
+            name = f"{base}_{i}"
+            i += 1
+        return name
+
+    def function(self, fop) -> Function:
+        op = fop.operation
+        attrs = _attrs(op)
+        sym = attrs["sym_name"].value
+        loc = self.loc(op.location)
+        vis = attrs["sym_visibility"].value if "sym_visibility" in attrs else "public"
+        ir = mb.mlir()
+        ftype = ir.FunctionType(attrs["function_type"].value)
+        if not op.regions or not len(op.regions[0].blocks):
+            raise StableHLOError(f"function @{sym} is declared without a body{_at(loc)}")
+        if len(op.regions[0].blocks) > 1:
+            raise UnsupportedError(f"function @{sym}", "more than one block", loc)
+        arg_types = [tensor_from_mlir(t, loc) for t in ftype.inputs]
+        for t in ftype.results:
+            tensor_from_mlir(t, loc)
+        fn = Function(self.names[sym], arg_types, "private" if vis == "private" else "public", loc)
+        block = op.regions[0].blocks[0]
+        env: Dict[Any, Any] = {}
+        for ba, v in zip(block.arguments, fn.args):
+            env[ba] = v
+        self.fn_checks: List[Check] = []
+        self.fn_check_values: List[Value] = []
+        self.block(block, fn.body, env, top=True)
+        if self.fn_checks:
+            base = len(fn.body.outputs)
+            for c in self.fn_checks:
+                c.actual += base
+                if c.expected is not None:
+                    c.expected += base
+            fn.body.outputs = list(fn.body.outputs) + self.fn_check_values
+            self.checks[fn.name] = self.fn_checks
+        return fn
+
+    # -- regions --------------------------------------------------------------------------
+    def block(self, block, region: Region, env: Dict, top: bool = False) -> None:
+        ops = list(block.operations)
+        if not ops:
+            raise StableHLOError("a region has no terminator")
+        for mop in ops[:-1]:
+            self.op(mop.operation, region, env, top)
+        term = ops[-1].operation
+        if term.name not in ("func.return", "stablehlo.return"):
+            raise StableHLOError(f"region ends in '{term.name}', not a return{_at(self.loc(term.location))}")
+        loc = self.loc(term.location)
+        region.outputs = [self.value(env, v, term.name, loc) for v in term.operands]
+        region.output_loc = loc
+
+    def region(self, mregion, name: str, env: Dict) -> Region:
+        blocks = list(mregion.blocks)
+        if len(blocks) != 1:
+            raise UnsupportedError(f"region '{name}'", f"{len(blocks)} blocks")
+        block = blocks[0]
+        loc = self.loc(block.owner.location) if hasattr(block, "owner") else None
+        r = Region([tensor_from_mlir(a.type, loc) for a in block.arguments], name=name)
+        for ba, v in zip(block.arguments, r.args):
+            env[ba] = v
+        self.block(block, r, env)
+        return r
+
+    # -- values ---------------------------------------------------------------------------
+    def value(self, env: Dict, mv, user: str, loc: Optional[Location]) -> Value:
+        v = env.get(mv)
+        if v is None:
+            raise StableHLOError(f"'{user}' uses a value defined outside what was imported{_at(loc)}")
+        if isinstance(v, _Poison):
+            raise v.error
+        if isinstance(v, list):
+            raise UnsupportedError(f"tuple value used by {user}", "tuples are only flattened through "
+                                   "tuple/get_tuple_element", loc)
+        return v
+
+    def loc(self, mloc) -> Optional[Location]:
+        fl = mb.location_of(mloc, self.file)
+        return Location(*fl) if fl is not None else None
+
+    # -- ops ------------------------------------------------------------------------------
+    def op(self, op, region: Region, env: Dict, top: bool) -> None:
+        name = op.name
+        loc = self.loc(op.location)
+        # Types first: reading an attribute of a type jaxlib cannot decode (complex) fails.
+        for v in op.operands:
+            if v not in env:
+                raise StableHLOError(f"'{name}' uses a value defined outside what was imported{_at(loc)}")
+        if name not in ("stablehlo.tuple", "stablehlo.get_tuple_element"):
+            for r in op.results:
+                if not name.startswith(("check.", "stablehlo.custom_call")):
+                    tensor_from_mlir(r.type, loc)
+        attrs = _attrs(op, loc)
+        if name.startswith("check."):
+            return self.check_op(op, name, attrs, env, top, loc)
+        if name == "stablehlo.custom_call":
+            return self.custom_call(op, attrs, region, env, top, loc)
+        if name == "stablehlo.tuple":
+            env[op.results[0]] = [self._tuple_elem(env, v, loc) for v in op.operands]
+            return
+        if name == "stablehlo.get_tuple_element":
+            t = env.get(op.operands[0])
+            if not isinstance(t, list):
+                raise StableHLOError(f"get_tuple_element of a non-tuple{_at(loc)}")
+            env[op.results[0]] = t[int(attrs["index"].value)]
+            return
+        if name in _SDY_IDENTITY:
+            env[op.results[0]] = self.value(env, op.operands[0], name, loc)
+            return
+        if name == "sdy.sharding_group":
+            return
+        short = name[len("stablehlo."):] if name.startswith("stablehlo.") else None
+        rtypes = [tensor_from_mlir(r.type, loc) for r in op.results]
+        operands = [self.value(env, v, name, loc) for v in op.operands]
+        b = Builder(region, loc)
+        if name == "func.call":
+            callee = attrs["callee"].value
+            if callee not in self.names:
+                raise StableHLOError(f"call of unknown function @{callee}{_at(loc)}")
+            res = b.op("call", operands, {"callee": self.names[callee]}, result_types=rtypes)
+            return self._bind(env, op, res.results)
+        if short is None:
+            if name.startswith("interpreter."):
+                raise UnsupportedError(name, "interpreter dialect op (probes, printing, run_parallel)", loc)
+            raise UnsupportedError(name, "op from outside the StableHLO dialect", loc)
+        if short in _COLLECTIVES:
+            raise UnsupportedError(name, "collective, token or host-communication op", loc)
+        handler = getattr(self, "op_" + short, None)
+        if handler is not None:
+            results = handler(op, attrs, operands, rtypes, b, env, loc)
+            return self._bind(env, op, results)
+        if short not in op_table.OPS or short in ("fusion", "call"):
+            raise UnsupportedError(name, _OUTSIDE_TABLE_REASON, loc)
+        opdef = op_table.OPS[short]
+        hlo_attrs = self.read_attrs(short, name, attrs, loc)
+        regions = []
+        if op.regions:
+            rnames = op_table.region_names(opdef, len(op.regions))
+            regions = [self.region(r, rn, env) for r, rn in zip(op.regions, rnames)]
+        res = b.op(short, operands, hlo_attrs, result_types=rtypes, regions=regions)
+        self._bind(env, op, res.results)
+
+    def _bind(self, env, op, results) -> None:
+        for mr, v in zip(op.results, results):
+            env[mr] = v
+
+    def _tuple_elem(self, env, mv, loc):
+        v = env.get(mv)
+        if isinstance(v, list):
+            return v
+        return self.value(env, mv, "stablehlo.tuple", loc)
+
+    def read_attrs(self, short: str, full: str, attrs: Dict, loc) -> Dict[str, Any]:
+        """hlo attributes of a table op from its MLIR attributes; unknown ones are unsupported."""
+        simple = opmap.SIMPLE_ATTRS.get(short, {})
+        struct = opmap.STRUCT_ATTRS.get(short)
+        out: Dict[str, Any] = {}
+        for k, a in attrs.items():
+            if k in simple:
+                out[k] = simple[k][0](a)
+            elif struct is not None and k == struct[0]:
+                out.update(opmap.read_struct(short, a))
+            elif short == "constant" and k == "value":
+                continue
+            elif opmap.ignored_attr(k):
+                continue
+            else:
+                raise UnsupportedError(f"attribute '{k}' of {full}", "hlo has no equivalent", loc)
+        out = {k: v for k, v in out.items() if v is not None}
+        return opmap.drop_defaults(op_table.OPS[short], out)
+
+    # -- ops that need more than a name and attributes --------------------------------------
+    def op_constant(self, op, attrs, operands, rtypes, b, env, loc):
+        value = array_from_attr(attrs["value"], rtypes[0])
+        return b.op("constant", [], {"value": value}, result_types=rtypes).results
+
+    def op_dot(self, op, attrs, operands, rtypes, b, env, loc):
+        lhs, rhs = operands
+        if lhs.type.rank not in (1, 2) or rhs.type.rank not in (1, 2):
+            raise StableHLOError(f"stablehlo.dot needs operands of rank 1 or 2{_at(loc)}")
+        a = {"lhs_contracting_dimensions": (lhs.type.rank - 1,), "rhs_contracting_dimensions": (0,)}
+        self._only_hints("stablehlo.dot", attrs, loc)
+        return b.op("dot_general", [lhs, rhs], a, result_types=rtypes).results
+
+    def op_broadcast(self, op, attrs, operands, rtypes, b, env, loc):
+        sizes = opmap.read_ints(attrs["broadcast_sizes"])
+        x = operands[0]
+        dims = tuple(range(len(sizes), len(sizes) + x.type.rank))
+        return b.op("broadcast_in_dim", [x], {"broadcast_dimensions": dims}, result_types=rtypes).results
+
+    def op_dynamic_broadcast_in_dim(self, op, attrs, operands, rtypes, b, env, loc):
+        self._check_shape_operand(operands[1], rtypes[0], "output_dimensions", loc)
+        dims = opmap.read_ints(attrs["broadcast_dimensions"])
+        return b.op("broadcast_in_dim", [operands[0]], {"broadcast_dimensions": dims},
+                    result_types=rtypes).results
+
+    def op_dynamic_iota(self, op, attrs, operands, rtypes, b, env, loc):
+        self._check_shape_operand(operands[0], rtypes[0], "output_shape", loc)
+        return b.op("iota", [], {"iota_dimension": opmap.read_int(attrs["iota_dimension"])},
+                    result_types=rtypes).results
+
+    def op_dynamic_reshape(self, op, attrs, operands, rtypes, b, env, loc):
+        self._check_shape_operand(operands[1], rtypes[0], "output_shape", loc)
+        return b.op("reshape", [operands[0]], {}, result_types=rtypes).results
+
+    def op_get_dimension_size(self, op, attrs, operands, rtypes, b, env, loc):
+        d = opmap.read_int(attrs["dimension"])
+        size = operands[0].type.shape[d]
+        return b.op("constant", [], {"value": np.array(size, dtype=rtypes[0].np_dtype)},
+                    result_types=rtypes).results
+
+    def op_dynamic_pad(self, op, attrs, operands, rtypes, b, env, loc):
+        x, pv, lo, hi, interior = operands
+        a = {"edge_padding_low": self._const_ints(lo, "stablehlo.dynamic_pad", loc),
+             "edge_padding_high": self._const_ints(hi, "stablehlo.dynamic_pad", loc),
+             "interior_padding": self._const_ints(interior, "stablehlo.dynamic_pad", loc)}
+        return b.op("pad", [x, pv], a, result_types=rtypes).results
+
+    def op_real_dynamic_slice(self, op, attrs, operands, rtypes, b, env, loc):
+        x, st, li, sd = operands
+        n = "stablehlo.real_dynamic_slice"
+        strides = self._const_ints(sd, n, loc)
+        if _is_const(st) and _is_const(li):
+            a = {"start_indices": self._const_ints(st, n, loc), "limit_indices": self._const_ints(li, n, loc),
+                 "strides": strides}
+            return b.op("slice", [x], opmap.drop_defaults(op_table.OPS["slice"], a), result_types=rtypes).results
+        if any(s != 1 for s in strides):
+            raise UnsupportedError(f"{n} with computed start indices and strides other than 1",
+                                   "hlo's shapes are static", loc)
+        # Unit strides and a static result: a dynamic_slice of the result's size. (Out-of-range
+        # starts are undefined behaviour for real_dynamic_slice; dynamic_slice clamps them.)
+        starts = []
+        for d in range(x.type.rank):
+            s1 = b.value("slice", [st], attrs={"start_indices": (d,), "limit_indices": (d + 1,)})
+            starts.append(b.value("reshape", [s1], result_types=[TensorType((), st.type.dtype)]))
+        return b.op("dynamic_slice", [x] + starts, {"slice_sizes": rtypes[0].shape}, result_types=rtypes).results
+
+    def op_dynamic_gather(self, op, attrs, operands, rtypes, b, env, loc):
+        x, idx, sizes = operands
+        a = {k: v for k, v in attrs.items() if k != "dimension_numbers"}
+        hlo = self.read_attrs("gather", "stablehlo.dynamic_gather", a, loc)
+        hlo.update(opmap.read_struct("gather", attrs["dimension_numbers"]))
+        hlo["slice_sizes"] = self._const_ints(sizes, "stablehlo.dynamic_gather", loc)
+        hlo = opmap.drop_defaults(op_table.OPS["gather"], hlo)
+        return b.op("gather", [x, idx], hlo, result_types=rtypes).results
+
+    def op_dynamic_conv(self, op, attrs, operands, rtypes, b, env, loc):
+        lhs, rhs, pad = operands
+        hlo = self.read_attrs("convolution", "stablehlo.dynamic_conv", attrs, loc)
+        p = self._const_array(pad, "stablehlo.dynamic_conv", loc)
+        hlo["padding"] = tuple((int(lo), int(hi)) for lo, hi in p.reshape(-1, 2))
+        hlo = opmap.drop_defaults(op_table.OPS["convolution"], hlo)
+        return b.op("convolution", [lhs, rhs], hlo, result_types=rtypes).results
+
+    def op_composite(self, op, attrs, operands, rtypes, b, env, loc):
+        callee = attrs["decomposition"].value
+        if callee not in self.names:
+            raise StableHLOError(f"composite's decomposition @{callee} is not defined{_at(loc)}")
+        return b.op("call", operands, {"callee": self.names[callee]}, result_types=rtypes).results
+
+    def op_select_and_scatter(self, op, attrs, operands, rtypes, b, env, loc):
+        """Decomposed as in XLA's SelectAndScatterExpander: a variadic reduce_window over
+        (value, flat index) pairs picks each window's element with ``select`` (a left fold,
+        padding never chosen), then a scatter combines the source values into ``init_value``
+        with ``scatter`` at the chosen indices."""
+        x, source, init = operands
+        self._only_hints("stablehlo.select_and_scatter",
+                         {k: v for k, v in attrs.items()
+                          if k not in ("window_dimensions", "window_strides", "padding")}, loc)
+        rank = x.type.rank
+        wd = opmap.read_ints(attrs["window_dimensions"]) if "window_dimensions" in attrs else (1,) * rank
+        ws = opmap.read_ints(attrs["window_strides"]) if "window_strides" in attrs else (1,) * rank
+        pad = opmap.read_pairs(attrs["padding"]) if "padding" in attrs else ((0, 0),) * rank
+        select_r = self.region(op.regions[0], "select", env)
+        update_r = self.region(op.regions[1], "update", env)
+        n, m = x.type.size, source.type.size
+        it = s32 if n < 2 ** 31 else s64
+        et = x.type.dtype
+        flat = b.value("iota", attrs={"iota_dimension": 0}, result_types=[TensorType((max(n, 1),), it)])
+        if n == 0:
+            flat = b.value("slice", [flat], attrs={"start_indices": (0,), "limit_indices": (0,)})
+        idx = b.value("reshape", [flat], result_types=[TensorType(x.type.shape, it)])
+        none = b.value("constant", attrs={"value": np.array(-1, it.np_dtype)})
+        body = Region([TensorType((), et), TensorType((), it), TensorType((), et), TensorType((), it)], "body")
+        va, ia, vb, ib = body.args
+        vmap = {select_r.args[0]: va, select_r.args[1]: vb}
+        for sop in select_r.ops:
+            body.append(clone_op(sop, vmap))
+        picked = vmap.get(select_r.outputs[0], select_r.outputs[0])
+        bb = Builder(body, loc)
+        minus1 = bb.value("constant", attrs={"value": np.array(-1, it.np_dtype)})
+        a_ok = bb.value("compare", [ia, minus1], attrs={"comparison_direction": "NE"})
+        b_none = bb.value("compare", [ib, minus1], attrs={"comparison_direction": "EQ"})
+        take_a = bb.value("and", [a_ok, bb.value("or", [b_none, picked])])
+        body.outputs = [bb.value("select", [take_a, va, vb]), bb.value("select", [take_a, ia, ib])]
+        rw_attrs = opmap.drop_defaults(op_table.OPS["reduce_window"], {
+            "window_dimensions": wd, "window_strides": ws, "padding": pad})
+        rw = b.op("reduce_window", [x, idx, init, none], rw_attrs, regions=[body])
+        chosen = b.value("reshape", [rw.results[1]], result_types=[TensorType((m, 1), it)])
+        updates = b.value("reshape", [source], result_types=[TensorType((m,), et)])
+        base = b.value("broadcast_in_dim", [init], attrs={"broadcast_dimensions": ()},
+                       result_types=[TensorType((n,), et)])
+        sc = b.value("scatter", [base, chosen, updates], attrs={
+            "inserted_window_dims": (0,), "scatter_dims_to_operand_dims": (0,), "index_vector_dim": 1},
+            regions=[update_r])
+        return b.op("reshape", [sc], result_types=rtypes).results
+
+    def _only_hints(self, full, attrs, loc):
+        for k in attrs:
+            if not opmap.ignored_attr(k):
+                raise UnsupportedError(f"attribute '{k}' of {full}", "hlo has no equivalent", loc)
+
+    def _const_array(self, v: Value, user: str, loc) -> np.ndarray:
+        if v.op is None or v.op.name != "constant":
+            raise UnsupportedError(f"{user} with a non-constant shape operand",
+                                   "hlo's shapes are static", loc)
+        return np.asarray(v.op.attrs["value"])
+
+    def _const_ints(self, v: Value, user: str, loc) -> Tuple[int, ...]:
+        return tuple(int(x) for x in self._const_array(v, user, loc).reshape(-1))
+
+    def _check_shape_operand(self, v: Value, result: TensorType, what: str, loc) -> None:
+        if v.op is not None and v.op.name == "constant":
+            shape = tuple(int(x) for x in np.asarray(v.op.attrs["value"]).reshape(-1))
+            if shape != result.shape:
+                raise StableHLOError(f"{what} {list(shape)} does not match the result type {result}{_at(loc)}")
+
+    # -- checks and custom calls ----------------------------------------------------------
+    def custom_call(self, op, attrs, region, env, top, loc):
+        target = attrs["call_target_name"].value
+        if target.startswith("check."):
+            return self.check_op(op, "custom_call @" + target, attrs, env, top, loc)
+        if target in _SHARDING_CALLS and len(op.operands) == 1 and len(op.results) == 1:
+            v = self.value(env, op.operands[0], "custom_call", loc)
+            if tensor_from_mlir(op.results[0].type, loc).same_shape_dtype(v.type):
+                env[op.results[0]] = v
+                return
+        raise UnsupportedError(f"stablehlo.custom_call @{target}", "custom calls are opaque to hlo", loc)
+
+    def check_op(self, op, name: str, attrs: Dict, env: Dict, top: bool, loc) -> None:
+        if not self.collect:
+            raise UnsupportedError(name, "a test assertion; hlo.conformance runs these", loc)
+        if not top:
+            raise UnsupportedError(name, "check op inside a region", loc)
+        vals = [self.value(env, v, name, loc) for v in op.operands]
+        n = len(self.fn_check_values)
+        kind = name.split(".", 1)[1] if name.startswith("check.") else name.split("@check.", 1)[1]
+        c = None
+        if name.startswith("custom_call"):
+            if len(vals) != 2:
+                raise UnsupportedError(name, f"takes {len(vals)} operands, the checker knows 2", loc)
+            if kind == "eq":
+                et = vals[1].type.dtype
+                c = Check("expect_eq" if et.is_integral else "expect_almost_eq", n, n + 1, tolerance=1e-4)
+            elif kind == "expect_eq":
+                c = Check("expect_eq", n, n + 1)
+            elif kind == "expect_close":
+                c = Check("expect_close", n, n + 1, min_ulp=0, max_ulp=3)
+            elif kind == "expect_almost_eq":
+                c = Check("expect_almost_eq", n, n + 1, tolerance=1e-3)
+            for r in op.results:
+                env[r] = _Poison(UnsupportedError(f"result of {name}", "a check's verdict is not a value", loc))
+        else:
+            tol = float(attrs["tolerance"].value) if "tolerance" in attrs else 1e-4
+            if kind in ("expect_eq", "expect_almost_eq") and len(vals) == 2:
+                c = Check(kind, n, n + 1, tolerance=tol)
+            elif kind in ("expect_eq_const", "expect_almost_eq_const") and len(vals) == 1:
+                value = array_from_attr(attrs["value"], vals[0].type)
+                c = Check(kind[:-len("_const")], n, None, expected_value=value, tolerance=tol)
+            elif kind == "expect_close" and len(vals) == 2:
+                c = Check("expect_close", n, n + 1,
+                          min_ulp=int(attrs["min_ulp_difference"].value) if "min_ulp_difference" in attrs else 0,
+                          max_ulp=int(attrs["max_ulp_difference"].value) if "max_ulp_difference" in attrs else 1)
+            elif kind == "expect_serialized_eq":
+                raise UnsupportedError(name, "compares against a tensor serialized by interpreter.probe", loc)
+        if c is None:
+            raise UnsupportedError(name, "unknown check", loc)
+        c.op, c.loc = name, loc
+        self.fn_checks.append(c)
+        self.fn_check_values.extend(vals)
+
+
+def _is_const(v: Value) -> bool:
+    return v.op is not None and v.op.name == "constant"
+
+
+def _at(loc: Optional[Location]) -> str:
+    return f" at {loc}" if loc is not None else ""
+
+
+def _attrs(op, loc: Optional[Location] = None) -> Dict[str, Any]:
+    a = op.attributes
+    out = {}
+    for k in a:
+        try:
+            out[k] = a[k]
+        except TypeError:  # jaxlib cannot downcast, e.g. a complex dense attribute
+            raise UnsupportedError(f"attribute '{k}' of {op.name}", "element type hlo cannot read", loc) from None
+    return out
