@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m hlo.demo $(ARGS)
+	$(PY) examples/demo.py $(ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" $(ARGS)
