@@ -28,7 +28,7 @@ class Location:
         return f"{self.file}:{self.line}" if self.line else self.file
 
     def text(self) -> str:
-        f = self.file.replace("\\", "\\\\").replace('"', '\\"')
+        f = self.file.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
         return f'loc("{f}":{self.line})'
 
 

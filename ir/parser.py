@@ -62,6 +62,14 @@ def tokenize(text: str) -> List[Token]:
     return toks
 
 
+def _int(s: str) -> int:
+    """An integer literal: decimal (leading zeros allowed) or 0x hex, with an optional sign."""
+    neg = s.startswith("-")
+    body = s[1:] if neg else s
+    v = int(body[2:], 16) if body[:2].lower() == "0x" else int(body, 10)
+    return -v if neg else v
+
+
 def _unquote(s: str) -> str:
     body = s[1:-1]
     out, i = [], 0
@@ -136,7 +144,7 @@ class Parser:
         if t.kind != "number" or not re.fullmatch(r"-?(0[xX][0-9a-fA-F]+|\d+)", t.text):
             raise self.error(f"expected {what}, found {self._what(t)}")
         self.next()
-        return int(t.text, 0)
+        return _int(t.text)
 
     # -- types --------------------------------------------------------------------------------
     def parse_type(self) -> TensorType:
@@ -207,6 +215,12 @@ class Parser:
         raise self.error(f"expected a number in a dense literal, found {self._what(t)}")
 
     def dense_to_array(self, lit: _DenseLiteral, ty: TensorType) -> np.ndarray:
+        try:
+            return self._dense_to_array(lit, ty)
+        except (MemoryError, ValueError, OverflowError) as e:  # a shape numpy cannot allocate
+            raise self.error(f"cannot make a constant of type {ty}: {e}", lit.tok) from None
+
+    def _dense_to_array(self, lit: _DenseLiteral, ty: TensorType) -> np.ndarray:
         et = ty.dtype
         if lit.hexblob is not None:
             try:
@@ -234,7 +248,7 @@ class Parser:
             raise self.error(f"expected true or false for pred, found {s!r}", t)
         if et.is_int:
             try:
-                v = int(s, 0)
+                v = _int(s)
             except ValueError:
                 raise self.error(f"expected an integer for {et}, found {s!r}", t) from None
             info = np.iinfo(et.np_dtype)
@@ -261,7 +275,7 @@ class Parser:
         if t.kind == "number":
             self.next()
             if re.fullmatch(r"-?(0[xX][0-9a-fA-F]+|\d+)", t.text):
-                return int(t.text, 0)
+                return _int(t.text)
             return float(t.text)
         if t.kind == "ident":
             if t.text in ("true", "false"):
