@@ -1,0 +1,73 @@
+"""The pass contract and the registry of passes.
+
+A pass has a ``name`` and ``run(module) -> changed`` (True when it modified the module). It
+may keep a text ``report()`` of what it decided (fusion decisions, a buffer plan) that the
+pipeline writes into dumps. Passes are made by factories registered under their name, which
+take a ``PassConfig`` (target, options, shared decision log); ``python -m hlo.opt
+--passes=a,b`` and the per-target pipelines both build passes this way.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List
+
+from hlo.ir.core import Module
+
+from .options import PassConfig
+
+
+class Pass:
+    """Base class of passes: subclasses set ``name`` and implement ``run``."""
+
+    name: str = ""
+
+    def run(self, module: Module) -> bool:
+        raise NotImplementedError(f"pass {type(self).__name__} does not implement run()")
+
+    def report(self) -> str:
+        """Text that explains the last run (decisions, analyses); empty when there is none."""
+        return ""
+
+    def __repr__(self) -> str:
+        return f"<pass {self.name}>"
+
+
+PassFactory = Callable[[PassConfig], Pass]
+_REGISTRY: Dict[str, PassFactory] = {}
+_DOCS: Dict[str, str] = {}
+
+
+def register_pass(name: str, doc: str = ""):
+    """Decorator registering a pass class (or a factory taking a PassConfig) under ``name``."""
+    def deco(factory):
+        if name in _REGISTRY:
+            raise ValueError(f"pass '{name}' is registered twice")
+        _REGISTRY[name] = factory
+        _DOCS[name] = doc or (factory.__doc__ or "").strip().split("\n")[0]
+        return factory
+    return deco
+
+
+def _ensure_loaded() -> None:
+    # Importing the pass modules registers them.
+    from . import registry  # noqa: F401
+
+
+def registered_passes() -> Dict[str, str]:
+    """Pass names and one-line descriptions."""
+    _ensure_loaded()
+    return dict(sorted(_DOCS.items()))
+
+
+def create_pass(name: str, config: PassConfig = None) -> Pass:
+    _ensure_loaded()
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown pass '{name}' (known: {', '.join(sorted(_REGISTRY))})")
+    p = _REGISTRY[name](config or PassConfig())
+    if p.name != name:
+        p.name = name
+    return p
+
+
+def create_passes(names: List[str], config: PassConfig = None) -> List[Pass]:
+    config = config or PassConfig()
+    return [create_pass(n, config) for n in names]

@@ -1,0 +1,331 @@
+"""Vertical fusion (pass ``fusion``): producers are fused into their consumers, XLA-style.
+
+Consumers are visited from the end of ``main`` to its start; each tries its producers, latest
+first, and a merge is kept when the merged region is a valid fusion (``fusion_kinds``):
+
+- loop fusion of elementwise and data-movement chains;
+- input fusion of producers into reductions (softmax's exp into its sum, layer norm's square
+  into its variance) and of reductions into the per-row work that reads them back (the whole of
+  a softmax or a layer norm becomes one row kernel);
+- output fusion of a dot with its epilogue (bias, activation, residual) and cheap operand
+  prologues (transposes, slices); on targets that allow it, a layer norm into the dot's operand.
+
+A producer that other ops also read is copied into the consumer only when that is cheap: its
+per-element work is within ``Options.duplication_limit`` units (a cheap op is 1, an expensive one
+``EXPENSIVE_COST``), it holds no dot or reduction, and the copy reads no more bytes than the
+producer's result would have. Expensive producers are not fused where the consumer broadcasts
+them (each element would be recomputed many times). Every merge and every refusal is logged
+with its reason in the decision log (``Optimized.decisions``, the dump's
+``fusion-decisions.txt``).
+
+At the end every remaining loop-fusible op or reduction that is not free (constants, and
+reshapes/transposes that layout assignment made bitcasts) is wrapped in a fusion of its own, so
+backends see kernels only as ``fusion`` ops, ``dot_general`` ops, or opaque ops (gather,
+scatter, sort, while, ...).
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Set
+
+from hlo.ir.core import Module, Operation, Region, Value
+
+from .base import Pass, register_pass
+from .fusion_build import commit, preview
+from .fusion_kinds import NotFusible, analyze
+from .layout import is_bitcast
+from .options import PassConfig
+from .util import (EXPENSIVE, MOVEMENT, Labels, free_values, inputs_of, is_loop_fusible,
+                   is_scalar_body, is_splat_constant, nbytes, top_users)
+
+EXPENSIVE_COST = 16
+
+
+def op_cost(op: Operation) -> int:
+    """Per-element work of one op in cost units."""
+    if op.name in EXPENSIVE:
+        return EXPENSIVE_COST
+    if op.name in MOVEMENT or op.name == "constant":
+        return 0
+    return 1
+
+
+def unit_ops(u: Operation) -> List[Operation]:
+    """The ops a unit computes: a fusion's region ops, or the op itself."""
+    if u.name == "fusion":
+        return list(u.regions[0].walk())
+    return [u]
+
+
+def unit_cost(u: Operation) -> int:
+    return sum(op_cost(op) for op in unit_ops(u))
+
+
+def fusible_unit(op: Operation) -> bool:
+    """An op the fusion passes may merge: loop-fusible ops, reductions, dots, and fusions that
+    are not multi."""
+    if op.name == "fusion":
+        return op.attrs.get("kind") != "multi"
+    if op.name == "reduce":
+        return is_scalar_body(op.regions[0]) and bool(op.attrs["dimensions"]) and not free_values(op)
+    return op.name == "dot_general" or is_loop_fusible(op)
+
+
+def has_expensive_before_reduce(u: Operation) -> bool:
+    """The unit holds an expensive op that no reduction precedes (so it is per element, not per
+    row)."""
+    ops = unit_ops(u)
+    red: Set[Value] = set()
+    for op in ops:
+        if op.name == "reduce" or any(v in red for v in op.operands):
+            red.update(op.results)
+            continue
+        if op.name in EXPENSIVE:
+            return True
+    return False
+
+
+def consumer_broadcasts(c: Operation, values: List[Value]) -> bool:
+    """Does ``c`` read any of ``values`` through a broadcast that makes more elements (or as a
+    dot operand)?"""
+    if c.name == "broadcast_in_dim":
+        return c.operands[0] in values and c.results[0].type.size > c.operands[0].type.size
+    if c.name == "dot_general":
+        return any(v in values for v in c.operands)
+    if c.name != "fusion":
+        return False
+    body = c.regions[0]
+    args = {a for a, v in zip(body.args, c.operands) if v in values}
+    reach = set(args)
+    for op in body.ops:
+        if not any(v in reach for v in op.operands):
+            continue
+        if op.name == "broadcast_in_dim" and op.results[0].type.size > op.operands[0].type.size:
+            return True
+        if op.name == "dot_general":
+            return True
+        if op.name in MOVEMENT:
+            reach.update(op.results)
+    return False
+
+
+def accessed_bytes(unit: Operation, v: Value) -> int:
+    """Bytes of input ``v`` that ``unit`` touches: what its slices read when it only slices
+    ``v``, else all of it."""
+    full = nbytes(v.type)
+    if unit.name in ("slice", "dynamic_slice") and unit.operands[0] is v:
+        return min(full, nbytes(unit.results[0].type))
+    if unit.name != "fusion":
+        return full
+    body = unit.regions[0]
+    args = [a for a, x in zip(body.args, unit.operands) if x is v]
+    total = 0
+    for op in body.walk():
+        for a in args:
+            if a in op.operands:
+                if op.name in ("slice", "dynamic_slice") and op.operands[0] is a:
+                    total += nbytes(op.results[0].type)
+                else:
+                    return full
+    return min(full, total) if args else full
+
+
+def bytes_delta(p: Operation, c: Operation):
+    """(extra, saved): bytes of ``p``'s inputs that ``c`` would newly read if ``p`` were fused
+    into it, and bytes of ``p``'s results that ``c`` would then no longer read."""
+    c_inputs = set(inputs_of(c))
+    extra = sum(accessed_bytes(p, v) for v in inputs_of(p) if v not in c_inputs)
+    saved = sum(accessed_bytes(c, r) for r in p.results if r in c_inputs)
+    return extra, saved
+
+
+class FusionLog:
+    """The decision log: each line once, in order."""
+
+    def __init__(self, sink: list, prefix: str):
+        self.sink = sink
+        self.prefix = prefix
+        self.seen: Set[str] = set()
+
+    def __call__(self, line: str) -> None:
+        if line not in self.seen:
+            self.seen.add(line)
+            self.sink.append(f"{self.prefix}: {line}")
+
+
+@register_pass("fusion", "vertical fusion: loop, input (reduction) and output (dot epilogue) fusion")
+class VerticalFusion(Pass):
+    name = "fusion"
+
+    def __init__(self, config: PassConfig = None):
+        self.config = config or PassConfig()
+        self.opts = self.config.options
+        self.allow_row = self.opts.row_prologue_for(self.config.target)
+        self.lines: List[str] = []
+
+    def report(self) -> str:
+        return "\n".join(self.lines)
+
+    def run(self, module: Module) -> bool:
+        if "main" not in module:
+            return False
+        self.lines = []
+        self.log = FusionLog(self.lines, "fusion")
+        self.labels = Labels.for_module(module)
+        region = module.main.body
+        self.users = top_users(region)
+        self.declined = {}
+        changed = False
+        progress = True
+        while progress:
+            progress = False
+            for c in reversed(list(region.ops)):
+                if not self._alive(c):
+                    continue
+                if not fusible_unit(c) or c.name == "constant":
+                    continue
+                while True:
+                    new = self._fuse_into(region, c)
+                    if new is None:
+                        break
+                    c = new
+                    progress = changed = True
+        changed |= self._wrap_singles(region)
+        self.config.decisions.extend(self.lines)
+        return changed
+
+    # -- one consumer -------------------------------------------------------------------------
+    def _producers(self, region: Region, c: Operation) -> List[Operation]:
+        pos = {id(op): i for i, op in enumerate(region.ops)}
+        seen = {}
+        for v in inputs_of(c):
+            p = v.op
+            if p is not None and id(p) in pos:
+                seen[id(p)] = p
+        return sorted(seen.values(), key=lambda p: -pos[id(p)])
+
+    def _alive(self, op: Operation) -> bool:
+        """Still in the function (merged ops are gone): some input still lists it as a user,
+        or it reads nothing."""
+        ins = inputs_of(op)
+        if not ins:
+            return any(o is op for o in op.parent.ops)
+        return any(u is op for u in self.users.get(ins[0], ()))
+
+    def _fuse_into(self, region: Region, c: Operation) -> Optional[Operation]:
+        users = self.users
+        returned = set(region.outputs)
+        for p in self._producers(region, c):
+            new = self._try(region, p, c, users, returned)
+            if new is not None:
+                return new
+        return None
+
+    def _try(self, region: Region, p: Operation, c: Operation, users, returned) -> Optional[Operation]:
+        L = self.labels
+        others = [u for r in p.results for u in users.get(r, ()) if u is not c]
+        # A refusal depends only on the producer, the consumer and who else reads the producer.
+        key = (id(p), id(c), frozenset(map(id, others)))
+        if key in self.declined:
+            return None
+
+        def decline(why: str):
+            self.log(f"not fused: {L(p)} -> {L(c)}: {why}")
+            self.declined[key] = (p, c, others)  # holds the ops: their ids stay unique
+            return None
+
+        if p.name == "constant":
+            if not is_splat_constant(p):
+                return decline("a constant that is not a splat stays in the constants table")
+        elif not fusible_unit(p):
+            return decline(f"the producer is a '{p.name}', which runs as its own kernel")
+        shared = bool(others) or any(r in returned for r in p.results)
+        dup = []
+        if shared:
+            if p.name != "constant":
+                why = self._why_not_duplicate(p, c)
+                if why:
+                    return decline(why)
+            dup = [p]
+        into_dot = p.name != "constant" and self._feeds_dot_operand(c, p)
+        if into_dot and not shared:
+            extra, saved = bytes_delta(p, c)
+            if extra > saved:
+                return decline(f"the consumer is a dot whose kernel cannot take this producer (its "
+                               f"operand would read {extra} bytes of the producer's inputs instead "
+                               f"of {saved} bytes of its result)")
+        if p.name != "constant" and has_expensive_before_reduce(p) and \
+                consumer_broadcasts(c, list(p.results)):
+            return decline("the consumer reads each element of the producer many times (broadcast "
+                           "or dot operand), which would recompute its expensive work")
+        cand = preview(region, [p, c], "loop", dup, users, returned)
+        try:
+            info = analyze(cand.region, self.allow_row)
+        except NotFusible as e:
+            if into_dot:
+                return decline(f"the consumer is a dot whose kernel cannot take this producer ({e})")
+            return decline(str(e))
+        kind = info.kind
+        if c.name == "fusion" and c.attrs.get("kind") == kind and c.attrs.get("name"):
+            name = c.attrs["name"]
+        else:
+            name = L.fresh(f"{kind}_fusion")
+        new = commit(region, [p, c], cand, kind, name, dup, users)
+        how = "copied into" if dup else "into"
+        what = {"loop": "loop fusion", "input": "input fusion (reduction)",
+                "output": "output fusion (dot with prologue/epilogue)"}[kind]
+        if p.name != "constant":
+            self.log(f"fused {L(p)} {how} {L(c)} -> {name} ({what})")
+        L.set(new, name)
+        return new
+
+    def _feeds_dot_operand(self, c: Operation, p: Operation) -> bool:
+        if c.name == "dot_general":
+            return any(v in c.operands for v in p.results)
+        if c.name != "fusion":
+            return False
+        body = c.regions[0]
+        dot = next((op for op in body.ops if op.name == "dot_general"), None)
+        if dot is None:
+            return False
+        args = {a for a, v in zip(body.args, c.operands) if v in p.results}
+        want = set(dot.operands)
+        for op in reversed(body.ops):
+            if any(r in want for r in op.results):
+                want.update(op.operands)
+        return bool(args & want)
+
+    def _why_not_duplicate(self, p: Operation, c: Operation) -> str:
+        ops = unit_ops(p)
+        if any(op.name == "dot_general" for op in ops):
+            return "the producer is a dot that other ops also read; a dot is never computed twice"
+        if any(op.name == "reduce" for op in ops):
+            return "the producer holds a reduction that other ops also read; duplicating it " \
+                   "would repeat the reduction"
+        cost = unit_cost(p)
+        if cost > self.opts.duplication_limit:
+            return (f"other ops also read the producer, and copying it would repeat {cost} units "
+                    f"of work per element (limit {self.opts.duplication_limit})")
+        extra, saved = bytes_delta(p, c)
+        if extra > saved:
+            return (f"copying the producer into the consumer would increase bytes moved (it would "
+                    f"read {extra} bytes of the producer's inputs instead of {saved} bytes of its "
+                    "result)")
+        return ""
+
+    # -- single ops -------------------------------------------------------------------------
+    def _wrap_singles(self, region: Region) -> bool:
+        changed = False
+        for op in list(region.ops):
+            if op.name in ("constant", "fusion", "dot_general") or not fusible_unit(op):
+                continue
+            if is_bitcast(op):
+                continue
+            cand = preview(region, [op], "loop", (), self.users)
+            try:
+                kind = analyze(cand.region, self.allow_row).kind
+            except NotFusible:
+                continue
+            name = self.labels.fresh(f"{kind}_fusion")
+            commit(region, [op], cand, kind, name, (), self.users)
+            changed = True
+        return changed

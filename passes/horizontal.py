@@ -1,0 +1,85 @@
+"""Horizontal fusion (pass ``horizontal-fusion``): independent small kernels are launched as
+one, a ``multi`` fusion whose region holds each of them as a nested fusion (the per-parameter
+update steps of a training step, small reductions beside each other).
+
+Candidates are loop and input kernels whose outputs have at most
+``Options.horizontal_max_elements`` elements. Members of a group are pairwise independent (no
+path from one to another), so running them together cannot create a cycle; groups are formed
+greedily in schedule order. Dots and kernels with their own structure stay alone.
+"""
+from __future__ import annotations
+
+from typing import List
+
+from hlo.ir.core import Module, Operation
+
+from .base import Pass, register_pass
+from .fusion import FusionLog, fusible_unit
+from .fusion_build import commit, preview
+from .fusion_kinds import NotFusible, analyze
+from .layout import is_bitcast
+from .multi_output import Reach
+from .options import PassConfig
+from .util import Labels
+
+
+def _candidate(op: Operation, limit: int) -> bool:
+    if op.name == "constant" or is_bitcast(op) or not fusible_unit(op):
+        return False
+    if op.name == "dot_general":
+        return False
+    if op.name == "fusion" and op.attrs.get("kind") not in ("loop", "input"):
+        return False
+    return all(r.type.size <= limit for r in op.results)
+
+
+@register_pass("horizontal-fusion", "merge independent small kernels into one launch")
+class HorizontalFusion(Pass):
+    name = "horizontal-fusion"
+
+    def __init__(self, config: PassConfig = None):
+        self.config = config or PassConfig()
+        self.limit = self.config.options.horizontal_max_elements
+        self.allow_row = self.config.options.row_prologue_for(self.config.target)
+        self.lines: List[str] = []
+
+    def report(self) -> str:
+        return "\n".join(self.lines)
+
+    def run(self, module: Module) -> bool:
+        if "main" not in module:
+            return False
+        self.lines = []
+        log = FusionLog(self.lines, "horizontal")
+        labels = Labels.for_module(module)
+        region = module.main.body
+        changed = False
+        done = set()
+        while True:
+            reach = Reach(region)
+            cands = [op for op in region.ops if _candidate(op, self.limit) and id(op) not in done]
+            if len(cands) < 2:
+                break
+            seed = cands[0]
+            group = [seed]
+            for op in cands[1:]:
+                if all(reach.independent(op, g) for g in group):
+                    group.append(op)
+            if len(group) < 2:
+                done.add(id(seed))
+                continue
+            cand = preview(region, group, "multi")
+            try:
+                analyze(cand.region, self.allow_row)
+            except NotFusible as e:
+                log(f"not merged: {', '.join(labels(g) for g in group)}: {e}")
+                done.update(id(g) for g in group)
+                continue
+            name = labels.fresh("multi_fusion")
+            new = commit(region, group, cand, "multi", name)
+            done.add(id(new))
+            log(f"merged {len(group)} independent kernels into one launch -> {name}: "
+                + ", ".join(labels(g) for g in group))
+            changed = True
+        self.config.decisions.extend(self.lines)
+        return changed

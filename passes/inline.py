@@ -1,0 +1,67 @@
+"""Inlining: every ``call`` is replaced by a copy of its callee's body, so that the whole
+program is one function that the other passes see at once (the verifier guarantees there is no
+recursion). Private functions left without callers are removed."""
+from __future__ import annotations
+
+from typing import Dict
+
+from hlo.ir.clone import clone_op
+from hlo.ir.core import Module, Region, Value
+
+from .base import Pass, register_pass
+from .dce import remove_unused_functions
+from .util import replace_values
+
+
+def _inline_region(region: Region, module: Module) -> bool:
+    changed = False
+    out = []
+    mapping: Dict[Value, Value] = {}
+    for op in region.ops:
+        if mapping and any(v in mapping for v in op.operands):
+            op.operands = [mapping.get(v, v) for v in op.operands]
+        for r in op.regions:
+            changed |= _inline_region(r, module)
+        if op.name == "call" and op.attrs.get("callee") in module:
+            callee = module[op.attrs["callee"]]
+            vmap: Dict[Value, Value] = dict(zip(callee.args, op.operands))
+            for inner in callee.body.ops:
+                new = clone_op(inner, vmap)
+                if new.loc is None:
+                    new.loc = op.loc
+                new.parent = region
+                out.append(new)
+                # Calls inside the callee are inlined when this region is visited again.
+            for res, v in zip(op.results, callee.body.outputs):
+                mapping[res] = vmap.get(v, v)
+            changed = True
+            continue
+        out.append(op)
+    if changed:
+        region.ops = out
+        for op in out:
+            op.parent = region
+        if mapping:
+            # Resolve chains (a call result mapped to another inlined call's result).
+            def res(v):
+                while v in mapping:
+                    v = mapping[v]
+                return v
+            replace_values(region, {k: res(k) for k in mapping})
+    return changed
+
+
+@register_pass("inline", "inline calls; drop private functions nothing calls")
+class Inline(Pass):
+    name = "inline"
+
+    def __init__(self, config=None):
+        pass
+
+    def run(self, module: Module) -> bool:
+        changed = False
+        for fn in module.functions.values():
+            while _inline_region(fn.body, module):
+                changed = True
+        changed |= remove_unused_functions(module)
+        return changed

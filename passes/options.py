@@ -1,0 +1,93 @@
+"""Options of the optimization pipeline (``optimize(..., options=...)``), given as an ``Options``
+or a plain dict of the same fields. Unknown names are an error, not silently ignored."""
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any, FrozenSet, Optional, Tuple
+
+TARGETS = ("interpreter", "cpu", "cuda")
+# Other spellings accepted in option dicts (the jit front door says ``donated_args``).
+ALIASES = {"donated_args": "donate_argnums"}
+
+
+@dataclass
+class Options:
+    # Run the fusion passes (vertical, multi-output, horizontal). Off: every op is its own kernel.
+    fusion: bool = True
+    # Pass names (see ``hlo.passes.registry``) to leave out of the pipeline.
+    disabled_passes: FrozenSet[str] = frozenset()
+    # Parameters of main whose buffers the caller gives up; outputs may be written into them.
+    donate_argnums: Tuple[int, ...] = ()
+    # Verify the module after every pass.
+    verify: bool = True
+    # Regular expression on pass names: which passes' outputs a dump directory receives.
+    dump_filter: Optional[str] = None
+    # Constant folding makes no constant with more elements than this (splats excepted).
+    constant_fold_limit: int = 1 << 16
+    # Vertical fusion may copy a producer into several consumers when its per-element work is at
+    # most this many cheap-op units (an expensive op counts EXPENSIVE_COST); 0 never duplicates.
+    duplication_limit: int = 8
+    # Horizontal fusion merges independent kernels whose outputs have at most this many elements.
+    horizontal_max_elements: int = 1 << 16
+    # Fuse a row-wise normalization (layer norm, softmax) into the operand of a dot (the dot
+    # kernel computes the operand rows while it packs them). None: the target's default
+    # (on for cpu and interpreter, off for cuda).
+    row_prologue: Optional[bool] = None
+
+    @classmethod
+    def from_any(cls, x: Any) -> "Options":
+        if x is None:
+            return cls()
+        if isinstance(x, cls):
+            return dataclasses.replace(x)
+        if dataclasses.is_dataclass(x) and not isinstance(x, type):
+            x = {f.name: getattr(x, f.name) for f in dataclasses.fields(x)}
+        if not isinstance(x, dict):
+            raise TypeError(f"options must be an Options, a dataclass or a dict, got {type(x).__name__}")
+        x = dict(x)
+        for alias, name in ALIASES.items():
+            if alias in x:
+                if name in x and x[name] != x[alias]:
+                    raise ValueError(f"options give both {name} and its alias {alias}")
+                x[name] = x.pop(alias)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(x) - known)
+        if unknown:
+            raise ValueError(f"unknown optimization option(s) {', '.join(unknown)} "
+                             f"(known: {', '.join(sorted(known))})")
+        o = cls(**x)
+        o.normalize()
+        return o
+
+    def normalize(self) -> None:
+        self.disabled_passes = frozenset(self.disabled_passes or ())
+        if isinstance(self.donate_argnums, int):
+            self.donate_argnums = (self.donate_argnums,)
+        self.donate_argnums = tuple(int(i) for i in (self.donate_argnums or ()))
+        if self.dump_filter is not None:
+            try:
+                re.compile(self.dump_filter)
+            except re.error as e:
+                raise ValueError(f"dump_filter {self.dump_filter!r} is not a valid regular expression: {e}") from None
+
+    def row_prologue_for(self, target: str) -> bool:
+        if self.row_prologue is not None:
+            return bool(self.row_prologue)
+        return target in ("cpu", "interpreter")
+
+
+def check_target(target: str) -> str:
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r} (known: {', '.join(TARGETS)})")
+    return target
+
+
+@dataclass
+class PassConfig:
+    """What a pass factory gets: the target, the options and the shared decision log."""
+
+    target: str = "interpreter"
+    options: Options = field(default_factory=Options)
+    decisions: list = field(default_factory=list)

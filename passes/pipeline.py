@@ -1,0 +1,182 @@
+"""The optimization pipeline: ``optimize(module, target, dump_dir, options) -> Optimized``.
+
+Per target (``interpreter``, ``cpu``, ``cuda``) the same order runs:
+
+    simplify (until nothing changes, at most SIMPLIFY_ROUNDS rounds):
+        inline, canonicalize, algebraic-simplifier, constant-folding, cse, dce
+    layout-assignment
+    fusion, multi-output-fusion, horizontal-fusion   (when Options.fusion)
+    cse, dce                                          (tidy fused regions)
+    schedule
+    buffer-assignment
+
+Targets differ in what fusion may do: cpu and the interpreter fuse a row-wise normalization
+into a dot's operand (``Options.row_prologue``), cuda does not. The input module is not
+changed (it is cloned). The module is verified after every pass (``Options.verify``), including
+that every fusion op is a valid fusion of its kind; each pass is timed; with a dump directory
+(``dump_dir=`` or the environment variable ``HLO_DUMP_DIR``) the module is written after every
+pass whose name matches ``Options.dump_filter`` (see ``hlo.passes.dump``). The buffer
+assignment's checker runs on every result.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+from hlo.ir.core import Module
+from hlo.ir.printer import print_module
+from hlo.ir.verifier import verify_module
+
+from .base import Pass, create_pass, register_pass
+from .buffer_assignment import BufferAssignment
+from .dump import Dumper
+from .fusion_kinds import NotFusible, verify_fusion
+from .options import Options, PassConfig, check_target
+
+SIMPLIFY = ["inline", "canonicalize", "algebraic-simplifier", "constant-folding", "cse", "dce"]
+SIMPLIFY_ROUNDS = 4
+FUSION = ["fusion", "multi-output-fusion", "horizontal-fusion"]
+TIDY = ["cse", "dce"]
+
+
+class PipelineError(Exception):
+    """A pass left the module invalid; the message names the pass."""
+
+
+@register_pass("buffer-assignment", "assign every top-level value a slice (analysis; IR unchanged)")
+class BufferAssignmentPass(Pass):
+    name = "buffer-assignment"
+
+    def __init__(self, config: PassConfig = None):
+        self.config = config or PassConfig()
+        self.result: Optional[BufferAssignment] = None
+
+    def run(self, module: Module) -> bool:
+        main = module.main
+        self.result = BufferAssignment(main.body, list(main.ops), self.config.options.donate_argnums)
+        self.result.check()
+        return False
+
+    def report(self) -> str:
+        return self.result.text() if self.result is not None else ""
+
+
+@dataclass
+class Optimized:
+    """The result of the pipeline for one target."""
+
+    module: Module
+    schedule: list
+    buffers: BufferAssignment
+    pass_times: List[Tuple[str, float]]
+    decisions: List[str]
+    target: str
+    options: Options
+    dump_dir: Optional[str] = None
+
+    def text(self) -> str:
+        return print_module(self.module)
+
+    def cost_analysis(self) -> dict:
+        from .analysis import cost_analysis
+        return cost_analysis(self)
+
+    def memory_analysis(self):
+        from .analysis import memory_analysis
+        return memory_analysis(self)
+
+
+def pipeline_passes(target: str, options: Options) -> Tuple[List[str], List[str]]:
+    """The pass names the pipeline runs for a target: the simplification group (repeated
+    until nothing changes) and the passes after it. Disabled passes are left out, except
+    buffer assignment, which every result needs."""
+    check_target(target)
+    off = options.disabled_passes
+    simplify = [n for n in SIMPLIFY if n not in off]
+    rest = ["layout-assignment"] + (FUSION if options.fusion else []) + TIDY + ["schedule"]
+    rest = [n for n in rest if n not in off] + ["buffer-assignment"]
+    return simplify, rest
+
+
+def verify(module: Module, allow_row_prologue: bool = True) -> None:
+    """The IR verifier plus the fusion-kind check of every fusion op."""
+    verify_module(module)
+    for fn in module.functions.values():
+        for op in fn.walk():
+            if op.name == "fusion":
+                try:
+                    verify_fusion(op, allow_row_prologue)
+                except NotFusible as e:
+                    raise PipelineError(f"invalid fusion {op.attrs.get('name') or ''}: {e}") from None
+
+
+class Runner:
+    """Runs passes on a module: verification, timing, dumps."""
+
+    def __init__(self, config: PassConfig, dumper: Optional[Dumper]):
+        self.config = config
+        self.dumper = dumper
+        self.times: List[Tuple[str, float]] = []
+        self.allow_row = config.options.row_prologue_for(config.target)
+
+    def run(self, p: Pass, module: Module) -> bool:
+        t0 = time.perf_counter()
+        changed = p.run(module)
+        dt = time.perf_counter() - t0
+        self.times.append((p.name, dt))
+        if self.config.options.verify:
+            try:
+                verify(module, self.allow_row)
+            except Exception as e:
+                raise PipelineError(f"after pass '{p.name}': {e}") from e
+        if self.dumper is not None:
+            self.dumper.after_pass(p, module, changed, dt)
+        return changed
+
+
+def _dump_dir_from_env(module: Module) -> Optional[str]:
+    base = os.environ.get("HLO_DUMP_DIR")
+    if not base:
+        return None
+    path = os.path.join(base, module.name)
+    n = 0
+    while os.path.exists(path):
+        n += 1
+        path = os.path.join(base, f"{module.name}.{n}")
+    return path
+
+
+def optimize(module: Module, target: str = "interpreter", dump_dir: Optional[str] = None,
+             options=None) -> Optimized:
+    """Optimize a clone of ``module`` for ``target``; see the module docstring."""
+    check_target(target)
+    opts = Options.from_any(options)
+    if "main" not in module:
+        raise ValueError(f"module @{module.name} has no @main to optimize")
+    m = module.clone()
+    dump_dir = dump_dir or _dump_dir_from_env(m)
+    config = PassConfig(target, opts, [])
+    dumper = Dumper(dump_dir, opts.dump_filter) if dump_dir else None
+    runner = Runner(config, dumper)
+    if dumper is not None:
+        dumper.input(m)
+    simplify, rest = pipeline_passes(target, opts)
+    for _ in range(SIMPLIFY_ROUNDS):
+        changed = False
+        for n in simplify:
+            changed |= runner.run(create_pass(n, config), m)
+        if not changed:
+            break
+    ba_pass = None
+    for n in rest:
+        p = create_pass(n, config)
+        runner.run(p, m)
+        if n == "buffer-assignment":
+            ba_pass = p
+    opt = Optimized(m, list(m.main.ops), ba_pass.result, runner.times, list(config.decisions),
+                    target, opts, dump_dir)
+    if dumper is not None:
+        dumper.finish(opt)
+    return opt

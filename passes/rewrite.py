@@ -1,0 +1,155 @@
+"""A small pattern-rewrite engine for local simplifications (canonicalization, algebraic
+simplification): a table maps op names to pattern functions.
+
+A pattern is ``fn(op, rw)``. It returns a list of replacement values (one per result of
+``op``), ``IN_PLACE`` after editing ``op`` itself (operand order, attributes), or None when it
+does not apply. New ops are built with ``rw.build(...)``, which inserts them just before ``op``
+(verified by the builder as they are made). The engine applies the table to every region until
+nothing changes, then removes what became dead.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from hlo.ir.builder import Builder
+from hlo.ir.core import Module, Operation, Region, Value
+from hlo.ir.types import TensorType
+
+from .dce import dce_region
+from .util import replace_values
+
+IN_PLACE = object()
+Pattern = Callable[[Operation, "Rewriter"], object]
+
+
+class Rewriter:
+    def __init__(self, region: Region):
+        self.region = region
+        self.current: Optional[Operation] = None
+
+    # -- building --------------------------------------------------------------------------
+    def build(self, name: str, operands: Sequence[Value], attrs=None, result_types=None,
+              regions=()) -> Value:
+        """Build a single-result op just before the op being rewritten; return its result."""
+        return self.build_op(name, operands, attrs, result_types, regions).result
+
+    def build_op(self, name, operands, attrs=None, result_types=None, regions=()) -> Operation:
+        idx = self.region.ops.index(self.current)
+        if result_types is not None:
+            result_types = [t.without_layout() for t in result_types]
+        b = Builder(self.region, self.current.loc, index=idx)
+        return b.op(name, list(operands), dict(attrs or {}), result_types, regions)
+
+    def constant(self, value: np.ndarray) -> Value:
+        from hlo.ir.types import element_type
+        t = TensorType(value.shape, element_type(value.dtype))
+        return self.build("constant", [], {"value": value}, [t])
+
+    def splat_like(self, scalar, t: TensorType) -> Value:
+        """A constant of type ``t`` with every element ``scalar``."""
+        return self.constant(np.full(t.shape, scalar, dtype=t.np_dtype))
+
+    # -- matching --------------------------------------------------------------------------
+    @staticmethod
+    def producer(v: Value) -> Optional[Operation]:
+        return v.op
+
+    @staticmethod
+    def const_value(v: Value) -> Optional[np.ndarray]:
+        op = v.op
+        if op is not None and op.name == "constant":
+            return op.attrs["value"]
+        return None
+
+    @staticmethod
+    def splat(v: Value):
+        """The scalar every element of ``v`` equals when that is known at compile time: a splat
+        constant, or a broadcast of one. None otherwise."""
+        op = v.op
+        while op is not None and op.name in ("broadcast_in_dim", "reshape"):
+            op = op.operands[0].op
+        if op is None or op.name != "constant":
+            return None
+        a = op.attrs["value"]
+        if a.size == 0:
+            return None
+        flat = a.reshape(-1)
+        bits = flat.view(np.uint8).reshape(flat.size, -1)
+        if not (bits == bits[0]).all():
+            return None
+        return flat[0]
+
+    def num_users(self, v: Value) -> int:
+        """How many ops of the region (or its outputs) read ``v`` right now."""
+        from .util import inputs_of
+        n = sum(1 for op in self.region.ops if v in inputs_of(op))
+        return n + sum(1 for o in self.region.outputs if o is v)
+
+    def is_splat_of(self, v: Value, x) -> bool:
+        s = self.splat(v)
+        return s is not None and bool(s == x)
+
+
+def apply_patterns(module: Module, table: Dict[str, List[Pattern]], max_rounds: int = 16) -> bool:
+    changed = False
+    for fn in module.functions.values():
+        changed |= apply_to_region(fn.body, table, max_rounds)
+    return changed
+
+
+def apply_to_region(region: Region, table: Dict[str, List[Pattern]], max_rounds: int = 16) -> bool:
+    changed_any = False
+    for _ in range(max_rounds):
+        changed = _one_round(region, table)
+        if not changed:
+            break
+        changed_any = True
+        dce_region(region)
+    return changed_any
+
+
+def _one_round(region: Region, table) -> bool:
+    changed = False
+    rw = Rewriter(region)
+    mapping: Dict[Value, Value] = {}
+
+    def res(v):
+        while v in mapping:
+            v = mapping[v]
+        return v
+
+    for op in list(region.ops):
+        if mapping and any(v in mapping for v in op.operands):
+            op.operands = [res(v) for v in op.operands]
+        for r in op.regions:
+            if mapping:
+                replace_values(r, {k: res(k) for k in mapping})
+            changed |= _region_fixpoint(r, table)
+        pats = table.get(op.name)
+        if not pats:
+            continue
+        rw.current = op
+        for pat in pats:
+            out = pat(op, rw)
+            if out is None:
+                continue
+            changed = True
+            if out is IN_PLACE:
+                continue
+            if len(out) != len(op.results):
+                raise RuntimeError(f"pattern {pat.__name__} gave {len(out)} values for '{op.name}' "
+                                   f"with {len(op.results)} results")
+            for r, v in zip(op.results, out):
+                if r.type.without_layout() != v.type.without_layout():
+                    raise RuntimeError(f"pattern {pat.__name__} replaced {r.type} by {v.type}")
+                mapping[r] = v
+            break
+    if mapping:
+        replace_values(region, {k: res(k) for k in mapping})
+    return changed
+
+
+def _region_fixpoint(region: Region, table) -> bool:
+    return apply_to_region(region, table)

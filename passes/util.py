@@ -1,0 +1,347 @@
+"""IR helpers shared by the passes: op categories, use maps, value replacement, erasing ops,
+stable topological re-ordering and structural keys of ops (for CSE and region comparison).
+
+The IR keeps no use lists (see ``hlo.ir.core``); passes compute what they need here, once per
+rewrite round, which keeps every mutation a plain list edit.
+"""
+from __future__ import annotations
+
+import heapq
+from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
+
+import numpy as np
+
+from hlo.ir.core import Function, Module, Operation, Region, Value
+from hlo.ir.types import TensorType
+
+# --------------------------------------------------------------------------------------------
+# Op categories
+# --------------------------------------------------------------------------------------------
+
+UNARY = frozenset({
+    "abs", "negate", "sign", "exponential", "exponential_minus_one", "log", "log_plus_one",
+    "logistic", "tanh", "sqrt", "rsqrt", "cbrt", "sine", "cosine", "tan", "floor", "ceil",
+    "round_nearest_even", "round_nearest_afz", "not", "popcnt", "count_leading_zeros",
+    "is_finite", "convert", "reduce_precision"})
+BINARY = frozenset({
+    "add", "subtract", "multiply", "divide", "remainder", "power", "maximum", "minimum",
+    "atan2", "and", "or", "xor", "shift_left", "shift_right_arithmetic",
+    "shift_right_logical", "compare"})
+TERNARY = frozenset({"select", "clamp"})
+# Each result element depends only on the operand elements at the same index.
+ELEMENTWISE = UNARY | BINARY | TERNARY
+COMMUTATIVE = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
+# Per-element work worth not repeating (XLA's "expensive" ops).
+EXPENSIVE = frozenset({
+    "exponential", "exponential_minus_one", "log", "log_plus_one", "logistic", "tanh",
+    "sqrt", "rsqrt", "cbrt", "sine", "cosine", "tan", "power", "atan2", "divide",
+    "remainder"})
+TRANSCENDENTAL = EXPENSIVE - {"divide", "remainder"}
+# Data movement an elemental emitter can compute at any output index from operand elements.
+MOVEMENT = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice", "concatenate", "pad",
+                      "reverse", "dynamic_slice", "iota"})
+# Ops that can sit in a loop fusion: computed element by element at any index.
+LOOP_FUSIBLE = ELEMENTWISE | MOVEMENT | {"constant"}
+
+
+def is_elementwise(op: Operation) -> bool:
+    if op.name == "bitcast_convert":
+        return op.operand_types[0].shape == op.result_types[0].shape
+    return op.name in ELEMENTWISE
+
+
+def is_loop_fusible(op: Operation) -> bool:
+    return op.name in LOOP_FUSIBLE or (op.name == "bitcast_convert" and is_elementwise(op))
+
+
+def is_splat_constant(op: Operation) -> bool:
+    """A constant whose elements are all equal (cheap to copy into any kernel)."""
+    if op.name != "constant":
+        return False
+    v = op.attrs["value"]
+    if v.size <= 1:
+        return True
+    flat = v.reshape(-1)
+    bits = flat.view(np.uint8).reshape(flat.size, -1)
+    return bool((bits == bits[0]).all())
+
+
+def splat_value(op: Operation):
+    """The scalar of a splat constant (as a 0-d numpy array), else None."""
+    if not is_splat_constant(op):
+        return None
+    v = op.attrs["value"]
+    return v.reshape(-1)[0] if v.size else None
+
+
+def scalar_body_op(body: Region) -> Optional[str]:
+    """The op name when a reduce body is ``return(op(arg0, arg1))`` (commutative op), else None."""
+    if len(body.args) != 2 or len(body.ops) != 1 or len(body.outputs) != 1:
+        return None
+    op = body.ops[0]
+    if op.name not in COMMUTATIVE or op.regions:
+        return None
+    a, b = body.args
+    if set(map(id, op.operands)) != {id(a), id(b)} or body.outputs[0] is not op.results[0]:
+        return None
+    return op.name
+
+
+def is_scalar_body(body: Region) -> bool:
+    """A reduce body made only of elementwise ops on scalars, reading nothing from outside."""
+    defined = set(body.args)
+    for op in body.ops:
+        if op.regions or not (is_elementwise(op) or op.name == "constant"):
+            return False
+        if any(v not in defined for v in op.operands):
+            return False
+        if any(r.type.rank != 0 for r in op.results):
+            return False
+        defined.update(op.results)
+    return all(v in defined for v in body.outputs)
+
+
+# --------------------------------------------------------------------------------------------
+# Uses and replacement
+# --------------------------------------------------------------------------------------------
+
+def defined_inside(op: Operation) -> Set[Value]:
+    """Values defined inside ``op``'s regions (region arguments and results of nested ops)."""
+    out: Set[Value] = set()
+    for r in op.regions:
+        out.update(r.args)
+        for inner in r.walk():
+            out.update(inner.results)
+            for rr in inner.regions:
+                out.update(rr.args)
+    return out
+
+
+def free_values(op: Operation) -> List[Value]:
+    """Values read inside ``op``'s regions that are defined outside ``op`` (in order). A fusion
+    region reads only its parameters (``fusion_kinds`` checks it), so it has none."""
+    if not op.regions or op.name == "fusion":
+        return []
+    inside = defined_inside(op)
+    seen: Dict[Value, None] = {}
+    for r in op.regions:
+        for inner in r.walk():
+            for v in inner.operands:
+                if v not in inside:
+                    seen.setdefault(v)
+        for rr in _regions_of(op):
+            for v in rr.outputs:
+                if v not in inside:
+                    seen.setdefault(v)
+    return list(seen)
+
+
+def _regions_of(op: Operation) -> Iterator[Region]:
+    for r in op.regions:
+        yield r
+        for inner in r.walk():
+            yield from inner.regions
+
+
+def inputs_of(op: Operation) -> List[Value]:
+    """Everything ``op`` reads from its scope: its operands, then free values of its regions."""
+    ins = list(dict.fromkeys(op.operands))
+    for v in free_values(op):
+        if v not in ins:
+            ins.append(v)
+    return ins
+
+
+def top_users(region: Region) -> Dict[Value, List[Operation]]:
+    """Map each value to the ops of ``region`` (top level only) that read it, directly or from
+    inside their regions. Each user is listed once per value."""
+    out: Dict[Value, List[Operation]] = {}
+    for op in region.ops:
+        for v in inputs_of(op):
+            out.setdefault(v, []).append(op)
+    return out
+
+
+def replace_top_values(region: Region, mapping: Dict[Value, Value]) -> None:
+    """Like ``replace_values`` but does not look inside fusion regions (which read only their
+    parameters): the cheap form for rewiring a function's top level."""
+    if not mapping:
+        return
+    for op in region.ops:
+        if any(v in mapping for v in op.operands):
+            op.operands = [mapping.get(v, v) for v in op.operands]
+        if op.regions and op.name != "fusion":
+            for r in op.regions:
+                replace_values(r, mapping)
+    if any(v in mapping for v in region.outputs):
+        region.outputs = [mapping.get(v, v) for v in region.outputs]
+
+
+def replace_values(region: Region, mapping: Dict[Value, Value]) -> None:
+    """Replace uses of each key by its value in ``region``, its nested regions and outputs."""
+    if not mapping:
+        return
+    for op in region.walk():
+        if any(v in mapping for v in op.operands):
+            op.operands = [mapping.get(v, v) for v in op.operands]
+    for r in _all_regions(region):
+        if any(v in mapping for v in r.outputs):
+            r.outputs = [mapping.get(v, v) for v in r.outputs]
+
+
+def _all_regions(region: Region) -> Iterator[Region]:
+    yield region
+    for op in region.walk():
+        yield from op.regions
+
+
+def all_regions(fn_or_region) -> Iterator[Region]:
+    """A region (or a function's body) and every region nested in it."""
+    region = fn_or_region.body if isinstance(fn_or_region, Function) else fn_or_region
+    return _all_regions(region)
+
+
+def module_regions(module: Module) -> Iterator[Region]:
+    for fn in module.functions.values():
+        yield from all_regions(fn)
+
+
+def erase_ops(region: Region, ops: Iterable[Operation]) -> None:
+    dead = set(map(id, ops))
+    if dead:
+        region.ops = [op for op in region.ops if id(op) not in dead]
+
+
+def strip_layout(t: TensorType) -> TensorType:
+    return t.without_layout()
+
+
+# --------------------------------------------------------------------------------------------
+# Ordering
+# --------------------------------------------------------------------------------------------
+
+def stable_toposort(region: Region) -> None:
+    """Re-order ``region``'s ops so that every op follows the ops it reads, keeping the current
+    order wherever it is already valid (Kahn's algorithm, earliest current position first).
+    Raises RuntimeError on a cycle (a bug in the pass that made it)."""
+    ops = region.ops
+    pos = {id(op): i for i, op in enumerate(ops)}
+    producer: Dict[Value, Operation] = {}
+    for op in ops:
+        for r in op.results:
+            producer[r] = op
+    deps: Dict[int, Set[int]] = {}
+    users: Dict[int, List[int]] = {}
+    for op in ops:
+        d = set()
+        for v in inputs_of(op):
+            p = producer.get(v)
+            if p is not None and p is not op:
+                d.add(id(p))
+        deps[id(op)] = d
+        for p in d:
+            users.setdefault(p, []).append(id(op))
+    by_id = {id(op): op for op in ops}
+    indeg = {k: len(v) for k, v in deps.items()}
+    heap = [pos[k] for k, n in indeg.items() if n == 0]
+    heapq.heapify(heap)
+    out: List[Operation] = []
+    while heap:
+        i = heapq.heappop(heap)
+        op = ops[i]
+        out.append(op)
+        for u in users.get(id(op), ()):
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                heapq.heappush(heap, pos[u])
+    if len(out) != len(ops):
+        stuck = [by_id[k].name for k, n in indeg.items() if n > 0][:5]
+        raise RuntimeError(f"cycle among ops of region '{region.name}': {', '.join(stuck)}")
+    region.ops = out
+
+
+# --------------------------------------------------------------------------------------------
+# Structural keys
+# --------------------------------------------------------------------------------------------
+
+def attr_key(v):
+    """A hashable key for an attribute value (arrays by dtype, shape and bytes)."""
+    if isinstance(v, np.ndarray):
+        return ("array", str(v.dtype), v.shape, np.ascontiguousarray(v).tobytes())
+    if isinstance(v, (list, tuple)):
+        return tuple(attr_key(x) for x in v)
+    if isinstance(v, float) and v != v:
+        return ("nan",)
+    return v
+
+
+def region_key(r: Region, outer: Dict[Value, object]) -> tuple:
+    """A structural key of a region: equal keys mean the regions compute the same thing.
+    ``outer`` maps values from enclosing scopes to their keys."""
+    names: Dict[Value, object] = dict(outer)
+    for i, a in enumerate(r.args):
+        names[a] = ("arg", i)
+    parts: List[tuple] = [tuple(("arg", i, str(a.type.without_layout())) for i, a in enumerate(r.args))]
+    for k, op in enumerate(r.ops):
+        parts.append(op_key(op, names))
+        for j, res in enumerate(op.results):
+            names[res] = ("v", k, j)
+    parts.append(tuple(names.get(v, ("ext", id(v))) for v in r.outputs))
+    return tuple(parts)
+
+
+def op_key(op: Operation, names: Dict[Value, object]) -> tuple:
+    """A structural key of one op given keys of its operands."""
+    return (op.name,
+            tuple(names.get(v, ("ext", id(v))) for v in op.operands),
+            tuple(sorted((k, attr_key(v)) for k, v in op.attrs.items())),
+            tuple(str(t) for t in op.result_types),
+            tuple(region_key(r, names) for r in op.regions))
+
+
+def nbytes(t: TensorType) -> int:
+    return t.size * t.dtype.itemsize
+
+
+class Labels:
+    """Stable, readable names for ops during one pass run (``exponential.3``); a fusion op is
+    called by its ``name`` attribute. Decision logs use them."""
+
+    def __init__(self):
+        self.counter: Dict[str, int] = {}
+        self.labels: Dict[int, Tuple[Operation, str]] = {}  # keeps the op alive: ids stay unique
+        self.taken: Set[str] = set()
+
+    def __call__(self, op: Operation) -> str:
+        hit = self.labels.get(id(op))
+        if hit is not None and hit[0] is op:
+            return hit[1]
+        if op.name == "fusion" and op.attrs.get("name"):
+            label = op.attrs["name"]
+        else:
+            n = self.counter.get(op.name, 0)
+            self.counter[op.name] = n + 1
+            label = f"{op.name}.{n}"
+        self.labels[id(op)] = (op, label)
+        return label
+
+    @classmethod
+    def for_module(cls, module) -> "Labels":
+        """Labels that avoid the names of fusions already in ``module``."""
+        lab = cls()
+        for op in module.walk():
+            if op.name == "fusion" and op.attrs.get("name"):
+                lab.taken.add(op.attrs["name"])
+        return lab
+
+    def fresh(self, base: str) -> str:
+        while True:
+            n = self.counter.get(base, 0)
+            self.counter[base] = n + 1
+            name = f"{base}.{n}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
+
+    def set(self, op: Operation, label: str) -> None:
+        self.labels[id(op)] = (op, label)
