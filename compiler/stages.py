@@ -1,41 +1,164 @@
-"""Staging objects: ``Lowered`` (traced or imported IR, not yet optimized) and ``Compiled``
-(an executable for one target). ``hlo.jit(f).lower(...)`` and ``hlo.load_stablehlo`` both return
-a ``Lowered``."""
+"""Staging objects: ``Lowered`` (traced or imported IR, not yet optimized) and ``Compiled`` (an
+executable for one target).
+
+``hlo.jit(f).lower(*args)`` returns a ``Lowered`` that remembers the pytree structure of the
+arguments and results; its ``Compiled`` is called like ``f`` with the non-static arguments and
+returns the same pytree of arrays. ``Lowered(module)`` made from a bare Module (what
+``hlo.load_stablehlo`` returns) has flat signatures: its ``Compiled`` takes the arrays of
+``@main``'s parameters and returns a list of arrays.
+"""
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from hlo.ir import Module, print_module
 
+from .abstract import ShapedArray, abstractify, aval_of_type, concrete_arg
+from .api_util import api_boundary
+from .errors import SignatureMismatchError
+from .targets import Artifact, compile_module, resolve_target
+from .tree_util import PyTreeDef, describe_difference, tree_flatten, tree_unflatten
+
 
 class Lowered:
-    """IR for one abstract signature, before target-specific optimization."""
+    """IR for one abstract signature, before target-specific optimization.
 
-    def __init__(self, module: Module):
+    ``ir`` is the Module; ``as_text()`` its text form; ``compile(target=None)`` optimizes and
+    builds it for a target (the ``hlo.jit`` target, else the default target)."""
+
+    def __init__(self, module: Module, *, in_tree: Optional[PyTreeDef] = None,
+                 out_tree: Optional[PyTreeDef] = None, in_avals: Optional[Sequence[ShapedArray]] = None,
+                 out_avals: Optional[Sequence[ShapedArray]] = None,
+                 arg_names: Optional[Sequence[str]] = None, donated: Sequence[int] = (),
+                 target: Optional[str] = None, fun_name: Optional[str] = None):
         self.ir = module
+        main = module.main
+        self.in_tree = in_tree
+        self.out_tree = out_tree
+        self.in_avals = list(in_avals) if in_avals is not None else [aval_of_type(t) for t in main.arg_types]
+        self.out_avals = list(out_avals) if out_avals is not None else [aval_of_type(t) for t in main.result_types]
+        self.arg_names = list(arg_names) if arg_names is not None else [f"argument {i}" for i in range(len(self.in_avals))]
+        self.donated = tuple(donated)
+        self.target = target
+        self.fun_name = fun_name or module.name
 
     def as_text(self) -> str:
         return print_module(self.ir)
 
+    @api_boundary
     def compile(self, target: Optional[str] = None) -> "Compiled":
-        target = target or "interpreter"
-        if target != "interpreter":
-            raise NotImplementedError(f"target {target!r} has no backend yet; use target='interpreter'")
-        return Compiled(self.ir, target)
+        t = resolve_target(target if target is not None else self.target)
+        return Compiled(self, compile_module(self.ir, t, donated=self.donated))
+
+    def signature_text(self) -> str:
+        """``f(x: f32[4,8], y: f32[8])``."""
+        args = ", ".join(f"{_plain(n)}: {a.str_short()}" for n, a in zip(self.arg_names, self.in_avals))
+        return f"{self.fun_name}({args})"
+
+    def __repr__(self):
+        return f"<Lowered {self.signature_text()}>"
+
+
+def _plain(name: str) -> str:
+    return name[len("argument "):].strip("'") if name.startswith("argument '") else name
 
 
 class Compiled:
-    """An executable for one target; called with flat arrays, returns a list of arrays."""
+    """An executable for one target.
 
-    def __init__(self, module: Module, target: str):
-        self.ir = module
-        self.target = target
+    ``as_text()`` is the optimized IR; ``cost_analysis()`` a dict with at least ``"kernels"``,
+    ``"flops"`` and ``"bytes accessed"``; ``memory_analysis()`` an object with
+    ``argument_size_in_bytes``, ``output_size_in_bytes``, ``temp_size_in_bytes`` and
+    ``alias_size_in_bytes`` (both from ``hlo.passes.analysis``). Calling it runs the program;
+    arguments must match the signature it was compiled for (shapes and dtypes)."""
+
+    def __init__(self, lowered: Lowered, artifact: Artifact):
+        self.lowered = lowered
+        self._artifact = artifact
+        self.target = artifact.target
+
+    @property
+    def ir(self) -> Module:
+        """The optimized module."""
+        return self._artifact.optimized_module
+
+    @property
+    def in_avals(self) -> List[ShapedArray]:
+        return self.lowered.in_avals
+
+    @property
+    def out_avals(self) -> List[ShapedArray]:
+        return self.lowered.out_avals
 
     def as_text(self) -> str:
-        return print_module(self.ir)
+        return print_module(self._artifact.optimized_module)
 
-    def __call__(self, *args) -> list:
-        from hlo.ir.interpreter import run
-        return run(self.ir, [np.asarray(a) for a in args])
+    @api_boundary
+    def cost_analysis(self) -> Dict[str, Any]:
+        return self._artifact.cost_analysis()
+
+    @api_boundary
+    def memory_analysis(self):
+        return self._artifact.memory_analysis()
+
+    @api_boundary
+    def __call__(self, *args, **kwargs):
+        flat = self.flatten_args(args, kwargs)
+        outs = self.run_flat(flat)
+        if self.lowered.out_tree is None:
+            return outs
+        return tree_unflatten(self.lowered.out_tree, outs)
+
+    def run_flat(self, flat: Sequence[np.ndarray]) -> List[np.ndarray]:
+        """Run on already checked flat numpy arguments; return flat results."""
+        return self._artifact.run(flat)
+
+    def flatten_args(self, args, kwargs) -> List[np.ndarray]:
+        """Check the arguments against the compiled signature; return them as flat numpy arrays."""
+        low = self.lowered
+        if low.in_tree is None:
+            if kwargs:
+                raise SignatureMismatchError(
+                    f"{low.signature_text()} takes positional arrays only, got keyword arguments "
+                    f"{', '.join(sorted(kwargs))}")
+            leaves = list(args)
+            if len(leaves) != len(low.in_avals):
+                raise SignatureMismatchError(
+                    f"{low.signature_text()} takes {len(low.in_avals)} arrays, called with {len(leaves)}")
+        else:
+            leaves, tree = tree_flatten((tuple(args), dict(kwargs)))
+            if tree != low.in_tree:
+                diff = describe_difference(low.in_tree, tree) or "different structure"
+                raise SignatureMismatchError(
+                    f"called with arguments whose structure differs from the one {low.signature_text()} "
+                    f"was compiled for ({_readable_diff(diff)}); pass only the non-static arguments, "
+                    "in the same containers")
+        out = []
+        problems = []
+        for leaf, aval, name in zip(leaves, low.in_avals, low.arg_names):
+            got = abstractify(leaf, name)
+            if got.shape != aval.shape or got.dtype != aval.dtype:
+                problems.append(f"{_plain(name)} is {got.strip_weak().str_short()} (compiled for "
+                                f"{aval.strip_weak().str_short()})")
+            else:
+                out.append(concrete_arg(leaf, aval, name))
+        if problems:
+            raise SignatureMismatchError(
+                f"{low.signature_text()} was called with arguments it was not compiled for: "
+                + "; ".join(problems) + ". Compile again for the new shapes (hlo.jit does this "
+                "automatically), or convert the arguments")
+        return out
+
+    def __repr__(self):
+        return f"<Compiled {self.lowered.signature_text()} for {self.target}>"
+
+
+def _readable_diff(diff: str) -> str:
+    # paths start with the (args, kwargs) pair: [0][i] is positional argument i, [1]['k'] keyword k
+    if diff.startswith("at [0]"):
+        return "positional arguments " + diff[len("at [0]"):].lstrip()
+    if diff.startswith("at [1]"):
+        return "keyword arguments " + diff[len("at [1]"):].lstrip()
+    return diff

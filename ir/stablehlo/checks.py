@@ -72,7 +72,7 @@ class Check:
         for i in idx[:3]:
             i = tuple(int(x) for x in i)
             a, e = actual[i], expected[i]
-            extra = f", ULP difference {int(ulp_difference(np.asarray(a), np.asarray(e)))}" \
+            extra = f", ULP difference {int(np.asarray(ulp_difference(np.asarray(a), np.asarray(e))).reshape(-1)[0])}" \
                 if self.kind == "expect_close" else ""
             shown.append(f"index {list(i)}: {_fmt(a)} (actual) vs {_fmt(e)} (expected){extra}")
         more = f" (and {len(idx) - 3} more)" if len(idx) > 3 else ""

@@ -1,0 +1,82 @@
+"""The CPU backend: hlo IR -> LLVM IR (host triple, vectorized, multi-threaded) -> object code
+-> ``hlo.runtime.Executable``.
+
+``compile(optimized)`` takes the passes' ``Optimized`` result (``.module`` whose ``main`` lists
+the kernels in schedule order, and ``.buffers``, the buffer plan). ``compile_module(module)``
+runs the passes' CPU pipeline first when it exists, else compiles the module unfused with a
+fallback buffer plan.
+"""
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from hlo.ir.core import Module
+from hlo.ir.verifier import verify_module
+from ..llvm_util import ModuleContext
+from ..scalar_ops import UnsupportedOp
+from .kernels import Codegen
+from .lower import Lowering
+from .program import ENTRY, PY_ENTRY, EntryEmitter, describe_steps, emit_py_entry
+from .target import compile_ir, default_threads, host
+
+
+def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
+    """Compile an optimized module (or a plain ``Module``) to an ``Executable``."""
+    from hlo.runtime.executable import Executable, FORMAT_VERSION
+    from .blas import find_blas
+    if isinstance(optimized, Module):
+        return compile_module(optimized, threads=threads, opt_level=opt_level)
+    t_start = time.perf_counter()
+    module = optimized.module
+    if "main" not in module:
+        raise ValueError(f"module @{module.name} has no @main function to compile")
+    nthreads = threads or default_threads()
+    h = host()
+    ctx = ModuleContext(module.name, h.triple)
+    cg = Codegen(ctx, nthreads)
+    lw = Lowering(cg, module, optimized.buffers)
+    steps = lw.lower_main()
+    run_fn = EntryEmitter(ctx, cg.kernels, cg.tasks, cg.constants).emit(steps)
+    emit_py_entry(ctx, run_fn, len(module.main.args), len(module.main.result_types))
+    ir_text = str(ctx.module)
+    t_emit = time.perf_counter() - t_start
+    obj, _, times = compile_ir(ir_text, opt_level)
+    times["emit"] = t_emit
+    main = module.main
+    tdesc = lambda t: {"dtype": t.dtype.name, "shape": list(t.shape),
+                       "layout": list(t.layout) if t.layout is not None else None}
+    manifest = {
+        "format": FORMAT_VERSION,
+        "target": {"triple": h.triple, "cpu": h.cpu, "features": h.features},
+        "entry": ENTRY,
+        "py_entry": PY_ENTRY,
+        "inputs": [tdesc(t) for t in main.arg_types],
+        "outputs": [tdesc(t) for t in main.result_types],
+        "arena_size": lw.arena_size,
+        "kernels": list(cg.kernels),
+        "libraries": ["blas"] if cg.uses_blas else [],
+    }
+    if cg.uses_blas:
+        b = find_blas()
+        manifest["blas_symbols"] = [b.sgemm, b.dgemm]
+    exe = Executable(obj, manifest, ir_text=ir_text, steps_text="\n".join(describe_steps(steps)),
+                     threads=threads)
+    exe.compile_times = times
+    return exe
+
+
+def compile_module(module: Module, threads: Optional[int] = None, opt_level: int = 3):
+    """Optimize ``module`` with the passes' CPU pipeline when available, then compile."""
+    try:
+        from hlo.passes.pipeline import optimize
+    except ImportError:
+        optimize = None
+    if optimize is None:
+        from .fallback_plan import Unoptimized
+        verify_module(module)
+        return compile(Unoptimized(module), threads=threads, opt_level=opt_level)
+    return compile(optimize(module, target="cpu"), threads=threads, opt_level=opt_level)
+
+
+__all__ = ["compile", "compile_module", "UnsupportedOp"]

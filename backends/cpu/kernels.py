@@ -1,0 +1,590 @@
+"""Kernel functions: loop nests over an output's index space.
+
+Every kernel is ``void name(ptr p0, ..., ptr pK, i64 lo, i64 hi)``: its buffers, then the range
+of its outer (parallel) loop; a ``name.task(ptr args, i64 lo, i64 hi)`` wrapper lets the
+parallel runtime call it with the pointers packed in an array. Buffers that overlap no other
+buffer of the call get ``noalias`` (inputs are only read; outputs and arena slices the kernel
+writes are checked against every other buffer), which lets LLVM vectorize without run-time
+alias checks.
+
+Kinds of loop nests here:
+
+* ``emit_loop_kernel``: one or more roots with the same index space; the innermost loop runs
+  over the physically minor dimension (LLVM vectorizes it at the host's width); rows (all
+  outer dimensions flattened) are the parallel range. Reductions computed elementally inside
+  (row reductions) get vectorized accumulators because their bodies are marked reassociable.
+* ``emit_row_kernel``: a region that reduces trailing dimensions and uses the results per row
+  (softmax, layer norm): per row, each reduction is computed once into registers, then the
+  row's outputs; rows are the parallel range.
+* ``emit_column_reduce``: a reduction that keeps the minor dimension: accumulators live in the
+  output row and the inner loop runs over the kept minor dimension (vectorized).
+* ``emit_split_reduce``: a big reduction to a few values (a full sum): partial results over
+  chunks of the outermost reduced dimension in parallel, then one combine.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import llvmlite.ir as ir
+
+from hlo.ir.core import Value
+from hlo.ir.types import TensorType
+from .. import llvm_util as U
+from ..elemental import BufferSource, ElementalEmitter
+from ..llvm_util import I64, PTR, VOID, ModuleContext, for_range, i64
+from .program import BufRef, KernelCall, TASK_FN
+
+# Work (elements x ops) below which a kernel stays on one thread: starting a thread costs
+# tens of microseconds.
+PARALLEL_MIN_WORK = 1 << 17
+ROW_CHUNK = 4096  # elements per parallel item for rank-1 loops
+
+
+class Codegen:
+    """State shared by all kernels of one executable."""
+
+    def __init__(self, ctx: ModuleContext, threads: int):
+        self.ctx = ctx
+        self.threads = threads
+        self.kernels: Dict[str, ir.Function] = {}
+        self.tasks: Dict[str, ir.Function] = {}
+        self.constants: Dict[int, np.ndarray] = {}
+        self.uses_blas = False
+
+    def const_ref(self, arr: np.ndarray) -> BufRef:
+        k = len(self.constants)
+        self.constants[k] = np.ascontiguousarray(arr)
+        return BufRef("const", k, 0, int(arr.nbytes))
+
+
+class KernelBuilder:
+    """Builds one kernel function over a deduplicated list of buffers."""
+
+    def __init__(self, cg: Codegen, base_name: str, refs: Sequence[BufRef], writes: Sequence[bool]):
+        self.cg = cg
+        self.name = cg.ctx.unique("k." + base_name)
+        uniq: List[BufRef] = []
+        wr: List[bool] = []
+        for r, w in zip(refs, writes):
+            if r in uniq:
+                wr[uniq.index(r)] |= w
+            else:
+                uniq.append(r)
+                wr.append(w)
+        self.refs, self.writes = uniq, wr
+        fnty = ir.FunctionType(VOID, [PTR] * len(uniq) + [I64, I64])
+        fn = ir.Function(cg.ctx.module, fnty, name=self.name)
+        fn.linkage = "internal"
+        # Kernels are called from the entry point and from their task wrapper: keep one copy
+        # (inlining would duplicate every loop nest and double LLVM's work).
+        fn.attributes.add("noinline")
+        for k, (r, w) in enumerate(zip(uniq, wr)):
+            a = fn.args[k]
+            clash = any(r.overlaps(o) for j, o in enumerate(uniq) if j != k and (w or wr[j]))
+            if not clash:
+                a.add_attribute("noalias")
+        self.fn = fn
+        self.lo, self.hi = fn.args[-2], fn.args[-1]
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def ptr(self, ref: BufRef) -> ir.Value:
+        return self.fn.args[self.refs.index(ref)]
+
+    def finish(self, extent: int, parallel: bool, what: str) -> KernelCall:
+        self.b.ret_void()
+        parallel = parallel and extent > 1 and self.cg.threads > 1
+        self.cg.kernels[self.name] = self.fn
+        if not parallel:
+            return KernelCall(self.name, list(self.refs), list(self.writes), extent, False, what)
+        task = ir.Function(self.cg.ctx.module, TASK_FN, name=self.name + ".task")
+        task.linkage = "internal"
+        tb = ir.IRBuilder(task.append_basic_block())
+        args, lo, hi = task.args
+        ptrs = [tb.load(tb.gep(args, [i64(k)], source_etype=PTR), typ=PTR) for k in range(len(self.refs))]
+        tb.call(self.fn, ptrs + [lo, hi])
+        tb.ret_void()
+        self.cg.tasks[self.name] = task
+        return KernelCall(self.name, list(self.refs), list(self.writes), extent, True, what)
+
+
+# ------------------------------------------------------------------------------------------
+# Which materialized values does a fused computation read?
+# ------------------------------------------------------------------------------------------
+
+def collect_reads(roots: Sequence[Value], env: Dict[Value, BufRef]) -> Tuple[List[Value], int]:
+    """Values with a buffer (in ``env``) that computing ``roots`` reads, and the number of fused
+    ops on the way (a cost estimate)."""
+    seen = set()
+    reads: List[Value] = []
+    nops = 0
+    stack = list(roots)
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v in env:
+            reads.append(v)
+            continue
+        op = v.op
+        if op is None:
+            continue  # a scalar-region argument bound at emission time
+        nops += _inner_work(op)
+        stack.extend(op.operands)
+        if op.regions:
+            inner = set()
+            for r in op.regions:
+                inner.update(r.args)
+                for o in r.walk():
+                    inner.update(o.results)
+            for r in op.regions:
+                for o in r.walk():
+                    nops += 1
+                    stack.extend(x for x in o.operands if x not in inner)
+                stack.extend(x for x in r.outputs if x not in inner)
+    return reads, nops
+
+
+def _inner_work(op) -> int:
+    """Work per output element of an op computed elementally: 1, or the size of the loop it
+    runs per element (reductions, windows, contractions)."""
+    name = op.name
+    if name == "reduce":
+        t = op.operands[0].type
+        out = max(1, op.results[0].type.size)
+        return max(1, t.size // out)
+    if name == "reduce_window":
+        return max(1, int(np.prod(op.attrs["window_dimensions"])))
+    if name == "dot_general":
+        lhs = op.operands[0]
+        return max(1, int(np.prod([lhs.shape[d] for d in op.attrs.get("lhs_contracting_dimensions", ())])))
+    if name == "convolution":
+        rhs = op.operands[1]
+        return max(1, rhs.type.size // max(1, rhs.shape[op.attrs["kernel_output_feature_dimension"]]))
+    return 1
+
+
+def make_emitter(kb: KernelBuilder, reads: Sequence[Value], env: Dict[Value, BufRef]) -> ElementalEmitter:
+    sources = {v: BufferSource(kb.ptr(env[v]), v.type) for v in reads}
+    return ElementalEmitter(kb.cg.ctx, kb.b, sources)
+
+
+def _store(b, em: ElementalEmitter, ptr, ttype: TensorType, idx, val):
+    off = U.linear_offset(b, idx, U.strides_of(ttype))
+    U.store_reg(b, val, U.elem_ptr(b, ptr, ttype.dtype, off), ttype.dtype)
+
+
+# ------------------------------------------------------------------------------------------
+# Loop nests
+# ------------------------------------------------------------------------------------------
+
+def physical_order(t: TensorType) -> List[int]:
+    """Logical dimensions from the physically major to the minor one."""
+    return list(reversed(t.minor_to_major))
+
+
+def loop_extent(t: TensorType) -> int:
+    """How many parallel items a loop nest over ``t`` has."""
+    if t.rank == 0:
+        return 1
+    if t.rank == 1:
+        return max(1, -(-t.shape[0] // ROW_CHUNK))
+    order = physical_order(t)
+    p = 1
+    for d in order[:-1]:
+        p *= t.shape[d]
+    return p
+
+
+def emit_nest(kb: KernelBuilder, em: ElementalEmitter, t: TensorType,
+              body: Callable[[Tuple[ir.Value, ...]], None]) -> None:
+    """Loops over the index space of ``t`` restricted to parallel items [lo, hi)."""
+    b = kb.b
+    if t.size == 0:
+        return
+    if t.rank == 0:
+        body(())
+        return
+    if t.rank == 1:
+        n = t.shape[0]
+        start = b.mul(kb.lo, i64(ROW_CHUNK))
+        end = b.mul(kb.hi, i64(ROW_CHUNK))
+        end = b.select(b.icmp_signed("<", end, i64(n)), end, i64(n))
+        with for_range(b, start, end, "i") as i:
+            em.push()
+            body((i,))
+            em.pop()
+        return
+    order = physical_order(t)
+    outer, inner = order[:-1], order[-1]
+    with for_range(b, kb.lo, kb.hi, "row") as f:
+        em.push()
+        idx = [None] * t.rank
+        rem = f
+        for d in reversed(outer):
+            n = t.shape[d]
+            if d == outer[0]:
+                idx[d] = rem
+            else:
+                idx[d] = b.urem(rem, i64(n))
+                rem = b.udiv(rem, i64(n))
+        with for_range(b, 0, t.shape[inner], "i") as i:
+            em.push()
+            idx[inner] = i
+            body(tuple(idx))
+            em.pop()
+        em.pop()
+
+
+@dataclass
+class Root:
+    """A value to compute into a buffer. ``dest_type`` gives the buffer's shape/dtype/layout;
+    ``index_fn`` maps a destination index to the value's index (default: the same index) and
+    ``convert_to`` converts the element type on the way."""
+
+    value: Value
+    dest: BufRef
+    dest_type: TensorType
+    index_fn: Optional[Callable] = None
+
+
+def emit_loop_kernel(cg: Codegen, roots: Sequence[Root], env: Dict[Value, BufRef],
+                     name: str = "loop", what: str = "") -> KernelCall:
+    t = roots[0].dest_type
+    reads, nops = collect_reads([r.value for r in roots], env)
+    refs = [r.dest for r in roots] + [env[v] for v in reads]
+    writes = [True] * len(roots) + [False] * len(reads)
+    kb = KernelBuilder(cg, name, refs, writes)
+    em = make_emitter(kb, reads, env)
+    b = kb.b
+
+    def body(idx):
+        for r in roots:
+            vidx = r.index_fn(b, idx) if r.index_fn else idx
+            val = em.at(r.value, vidx)
+            if r.dest_type.dtype != r.value.dtype:
+                from ..scalar_ops import convert
+                val = convert(cg.ctx, b, val, r.value.dtype, r.dest_type.dtype)
+            _store(b, em, kb.ptr(r.dest), r.dest_type, idx, val)
+
+    emit_nest(kb, em, t, body)
+    work = t.size * max(1, nops)
+    return kb.finish(loop_extent(t), work >= PARALLEL_MIN_WORK, what)
+
+
+def emit_row_kernel(cg: Codegen, k: int, reduces: Sequence[Value], outputs: Sequence[Tuple[Value, BufRef]],
+                    env: Dict[Value, BufRef], in_shape, name: str = "rows", what: str = "") -> KernelCall:
+    """Row-by-row kernel: rows are the first ``k`` dimensions of ``in_shape``."""
+    reads, nops = collect_reads([v for v, _ in outputs], env)
+    refs = [r for _, r in outputs] + [env[v] for v in reads]
+    writes = [True] * len(outputs) + [False] * len(reads)
+    kb = KernelBuilder(cg, name, refs, writes)
+    em = make_emitter(kb, reads, env)
+    b = kb.b
+    O, I = tuple(in_shape[:k]), tuple(in_shape[k:])
+    rows = int(np.prod(O)) if O else 1
+    row_t = TensorType(O, reduces[0].dtype)
+    inner_t = TensorType(I, reduces[0].dtype)
+    if rows > 0:
+        with for_range(b, kb.lo, kb.hi, "row") as f:
+            em.push()
+            ridx = []
+            rem = f
+            for d in range(k - 1, -1, -1):
+                if d == 0:
+                    ridx.append(rem)
+                else:
+                    ridx.append(b.urem(rem, i64(O[d])))
+                    rem = b.udiv(rem, i64(O[d]))
+            ridx = tuple(reversed(ridx))
+            for r in reduces:  # each reduction once per row, in region order
+                em.at(r, ridx)
+            for v, ref in outputs:
+                if v.type.shape == O:
+                    _store(b, em, kb.ptr(ref), v.type, ridx, em.at(v, ridx))
+                else:
+                    def inner(iidx, v=v, ref=ref):
+                        full = ridx + tuple(iidx)
+                        _store(b, em, kb.ptr(ref), v.type, full, em.at(v, full))
+                    _inner_loops(b, em, I, inner)
+            em.pop()
+    work = int(np.prod(in_shape)) * max(1, nops)
+    return kb.finish(max(rows, 1), work >= PARALLEL_MIN_WORK, what)
+
+
+def _inner_loops(b, em, shape, body):
+    if any(s == 0 for s in shape):
+        return
+    ivs = []
+
+    def rec(d):
+        if d == len(shape):
+            body(tuple(ivs))
+            return
+        with for_range(b, 0, shape[d], f"j{d}") as i:
+            em.push()
+            ivs.append(i)
+            rec(d + 1)
+            ivs.pop()
+            em.pop()
+
+    rec(0)
+
+
+def is_column_reduce(op) -> bool:
+    """A reduce that keeps the input's physically minor dimension."""
+    t = op.operands[0].type
+    return t.rank >= 2 and t.minor_to_major[0] not in op.attrs["dimensions"] and t.size > 0
+
+
+def emit_column_reduce(cg: Codegen, op, dests: Sequence[BufRef], env: Dict[Value, BufRef],
+                       what: str = "") -> KernelCall:
+    """out[kept] = init; for each input element in physical order: out = body(out, x)."""
+    n = len(op.operands) // 2
+    inputs, inits = op.operands[:n], op.operands[n:]
+    in_t = inputs[0].type
+    dims = set(op.attrs["dimensions"])
+    reads, nops = collect_reads(list(op.operands), env)
+    refs = list(dests) + [env[v] for v in reads]
+    kb = KernelBuilder(cg, "colreduce", refs, [True] * n + [False] * len(reads))
+    em = make_emitter(kb, reads, env)
+    b = kb.b
+    order = physical_order(in_t)
+    minor = order[-1]
+    kept_outer = [d for d in order[:-1] if d not in dims]
+    reduced = [d for d in order if d in dims]
+    kept = [d for d in range(in_t.rank) if d not in dims]
+    out_types = [r.type for r in op.results]
+    nminor = in_t.shape[minor]
+    # Parallel items: the flattened outer kept dims, or chunks of the minor dim if none.
+    chunk = 256
+    if kept_outer:
+        extent = int(np.prod([in_t.shape[d] for d in kept_outer]))
+    else:
+        extent = -(-nminor // chunk)
+    init_vals = [em.at(v, ()) for v in inits]
+
+    with for_range(b, kb.lo, kb.hi, "item") as f:
+        em.push()
+        full = [None] * in_t.rank
+        if kept_outer:
+            rem = f
+            for d in reversed(kept_outer):
+                if d == kept_outer[0]:
+                    full[d] = rem
+                else:
+                    full[d] = b.urem(rem, i64(in_t.shape[d]))
+                    rem = b.udiv(rem, i64(in_t.shape[d]))
+            j0, j1 = i64(0), i64(nminor)
+        else:
+            j0 = b.mul(f, i64(chunk))
+            j1 = b.add(j0, i64(chunk))
+            j1 = b.select(b.icmp_signed("<", j1, i64(nminor)), j1, i64(nminor))
+
+        def out_idx(jv):
+            full[minor] = jv
+            return tuple(full[d] for d in kept)
+
+        with for_range(b, j0, j1, "init") as j:
+            oi = out_idx(j)
+            for k in range(n):
+                _store(b, em, kb.ptr(dests[k]), out_types[k], oi, init_vals[k])
+
+        def rec(level):
+            if level == len(reduced):
+                with for_range(b, j0, j1, "j") as j:
+                    em.push()
+                    oi = out_idx(j)
+                    ptrs = []
+                    cur = []
+                    for k in range(n):
+                        off = U.linear_offset(b, oi, U.strides_of(out_types[k]))
+                        p = U.elem_ptr(b, kb.ptr(dests[k]), out_types[k].dtype, off)
+                        ptrs.append(p)
+                        cur.append(U.load_reg(b, p, out_types[k].dtype))
+                    full[minor] = j
+                    xs = [em.at(v, tuple(full)) for v in inputs]
+                    new = em.scalar_region(op.regions[0], cur + xs)
+                    for k in range(n):
+                        U.store_reg(b, new[k], ptrs[k], out_types[k].dtype)
+                    em.pop()
+                return
+            d = reduced[level]
+            with for_range(b, 0, in_t.shape[d], f"r{d}") as i:
+                em.push()
+                full[d] = i
+                rec(level + 1)
+                em.pop()
+
+        rec(0)
+        em.pop()
+    work = in_t.size * max(1, nops)
+    return kb.finish(extent, work >= PARALLEL_MIN_WORK, what)
+
+
+# ------------------------------------------------------------------------------------------
+# Reductions to a few values, split over threads
+# ------------------------------------------------------------------------------------------
+
+SPLIT_MIN_ELEMENTS = 1 << 18
+
+
+def _init_is_idempotent(op) -> bool:
+    """True if applying the reduction's body to its init value any number of extra times
+    changes nothing (init (+) init == init): max/min/and/or with any init, add/xor with 0,
+    multiply with 1. Then partial reductions may each start from the init value and the result
+    equals the one-init result exactly (as the interpreter computes it)."""
+    if len(op.operands) != 2:
+        return False
+    body = op.regions[0]
+    if len(body.ops) != 1 or len(body.outputs) != 1:
+        return False
+    bop = body.ops[0]
+    if body.outputs[0] is not bop.results[0] or set(bop.operands) != set(body.args):
+        return False
+    if bop.name in ("maximum", "minimum", "and", "or"):
+        return True
+    init = op.operands[1]
+    if init.op is None or init.op.name != "constant":
+        return False
+    v = init.op.attrs["value"]
+    want = {"add": 0, "xor": 0, "multiply": 1}.get(bop.name)
+    return want is not None and bool(np.all(v.astype(np.float64) == want))
+
+
+def wants_split_reduce(op, threads: int) -> bool:
+    """A big reduction with too few outputs to keep every thread busy (a full sum, a mean over
+    the batch...): worth splitting its outermost reduced dimension into partial results."""
+    if threads < 2 or not _init_is_idempotent(op):
+        return False
+    t = op.operands[0].type
+    out = op.results[0].type.size
+    if t.size < SPLIT_MIN_ELEMENTS or out == 0:
+        return False
+    order = physical_order(t)
+    kept_outer = [d for d in order if d not in op.attrs["dimensions"]]
+    r0 = [d for d in order if d in op.attrs["dimensions"]][0]
+    # rows available to a row-style loop nest: the kept dims outside the reduced ones
+    rows = int(np.prod([t.shape[d] for d in kept_outer[:-1]])) if len(kept_outer) > 1 else 1
+    return rows < 2 * threads and t.shape[r0] >= 2 * threads
+
+
+def emit_split_reduce(cg: Codegen, lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef],
+                      what: str = "") -> list:
+    """Partial reductions over chunks of the outermost reduced dimension (in parallel), then
+    one combine of the partials. Each chunk starts from the init value, which
+    ``wants_split_reduce`` only allows when that changes nothing (an idempotent init)."""
+    n = len(op.operands) // 2
+    inputs, inits = op.operands[:n], op.operands[n:]
+    in_t = inputs[0].type
+    dims = set(op.attrs["dimensions"])
+    order = physical_order(in_t)
+    reduced = [d for d in order if d in dims]
+    r0 = reduced[0]
+    kept = [d for d in range(in_t.rank) if d not in dims]
+    kept_order = [d for d in order if d not in dims]
+    n0 = in_t.shape[r0]
+    P = min(n0, 8 * cg.threads)
+    chunk = -(-n0 // P)
+    P = -(-n0 // chunk)
+    out_types = [r.type for r in op.results]
+    osize = out_types[0].size
+    parts = [lw.scratch(P * osize * t.dtype.itemsize) for t in out_types]
+    part_t = [TensorType((P, osize), t.dtype) for t in out_types]
+
+    # Kernel A: partial[p, o] over r0 in chunk p.
+    reads, nops = collect_reads(list(op.operands), env)
+    kb = KernelBuilder(cg, "reduce_partial", parts + [env[v] for v in reads], [True] * n + [False] * len(reads))
+    em = make_emitter(kb, reads, env)
+    b = kb.b
+    init_vals = [em.at(v, ()) for v in inits]
+    accs = [U.entry_alloca(b, v.type) for v in init_vals]
+    with for_range(b, kb.lo, kb.hi, "part") as p:
+        em.push()
+        full = [None] * in_t.rank
+        lo = b.mul(p, i64(chunk))
+        hi = b.add(lo, i64(chunk))
+        hi = b.select(b.icmp_signed("<", hi, i64(n0)), hi, i64(n0))
+
+        def over_kept(level):
+            if level == len(kept_order):
+                for a, v in zip(accs, init_vals):
+                    b.store(v, a)
+
+                def over_reduced(k):
+                    if k == len(reduced):
+                        em.push()
+                        xs = [em.at(v, tuple(full)) for v in inputs]
+                        cur = [b.load(a, typ=v.type) for a, v in zip(accs, init_vals)]
+                        new = em.scalar_region(op.regions[0], cur + xs, reassoc=True)
+                        for a, v in zip(accs, new):
+                            b.store(v, a)
+                        em.pop()
+                        return
+                    d = reduced[k]
+                    start, end = (lo, hi) if k == 0 else (0, in_t.shape[d])
+                    with for_range(b, start, end, f"r{d}") as i:
+                        full[d] = i
+                        over_reduced(k + 1)
+
+                over_reduced(0)
+                oidx = tuple(full[d] for d in kept)
+                lin = U.linear_offset(b, oidx, U.strides_of(out_types[0].with_layout(None)))
+                for k in range(n):
+                    pt = part_t[k]
+                    off = b.add(b.mul(p, i64(osize)), lin)
+                    U.store_reg(b, b.load(accs[k], typ=init_vals[k].type),
+                                U.elem_ptr(b, kb.ptr(parts[k]), pt.dtype, off), pt.dtype)
+                return
+            d = kept_order[level]
+            with for_range(b, 0, in_t.shape[d], f"k{d}") as i:
+                em.push()
+                full[d] = i
+                over_kept(level + 1)
+                em.pop()
+
+        over_kept(0)
+        em.pop()
+    steps = [kb.finish(P, True, f"{what} (partial sums over {P} chunks)")]
+
+    # Kernel B: out[o] = body(... body(init, partial[0, o]) ..., partial[P-1, o]).
+    kb = KernelBuilder(cg, "reduce_combine", list(dests) + parts + [env[v] for v in reads
+                                                                  if v in inits],
+                       [True] * n + [False] * (n + len([v for v in reads if v in inits])))
+    em = make_emitter(kb, [v for v in reads if v in inits], env)
+    b = kb.b
+    init_vals = [em.at(v, ()) for v in inits]
+    accs = [U.entry_alloca(b, v.type) for v in init_vals]
+    with for_range(b, kb.lo, kb.hi, "once"):
+        with for_range(b, 0, osize, "o") as o:
+            em.push()
+            for a, v in zip(accs, init_vals):
+                b.store(v, a)
+            with for_range(b, 0, P, "p") as p:
+                em.push()
+                off = b.add(b.mul(p, i64(osize)), o)
+                xs = [U.load_reg(b, U.elem_ptr(b, kb.ptr(parts[k]), part_t[k].dtype, off), part_t[k].dtype)
+                      for k in range(n)]
+                cur = [b.load(a, typ=v.type) for a, v in zip(accs, init_vals)]
+                new = em.scalar_region(op.regions[0], cur + xs)
+                for a, v in zip(accs, new):
+                    b.store(v, a)
+                em.pop()
+            # o is the row-major linear index of the output; store in the output's layout
+            idx = []
+            rem = o
+            shape = out_types[0].shape
+            for k in range(len(shape) - 1, -1, -1):
+                if k == 0:
+                    idx.append(rem)
+                else:
+                    idx.append(b.urem(rem, i64(shape[k])))
+                    rem = b.udiv(rem, i64(shape[k]))
+            idx = tuple(reversed(idx))
+            for k in range(n):
+                _store(b, em, kb.ptr(dests[k]), out_types[k], idx, b.load(accs[k], typ=init_vals[k].type))
+            em.pop()
+    steps.append(kb.finish(1, False, f"{what} (combine)"))
+    return steps

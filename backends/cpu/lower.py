@@ -1,0 +1,337 @@
+"""Lowering a module to the step tree of ``program.py``: which kernel computes which buffer.
+
+Top level: every op of ``main`` (in schedule order) is one kernel or a few (a fusion whose
+region holds reductions or a matrix product may need more than one), writing the buffers the
+buffer plan assigned. Inside a fusion region, cheap ops (elementwise, broadcasts, reshapes,
+slices, gathers...) are computed on demand by the elemental emitter inside their consumers'
+loops; *heavy* ops (reductions, matrix products, convolutions, sorts, scatters, control flow)
+are materialized:
+
+* reductions over trailing dimensions whose results are only used per row run in a single
+  row-by-row kernel with the rest of the region (``index_trace.row_fusable``);
+* an output fusion's dot_general writes straight into the output buffer when the epilogue
+  reads it only at the output's own index, and the epilogue then runs in place;
+* otherwise a heavy op gets a scratch buffer (a slice of the arena past the buffer plan's
+  part) and its own kernel, before the region's outputs are computed.
+
+Nested regions of while/if/case/call become nested step lists with scratch buffers.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from hlo.ir.core import Module, Operation, Region, Value
+from ..scalar_ops import UnsupportedOp
+from . import index_trace
+from .dot import lower_dot
+from .kernels import (Codegen, Root, emit_column_reduce, emit_loop_kernel, emit_row_kernel,
+                      emit_split_reduce, is_column_reduce, physical_order, wants_split_reduce)
+from .program import BufRef, Copy, Switch, While
+from .sort_scatter import lower_scatter, lower_sort
+
+HEAVY = {"reduce", "reduce_window", "convolution", "dot_general", "sort", "scatter", "while",
+         "if", "case", "call", "fusion", "optimization_barrier"}
+CONTROL = {"while", "if", "case", "call", "optimization_barrier", "fusion"}
+BITCAST_OPS = {"reshape", "transpose", "bitcast_convert", "broadcast_in_dim", "copy"}
+SCRATCH_ALIGN = 64
+
+
+def _align(n: int, a: int = SCRATCH_ALIGN) -> int:
+    return (n + a - 1) // a * a
+
+
+class Lowering:
+    def __init__(self, cg: Codegen, module: Module, plan):
+        self.cg = cg
+        self.module = module
+        self.plan = plan
+        self.steps: list = []
+        self.scratch_base = _align(int(getattr(plan, "arena_size", 0) or 0))
+        self.scratch_top = self.scratch_base
+
+    # -- buffers --------------------------------------------------------------------------
+
+    @property
+    def arena_size(self) -> int:
+        return self.scratch_top
+
+    def scratch(self, nbytes: int) -> BufRef:
+        off = self.scratch_top
+        self.scratch_top = _align(off + max(int(nbytes), 1))
+        return BufRef("arena", 0, off, int(nbytes))
+
+    def copy_step(self, dst: BufRef, src: BufRef, nbytes: int) -> Copy:
+        return Copy(dst, src, int(nbytes))
+
+    def plan_ref(self, v: Value) -> BufRef:
+        try:
+            s = self.plan.slice_for(v)
+        except (KeyError, LookupError):
+            return self.scratch(v.type.nbytes)
+        kind = s.kind
+        if kind == "param":
+            return BufRef("input", int(s.index), int(s.offset), int(s.size))
+        if kind == "output":
+            return BufRef("output", int(s.index), int(s.offset), int(s.size))
+        if kind == "temp":
+            return BufRef("arena", 0, int(s.offset), int(s.size))
+        return self.scratch(v.type.nbytes)
+
+    # -- entry ----------------------------------------------------------------------------
+
+    def lower_main(self) -> list:
+        main = self.module.main
+        env: Dict[Value, BufRef] = {}
+        for i, a in enumerate(main.args):
+            env[a] = BufRef("input", i, 0, a.type.nbytes)
+        self.steps = []
+        self.lower_ops(main.body.ops, env, self.plan_ref)
+        for i, v in enumerate(main.body.outputs):
+            dst = BufRef("output", i, 0, v.type.nbytes)
+            if env[v] != dst:
+                self.steps.append(self.copy_step(dst, env[v], v.type.nbytes))
+        return self.steps
+
+    # -- sequences of ops ----------------------------------------------------------------
+
+    def lower_ops(self, ops: Sequence[Operation], env: Dict[Value, BufRef],
+                  alloc: Callable[[Value], BufRef]) -> None:
+        for op in ops:
+            if op.name == "constant":
+                env[op.results[0]] = self.cg.const_ref(op.attrs["value"])
+                continue
+            dests = [alloc(r) for r in op.results]
+            self.lower_op(op, dests, env)
+            for r, d in zip(op.results, dests):
+                env[r] = d
+
+    def lower_region(self, region: Region, env_outer: Dict[Value, BufRef], arg_refs: Sequence[BufRef],
+                     dests: Sequence[Optional[BufRef]]) -> list:
+        """Steps computing ``region`` with its args in ``arg_refs``; output i ends up in dests[i]
+        (None: leave it where it is)."""
+        saved = self.steps
+        self.steps = []
+        env = dict(env_outer)
+        env.update(zip(region.args, arg_refs))
+        preferred: Dict[Value, BufRef] = {}
+        for o, d in zip(region.outputs, dests):
+            if d is not None and o not in env and o not in preferred and o.op.name != "constant":
+                preferred[o] = d
+        self.lower_ops(region.ops, env, lambda v: preferred.get(v) or self.scratch(v.type.nbytes))
+        for o, d in zip(region.outputs, dests):
+            if d is not None and env[o] != d:
+                self.steps.append(self.copy_step(d, env[o], o.type.nbytes))
+        steps = self.steps
+        self.steps = saved
+        return steps
+
+    # -- one op ---------------------------------------------------------------------------
+
+    def lower_op(self, op: Operation, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> None:
+        try:
+            self._lower_op(op, dests, env)
+        except UnsupportedOp as e:
+            if " (in '" in str(e):
+                raise
+            where = f" at {op.loc}" if op.loc is not None else ""
+            raise UnsupportedOp(f"{e} (in '{op.name}'{where})") from None
+
+    def _lower_op(self, op: Operation, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> None:
+        name = op.name
+        cg = self.cg
+        where = f" at {op.loc}" if op.loc is not None else ""
+        what = f"{name}{where}"
+        if name in BITCAST_OPS and len(op.operands) == 1 and dests[0] == env.get(op.operands[0]):
+            return  # the buffer plan made this a bitcast: same bytes, nothing to compute
+        if name == "fusion":
+            return self.lower_fusion(op, dests, env)
+        if name in CONTROL:
+            return getattr(self, "_lower_" + name)(op, dests, env)
+        if name == "dot_general":
+            return lower_dot(self, op, dests[0], env)
+        if name == "sort":
+            return lower_sort(self, op, dests, env)
+        if name == "scatter":
+            return lower_scatter(self, op, dests, env)
+        if name == "reduce" and op.results[0].type.size and wants_split_reduce(op, cg.threads):
+            self.steps.extend(emit_split_reduce(cg, self, op, dests, env, what=what))
+            return
+        if name == "reduce" and is_column_reduce(op):
+            self.steps.append(emit_column_reduce(cg, op, dests, env, what=what))
+            return
+        if op.results[0].type.size == 0:
+            return
+        roots = [Root(r, d, r.type) for r, d in zip(op.results, dests)]
+        self.steps.append(emit_loop_kernel(cg, roots, env, name=_kname(name), what=what))
+
+    # -- fusions -------------------------------------------------------------------------
+
+    def lower_fusion(self, op: Operation, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> None:
+        cg = self.cg
+        region = op.regions[0]
+        fenv = dict(env)
+        fenv.update(zip(region.args, [env[v] for v in op.operands]))
+        label = op.attrs.get("name") or f"fusion.{op.attrs.get('kind', 'loop')}"
+        where = f" at {op.loc}" if op.loc is not None else ""
+        roots: Dict[Value, BufRef] = {}
+        late_copies = []
+        for o, d in zip(region.outputs, dests):
+            if o in fenv or o in roots:
+                late_copies.append((d, o))
+            elif o.op.name == "constant":
+                fenv[o] = cg.const_ref(o.op.attrs["value"])
+                late_copies.append((d, o))
+            else:
+                roots[o] = d
+        heavy = [x for x in region.ops if x.name in HEAVY]
+        k = index_trace.row_fusable(region, heavy, list(roots)) if heavy else None
+        if k is not None and roots:
+            in_shape = heavy[0].operands[0].type.shape
+            self.steps.append(emit_row_kernel(cg, k, [h.results[0] for h in heavy], list(roots.items()),
+                                              fenv, in_shape, name=_kname(label),
+                                              what=f"{label}{where} (row-fused)"))
+        else:
+            stop = set(region.args)
+            reads = [env[v] for v in op.operands]
+            done_roots = set()
+            handled = self._row_prologues(region, heavy, fenv, label)
+            for h in heavy:
+                if h in handled:
+                    continue
+                hd = []
+                in_place = None
+                for r in h.results:
+                    if r in roots:
+                        hd.append(roots[r])
+                    else:
+                        in_place = self._in_place_dest(h, r, roots, stop, reads)
+                        hd.append(in_place or self.scratch(r.type.nbytes))
+                if in_place is not None:
+                    # output fusion: the dot writes the root's buffer; its epilogue runs per block
+                    (root, _), = roots.items()
+                    if lower_dot(self, h, hd[0], fenv, epilogue=root):
+                        done_roots.add(root)
+                else:
+                    self.lower_op(h, hd, fenv)
+                for r, d in zip(h.results, hd):
+                    fenv[r] = d
+            # Elemental roots, grouped by index space.
+            groups: Dict[tuple, List[Root]] = {}
+            for o, d in roots.items():
+                if o in fenv or o in done_roots:
+                    continue  # a heavy root, or an epilogue fused into its dot: already written
+                key = (o.type.shape, tuple(o.type.minor_to_major))
+                groups.setdefault(key, []).append(Root(o, d, o.type))
+            for g in groups.values():
+                if g[0].dest_type.size == 0:
+                    continue
+                self.steps.append(emit_loop_kernel(cg, g, fenv, name=_kname(label), what=f"{label}{where}"))
+        for d, o in late_copies:
+            if fenv[o] != d:
+                self.steps.append(self.copy_step(d, fenv[o], o.type.nbytes))
+
+    def _row_prologues(self, region: Region, heavy, fenv: Dict[Value, BufRef], label: str) -> set:
+        """Dot operands computed by a row-wise normalization inside the fusion (layer norm,
+        softmax: the passes' row prologues) are written by one row-by-row kernel each, instead
+        of one kernel per reduction plus one for the operand. Returns the reduces handled."""
+        handled = set()
+        users: Dict[Value, List[Operation]] = {}
+        for o in region.ops:
+            for v in o.operands:
+                users.setdefault(v, []).append(o)
+        outs = set(region.outputs)
+        for h in heavy:
+            if h.name != "dot_general":
+                continue
+            for v in h.operands:
+                if v in fenv or v.op is None:
+                    continue
+                cone, stack = set(), [v]
+                while stack:
+                    x = stack.pop()
+                    if x in fenv or x.op is None or x.op in cone:
+                        continue
+                    cone.add(x.op)
+                    stack.extend(x.op.operands)
+                reduces = [o for o in region.ops if o in cone and o.name in HEAVY]
+                if not reduces or any(o.name != "reduce" or o in handled for o in reduces):
+                    continue
+                if any(u not in cone for o in reduces for r in o.results for u in users.get(r, ())) \
+                        or any(r in outs for o in reduces for r in o.results):
+                    continue
+                k = index_trace.row_fusable(region, reduces, [v], stop=set(fenv))
+                if k is None:
+                    continue
+                ref = self.scratch(v.type.nbytes)
+                self.steps.append(emit_row_kernel(
+                    self.cg, k, [o.results[0] for o in reduces], [(v, ref)], fenv,
+                    reduces[0].operands[0].type.shape, name=_kname(label + ".prologue"),
+                    what=f"{label}: row-wise prologue of a dot operand"))
+                fenv[v] = ref
+                handled.update(reduces)
+        return handled
+
+    def _in_place_dest(self, h: Operation, r: Value, roots: Dict[Value, BufRef], stop,
+                       reads: Sequence[BufRef]) -> Optional[BufRef]:
+        """For an output fusion: let the dot write into the only root's buffer when the root reads
+        it only at its own index (the epilogue then runs in place), unless that buffer is also
+        one of the fusion's inputs (the plan may put the output over a residual operand)."""
+        if h.name != "dot_general" or len(roots) != 1:
+            return None
+        (root, ref), = roots.items()
+        if any(ref == x or ref.overlaps(x) for x in reads):
+            return None
+        if root is r or root.type.dtype != r.type.dtype or root.type.shape != r.type.shape:
+            return None
+        if physical_order(root.type) != list(range(root.type.rank)):
+            return None
+        if not index_trace.reads_at_identity(r, root, stop):
+            return None
+        return ref
+
+    # -- control flow --------------------------------------------------------------------
+
+    def _lower_optimization_barrier(self, op, dests, env):
+        for v, d in zip(op.operands, dests):
+            if env[v] != d:
+                self.steps.append(self.copy_step(d, env[v], v.type.nbytes))
+
+    def _lower_call(self, op, dests, env):
+        callee = self.module[op.attrs["callee"]]
+        fenv = {}
+        steps = self.lower_region(callee.body, fenv, [env[v] for v in op.operands], list(dests))
+        self.steps.extend(steps)
+
+    def _lower_while(self, op, dests, env):
+        cond, body = op.regions
+        for v, d in zip(op.operands, dests):
+            if env[v] != d:
+                self.steps.append(self.copy_step(d, env[v], v.type.nbytes))
+        pred_ref = self.scratch(1)
+        cond_steps = self.lower_region(cond, env, list(dests), [pred_ref])
+        nxt: List[Optional[BufRef]] = []
+        for i, o in enumerate(body.outputs):
+            nxt.append(None if o is body.args[i] else self.scratch(o.type.nbytes))
+        body_steps = self.lower_region(body, env, list(dests), nxt)
+        for i, n in enumerate(nxt):
+            if n is not None:
+                body_steps.append(self.copy_step(dests[i], n, op.results[i].type.nbytes))
+        self.steps.append(While(cond_steps, pred_ref, body_steps))
+
+    def _lower_if(self, op, dests, env):
+        branches = [self.lower_region(r, env, [], list(dests)) for r in op.regions]
+        self.steps.append(Switch(env[op.operands[0]], True, branches))
+
+    def _lower_case(self, op, dests, env):
+        branches = [self.lower_region(r, env, [], list(dests)) for r in op.regions]
+        if len(branches) == 1:
+            self.steps.extend(branches[0])
+            return
+        self.steps.append(Switch(env[op.operands[0]], False, branches))
+
+
+def _kname(s: str) -> str:
+    out = "".join(c if c.isalnum() or c in "_." else "_" for c in s)
+    return out[:48] or "kernel"

@@ -1,0 +1,324 @@
+"""The run-time program of a CPU executable: where buffers live and the steps that run.
+
+``BufRef`` names a buffer at run time (an input, an output, a slice of the arena or a constant
+global). Steps are kernel calls (optionally spread over threads), copies and structured
+control flow (while / if / case) holding nested step lists. ``emit_entry`` turns the step tree
+into the single native entry point ``hlo_run(inputs, outputs, arena, nthreads)`` that runs the
+whole schedule, so one call from Python runs everything.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence, Union
+
+import numpy as np
+import llvmlite.ir as ir
+
+from .. import llvm_util as U
+from ..llvm_util import I1, I8, I32, I64, PTR, VOID, ModuleContext, for_range, i64
+
+
+@dataclass(frozen=True)
+class BufRef:
+    """A buffer at run time. kind: 'input' | 'output' | 'arena' | 'const'."""
+
+    kind: str
+    index: int = 0  # input/output number, or the constant's id
+    offset: int = 0  # bytes
+    size: int = 0  # bytes
+
+    def overlaps(self, other: "BufRef") -> bool:
+        if self.kind != other.kind or self.index != other.index:
+            return False
+        if self.size == 0 or other.size == 0:
+            return False
+        return self.offset < other.offset + other.size and other.offset < self.offset + self.size
+
+    def __str__(self):
+        if self.kind == "arena":
+            return f"arena[{self.offset}:+{self.size}]"
+        if self.kind == "const":
+            return f"const#{self.index}"
+        return f"{self.kind}{self.index}" + (f"+{self.offset}" if self.offset else "")
+
+
+@dataclass
+class KernelCall:
+    name: str
+    refs: List[BufRef]
+    writes: List[bool]  # which refs the kernel writes
+    extent: int  # iterations of the kernel's outer (parallel) loop
+    parallel: bool  # worth spreading over threads
+    what: str = ""  # a one-line description for dumps
+
+
+@dataclass
+class Copy:
+    dst: BufRef
+    src: BufRef
+    nbytes: int
+
+
+@dataclass
+class While:
+    cond: list
+    cond_ref: BufRef
+    body: list
+
+
+@dataclass
+class Switch:
+    """``if`` (pred selector, branches [true, false]) or ``case`` (s32 selector; out-of-range
+    picks the last branch)."""
+
+    selector: BufRef
+    is_pred: bool
+    branches: List[list]
+
+
+Step = Union[KernelCall, Copy, While, Switch]
+
+
+def describe_steps(steps, depth=0) -> List[str]:
+    ind = "  " * depth
+    out = []
+    for s in steps:
+        if isinstance(s, KernelCall):
+            par = " parallel" if s.parallel else ""
+            out.append(f"{ind}{s.name}({', '.join(map(str, s.refs))}) x{s.extent}{par}  {s.what}")
+        elif isinstance(s, Copy):
+            out.append(f"{ind}copy {s.src} -> {s.dst} ({s.nbytes} bytes)")
+        elif isinstance(s, While):
+            out.append(f"{ind}while:")
+            out += describe_steps(s.cond, depth + 1)
+            out.append(f"{ind}  test {s.cond_ref}")
+            out.append(f"{ind}do:")
+            out += describe_steps(s.body, depth + 1)
+        elif isinstance(s, Switch):
+            out.append(f"{ind}switch {s.selector}:")
+            for i, br in enumerate(s.branches):
+                out.append(f"{ind} branch {i}:")
+                out += describe_steps(br, depth + 1)
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# Parallel-for runtime (pthreads, written in LLVM IR)
+# ------------------------------------------------------------------------------------------
+
+TASK_FN = ir.FunctionType(VOID, [PTR, I64, I64])
+
+
+def emit_parallel_runtime(ctx: ModuleContext) -> ir.Function:
+    """``hlo.parallel_for(fn, args, n, nthreads)``: splits [0, n) into nthreads contiguous
+    chunks; chunk 0 runs on the calling thread, the others on fresh pthreads that are joined
+    before returning. If a thread cannot be created its chunk runs inline."""
+    existing = ctx.module.globals.get("hlo.parallel_for")
+    if existing is not None:
+        return existing
+    # A task is 4 x i64: fn (as an integer), args (as an integer), lo, hi.
+    pthread_create = ctx.declare("pthread_create", I32, [PTR, PTR, PTR, PTR])
+    pthread_join = ctx.declare("pthread_join", I32, [I64, PTR])
+
+    worker = ir.Function(ctx.module, ir.FunctionType(PTR, [PTR]), name="hlo.worker")
+    worker.linkage = "internal"
+    b = ir.IRBuilder(worker.append_basic_block())
+    t = worker.args[0]
+    fld = lambda k: b.load(b.gep(t, [i64(k)], source_etype=I64), typ=I64)
+    b.call(b.inttoptr(fld(0), TASK_FN.as_pointer()), [b.inttoptr(fld(1), PTR), fld(2), fld(3)])
+    b.ret(ir.Constant(PTR, None))
+
+    pf = ir.Function(ctx.module, ir.FunctionType(VOID, [TASK_FN.as_pointer(), PTR, I64, I64]),
+                     name="hlo.parallel_for")
+    pf.linkage = "internal"
+    fn, args, n, nth = pf.args
+    entry = pf.append_basic_block("entry")
+    b = ir.IRBuilder(entry)
+    serial = pf.append_basic_block("serial")
+    par = pf.append_basic_block("par")
+    few = b.or_(b.icmp_signed("<=", nth, i64(1)), b.icmp_signed("<=", n, i64(1)))
+    b.cbranch(few, serial, par)
+    b.position_at_end(serial)
+    b.call(fn, [args, i64(0), n])
+    b.ret_void()
+    b.position_at_end(par)
+    T = b.select(b.icmp_signed("<", n, nth), n, nth)
+    chunk = b.sdiv(b.add(n, b.sub(T, i64(1))), T)
+    tasks = b.alloca(I64, size=b.mul(T, i64(4)))
+    tids = b.alloca(I64, size=T)
+    started = b.alloca(I8, size=T)
+    with for_range(b, 1, T, "spawn") as k:
+        lo = b.mul(k, chunk)
+        hi0 = b.add(lo, chunk)
+        hi = b.select(b.icmp_signed("<", hi0, n), hi0, n)
+        tk = b.gep(tasks, [b.mul(k, i64(4))], source_etype=I64)
+        for j, v in enumerate([b.ptrtoint(fn, I64), b.ptrtoint(args, I64), lo, hi]):
+            b.store(v, b.gep(tk, [i64(j)], source_etype=I64))
+        st = b.gep(started, [k], source_etype=I8)
+        b.store(ir.Constant(I8, 0), st)
+        nonempty = b.icmp_signed("<", lo, hi)
+        with b.if_then(nonempty):
+            rc = b.call(pthread_create, [b.gep(tids, [k], source_etype=I64), ir.Constant(PTR, None), worker, tk])
+            ok = b.icmp_signed("==", rc, ir.Constant(I32, 0))
+            with b.if_else(ok) as (then, otherwise):
+                with then:
+                    b.store(ir.Constant(I8, 1), st)
+                with otherwise:
+                    b.call(fn, [args, lo, hi])
+    first_hi = b.select(b.icmp_signed("<", chunk, n), chunk, n)
+    b.call(fn, [args, i64(0), first_hi])
+    with for_range(b, 1, T, "join") as k:
+        s = b.load(b.gep(started, [k], source_etype=I8), typ=I8)
+        with b.if_then(b.icmp_unsigned("!=", s, ir.Constant(I8, 0))):
+            tid = b.load(b.gep(tids, [k], source_etype=I64), typ=I64)
+            b.call(pthread_join, [tid, ir.Constant(PTR, None)])
+    b.ret_void()
+    return pf
+
+
+# ------------------------------------------------------------------------------------------
+# The entry point
+# ------------------------------------------------------------------------------------------
+
+ENTRY = "hlo_run"
+POOL_PTR = "hlo_pool_ptr"  # global: the process-wide pool's parallel_for, set by the loader
+POOL_FN = ir.FunctionType(I32, [TASK_FN.as_pointer(), PTR, I64, I64])
+
+
+class EntryEmitter:
+    def __init__(self, ctx: ModuleContext, kernels: dict, tasks: dict, constants: dict):
+        self.ctx = ctx
+        self.kernels = kernels  # name -> ir.Function(ptr..., lo, hi)
+        self.tasks = tasks  # name -> ir.Function(ptr args, lo, hi)
+        self.constants = constants  # const id -> np.ndarray
+
+    def emit(self, steps) -> ir.Function:
+        fn = ir.Function(self.ctx.module, ir.FunctionType(VOID, [PTR, PTR, PTR, I64]), name=ENTRY)
+        self.fn = fn
+        self.inputs, self.outputs, self.arena, self.nthreads = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.b = b
+        self._steps(steps)
+        b.ret_void()
+        return fn
+
+    def ptr(self, ref: BufRef) -> ir.Value:
+        b = self.b
+        if ref.kind == "input" or ref.kind == "output":
+            arr = self.inputs if ref.kind == "input" else self.outputs
+            p = b.load(b.gep(arr, [i64(ref.index)], source_etype=PTR), typ=PTR)
+        elif ref.kind == "arena":
+            p = self.arena
+        elif ref.kind == "const":
+            p = self.ctx.constant_global(self.constants[ref.index])
+        else:
+            raise AssertionError(ref.kind)
+        if ref.offset:
+            p = b.gep(p, [i64(ref.offset)], source_etype=I8)
+        return p
+
+    def _steps(self, steps):
+        for s in steps:
+            getattr(self, "_" + type(s).__name__)(s)
+
+    def _KernelCall(self, s: KernelCall):
+        b = self.b
+        ptrs = [self.ptr(r) for r in s.refs]
+        if s.parallel and s.extent > 1:
+            pf = emit_parallel_runtime(self.ctx)
+            with b.goto_entry_block():
+                arr = b.alloca(PTR, size=i64(max(1, len(ptrs))))
+            for k, p in enumerate(ptrs):
+                b.store(p, b.gep(arr, [i64(k)], source_etype=PTR))
+            pool = self._pool_global()
+            pp = b.load(pool, typ=I64)
+            have_pool = b.icmp_unsigned("!=", pp, i64(0))
+            with b.if_else(have_pool) as (then, otherwise):
+                with then:
+                    r = b.call(b.inttoptr(pp, POOL_FN.as_pointer()),
+                               [self.tasks[s.name], arr, i64(s.extent), self.nthreads])
+                    with b.if_then(b.icmp_signed("==", r, ir.Constant(I32, 0))):
+                        b.call(pf, [self.tasks[s.name], arr, i64(s.extent), self.nthreads])
+                with otherwise:
+                    b.call(pf, [self.tasks[s.name], arr, i64(s.extent), self.nthreads])
+        else:
+            b.call(self.kernels[s.name], ptrs + [i64(0), i64(s.extent)])
+
+    def _pool_global(self):
+        g = self.ctx.module.globals.get(POOL_PTR)
+        if g is None:
+            g = ir.GlobalVariable(self.ctx.module, I64, name=POOL_PTR)
+            g.initializer = ir.Constant(I64, 0)
+            g.align = 8
+        return g
+
+    def _Copy(self, s: Copy):
+        if s.nbytes:
+            U.memmove(self.ctx, self.b, self.ptr(s.dst), self.ptr(s.src), s.nbytes)
+
+    def _load_selector(self, ref: BufRef, is_pred: bool) -> ir.Value:
+        p = self.ptr(ref)
+        if is_pred:
+            v = self.b.load(p, typ=I8)
+            return self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
+        return self.b.load(p, typ=I32)
+
+    def _While(self, s: While):
+        b = self.b
+        head = self.fn.append_basic_block("while.cond")
+        body = self.fn.append_basic_block("while.body")
+        done = self.fn.append_basic_block("while.end")
+        b.branch(head)
+        b.position_at_end(head)
+        self._steps(s.cond)
+        c = self._load_selector(s.cond_ref, True)
+        b.cbranch(c, body, done)
+        b.position_at_end(body)
+        self._steps(s.body)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def _Switch(self, s: Switch):
+        b = self.b
+        sel = self._load_selector(s.selector, s.is_pred)
+        done = self.fn.append_basic_block("switch.end")
+        blocks = [self.fn.append_basic_block(f"branch{i}") for i in range(len(s.branches))]
+        if s.is_pred:
+            b.cbranch(sel, blocks[0], blocks[1])
+        else:
+            sw = b.switch(sel, blocks[-1])  # out of range -> last branch
+            for i, blk in enumerate(blocks[:-1]):
+                sw.add_case(ir.Constant(I32, i), blk)
+        for blk, steps in zip(blocks, s.branches):
+            b.position_at_end(blk)
+            self._steps(steps)
+            b.branch(done)
+        b.position_at_end(done)
+
+
+PY_ENTRY = "hlo_run_py"
+# CPython (64-bit, GIL build) object layout used by the fast entry: a tuple's items start
+# 24 bytes in; a numpy array's data pointer is 16 bytes in. ``hlo.runtime.executable`` checks
+# both against the running interpreter before it uses this entry, and otherwise falls back to
+# ``hlo_run`` with pointer arrays built in Python.
+PY_TUPLE_ITEMS = 24
+NP_ARRAY_DATA = 16
+
+
+def emit_py_entry(ctx: ModuleContext, run_fn: ir.Function, nin: int, nout: int) -> ir.Function:
+    """``hlo_run_py(tuple inputs, tuple outputs, arena, nthreads)``: reads the arrays' data
+    pointers straight from the Python objects (no per-argument ctypes conversions), then runs
+    ``hlo_run``. The caller holds references to every object for the duration of the call."""
+    fn = ir.Function(ctx.module, ir.FunctionType(VOID, [PTR, PTR, PTR, I64]), name=PY_ENTRY)
+    tin, tout, arena, nth = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ins = b.alloca(PTR, size=i64(max(1, nin)))
+    outs = b.alloca(PTR, size=i64(max(1, nout)))
+    for arr, tup, n in ((ins, tin, nin), (outs, tout, nout)):
+        for k in range(n):
+            obj = b.load(b.gep(tup, [i64(PY_TUPLE_ITEMS + 8 * k)], source_etype=I8), typ=PTR)
+            data = b.load(b.gep(obj, [i64(NP_ARRAY_DATA)], source_etype=I8), typ=PTR)
+            b.store(data, b.gep(arr, [i64(k)], source_etype=PTR))
+    b.call(run_fn, [ins, outs, arena, nth])
+    b.ret_void()
+    return fn

@@ -1,0 +1,653 @@
+"""The elemental emitter: the LLVM value of a tensor's element at an index.
+
+``ElementalEmitter.at(value, index)`` returns the register value of ``value`` at ``index`` (a
+tuple of i64 LLVM values, one per dimension). Values bound to a *source* (a buffer in memory, a
+scalar register, a per-row register) are read from it; any other value is computed from its
+defining op, pulling its operands in recursively, which is how fused producers end up inlined
+into their consumers' loops (XLA's elemental IR emitter idea). Both the CPU backend and the
+later CUDA backend drive this class; they differ in loop structure, not in op semantics.
+
+Ops whose element needs a loop (reduce, reduce_window, convolution, dot_general) emit that loop
+at the current builder position. Within one element, repeated requests for the same value at
+the same index object are answered from a cache (scoped to loop bodies and region bodies).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import llvmlite.ir as ir
+
+from hlo.ir.core import Region, Value
+from hlo.ir.types import TensorType, s64 as S64_T
+from . import scalar_ops
+from .llvm_util import (I1, I64, ModuleContext, clamp_i64, elem_ptr, entry_alloca, for_range,
+                        i64, linear_offset, load_reg, reg_constant, reg_type, storage_align,
+                        strides_of, NSW)
+from .scalar_ops import UnsupportedOp
+
+
+# ------------------------------------------------------------------------------------------
+# Sources
+# ------------------------------------------------------------------------------------------
+
+class BufferSource:
+    """A tensor stored in memory at ``ptr`` with the strides of its (physical) layout."""
+
+    def __init__(self, ptr: ir.Value, ttype: TensorType, align: Optional[int] = None):
+        self.ptr = ptr
+        self.type = ttype
+        self.strides = strides_of(ttype)
+        self.align = align
+
+    def read(self, em: "ElementalEmitter", idx) -> ir.Value:
+        b = em.b
+        if self.type.size == 0:
+            return reg_constant(self.type.dtype, 0)
+        off = linear_offset(b, idx, self.strides)
+        p = elem_ptr(b, self.ptr, self.type.dtype, off)
+        return load_reg(b, p, self.type.dtype, storage_align(self.type.dtype))
+
+
+class RegisterSource:
+    """A value held in a register. ``at_index`` (optional): the only index it may be read at
+    (the current row of a row-fused kernel); reading it elsewhere is a backend bug."""
+
+    def __init__(self, value: ir.Value, at_index: Optional[Tuple[ir.Value, ...]] = None):
+        self.value = value
+        self.at_index = at_index
+
+    def read(self, em: "ElementalEmitter", idx) -> ir.Value:
+        if self.at_index is not None:
+            if len(idx) != len(self.at_index) or any(a is not b for a, b in zip(idx, self.at_index)):
+                raise AssertionError("row-level value read outside its row")
+        return self.value
+
+
+class _Frame(dict):
+    pass
+
+
+def _key(v: Value, idx) -> tuple:
+    return (id(v),) + tuple(id(i) for i in idx)
+
+
+# ------------------------------------------------------------------------------------------
+# The emitter
+# ------------------------------------------------------------------------------------------
+
+REASSOC_OPS = ("fadd", "fmul")
+
+
+class ElementalEmitter:
+    def __init__(self, ctx: ModuleContext, builder: ir.IRBuilder, sources: Dict[Value, object]):
+        self.ctx = ctx
+        self.b = builder
+        self.sources: Dict[Value, object] = dict(sources)
+        self.frames: List[_Frame] = [_Frame()]
+        self._keep: List[object] = []  # keeps index objects alive so their ids stay unique
+
+    # -- caching -------------------------------------------------------------------------
+
+    def push(self):
+        self.frames.append(_Frame())
+
+    def pop(self):
+        self.frames.pop()
+
+    def _lookup(self, key):
+        for f in reversed(self.frames):
+            if key in f:
+                return f[key]
+        return None
+
+    def _remember(self, v: Value, idx, val):
+        self._keep.append(idx)
+        self.frames[-1][_key(v, idx)] = val
+
+    # -- public API ----------------------------------------------------------------------
+
+    def at(self, v: Value, idx: Sequence[ir.Value]) -> ir.Value:
+        idx = tuple(idx)
+        if len(idx) != v.type.rank:
+            raise AssertionError(f"index of rank {len(idx)} for {v.type}")
+        key = _key(v, idx)
+        got = self._lookup(key)
+        if got is not None:
+            return got
+        src = self.sources.get(v)
+        if src is not None:
+            val = src.read(self, idx)
+        else:
+            op = v.op
+            if op is None:
+                raise AssertionError(f"region argument {v} has no source bound")
+            val = self._emit(op, v.index, idx)
+        self._remember(v, idx, val)
+        return val
+
+    def scalar_region(self, region: Region, args: Sequence[ir.Value], reassoc: bool = False) -> List[ir.Value]:
+        """Evaluate a region of scalar ops (a reduce body, comparator...) on register args."""
+        saved = {a: self.sources.get(a) for a in region.args}
+        for a, v in zip(region.args, args):
+            self.sources[a] = RegisterSource(v)
+        self.push()
+        try:
+            outs = [self.at(o, ()) for o in region.outputs]
+        finally:
+            self.pop()
+            for a, s in saved.items():
+                if s is None:
+                    self.sources.pop(a, None)
+                else:
+                    self.sources[a] = s
+        if reassoc:
+            for o in outs:
+                if isinstance(o, ir.Instruction) and o.opname in REASSOC_OPS:
+                    if "reassoc" not in o.flags:
+                        o.flags.append("reassoc")
+        return outs
+
+    # -- op dispatch ---------------------------------------------------------------------
+
+    def _emit(self, op, result_index: int, idx) -> ir.Value:
+        name = op.name
+        fn = getattr(self, "_op_" + name, None)
+        if fn is not None:
+            return fn(op, result_index, idx)
+        from hlo.ir.ops import UNARY_ELEMENTWISE, BINARY_ELEMENTWISE
+        if name in UNARY_ELEMENTWISE or name == "is_finite":
+            x = self.at(op.operands[0], idx)
+            return scalar_ops.unary(self.ctx, self.b, name, op.operands[0].dtype, x)
+        if name in BINARY_ELEMENTWISE:
+            x = self.at(op.operands[0], idx)
+            y = self.at(op.operands[1], idx)
+            return scalar_ops.binary(self.ctx, self.b, name, op.operands[0].dtype, x, y)
+        raise UnsupportedOp(f"'{name}' cannot be computed element by element")
+
+    # -- elementwise with special operands ----------------------------------------------
+
+    def _op_compare(self, op, ri, idx):
+        x = self.at(op.operands[0], idx)
+        y = self.at(op.operands[1], idx)
+        return scalar_ops.compare(self.ctx, self.b, op.attrs["comparison_direction"],
+                                  op.attrs.get("compare_type"), op.operands[0].dtype, x, y)
+
+    def _op_select(self, op, ri, idx):
+        p, a, c = op.operands
+        pv = self.at(p, idx if p.type.rank else ())
+        return self.b.select(pv, self.at(a, idx), self.at(c, idx))
+
+    def _op_clamp(self, op, ri, idx):
+        lo, x, hi = op.operands
+        xv = self.at(x, idx)
+        lov = self.at(lo, idx if lo.type.rank else ())
+        hiv = self.at(hi, idx if hi.type.rank else ())
+        et = x.dtype
+        m = scalar_ops.binary(self.ctx, self.b, "maximum", et, xv, lov)
+        return scalar_ops.binary(self.ctx, self.b, "minimum", et, m, hiv)
+
+    def _op_convert(self, op, ri, idx):
+        x = self.at(op.operands[0], idx)
+        return scalar_ops.convert(self.ctx, self.b, x, op.operands[0].dtype, op.results[0].dtype)
+
+    def _op_reduce_precision(self, op, ri, idx):
+        x = self.at(op.operands[0], idx)
+        return scalar_ops.reduce_precision(self.ctx, self.b, x, op.operands[0].dtype,
+                                           op.attrs["exponent_bits"], op.attrs["mantissa_bits"])
+
+    def _op_bitcast_convert(self, op, ri, idx):
+        from .llvm_util import reg_to_bits, bits_to_reg
+        b = self.b
+        x_t, r_t = op.operands[0].type, op.results[0].type
+        xe, re_ = x_t.dtype, r_t.dtype
+        xb = 8 if xe.is_pred else xe.bits
+        rb = 8 if re_.is_pred else re_.bits
+        if xb == rb:
+            bits = reg_to_bits(b, self.at(op.operands[0], idx), xe)
+            return bits_to_reg(b, bits, re_)
+        rty = ir.IntType(rb)
+        if xb > rb:  # one operand element -> the last result dimension's parts, little end first
+            bits = reg_to_bits(b, self.at(op.operands[0], idx[:-1]), xe)
+            sh = b.mul(idx[-1], i64(rb))
+            part = b.lshr(bits, b.trunc(sh, bits.type) if bits.type.width < 64 else
+                          (b.zext(sh, bits.type) if bits.type.width > 64 else sh))
+            return bits_to_reg(b, b.trunc(part, rty), re_)
+        acc = ir.Constant(rty, 0)
+        for k in range(rb // xb):
+            part = reg_to_bits(b, self.at(op.operands[0], tuple(idx) + (i64(k),)), xe)
+            acc = b.or_(acc, b.shl(b.zext(part, rty), ir.Constant(rty, k * xb)))
+        return bits_to_reg(b, acc, re_)
+
+    # -- leaves --------------------------------------------------------------------------
+
+    def _op_constant(self, op, ri, idx):
+        v = op.attrs["value"]
+        et = op.results[0].dtype
+        flat = v.reshape(-1)
+        if flat.size == 0:
+            return reg_constant(et, 0)
+        if (flat == flat[0]).all() or (et.is_float and np.isnan(flat.astype(np.float64)).all()
+                                      and len(set(flat.view(f"u{et.itemsize}").tolist())) == 1):
+            return reg_constant(et, flat[0])
+        g = self.ctx.constant_global(np.ascontiguousarray(v))
+        src = BufferSource(g, TensorType(v.shape, et))
+        return src.read(self, idx)
+
+    def _op_iota(self, op, ri, idx):
+        i = idx[op.attrs["iota_dimension"]]
+        return scalar_ops.convert(self.ctx, self.b, i, S64_T, op.results[0].dtype)
+
+    # -- pure re-indexing ----------------------------------------------------------------
+
+    def _op_broadcast_in_dim(self, op, ri, idx):
+        x = op.operands[0]
+        dims = op.attrs["broadcast_dimensions"]
+        oidx = tuple(i64(0) if x.shape[k] == 1 and op.results[0].shape[d] != 1 else idx[d]
+                     for k, d in enumerate(dims))
+        return self.at(x, oidx)
+
+    def _op_reshape(self, op, ri, idx):
+        x = op.operands[0]
+        return self.at(x, reshape_index(self.b, idx, op.results[0].shape, x.shape))
+
+    def _op_transpose(self, op, ri, idx):
+        perm = op.attrs["permutation"]
+        oidx = [None] * len(perm)
+        for i, p in enumerate(perm):
+            oidx[p] = idx[i]
+        return self.at(op.operands[0], oidx)
+
+    def _op_reverse(self, op, ri, idx):
+        x = op.operands[0]
+        dims = set(op.attrs["dimensions"])
+        oidx = [self.b.sub(i64(x.shape[d] - 1), i) if d in dims else i for d, i in enumerate(idx)]
+        return self.at(x, oidx)
+
+    def _op_slice(self, op, ri, idx):
+        x = op.operands[0]
+        st = op.attrs["start_indices"]
+        sd = op.attrs.get("strides") or (1,) * x.type.rank
+        b = self.b
+        oidx = []
+        for d, i in enumerate(idx):
+            v = i if sd[d] == 1 else b.mul(i, i64(sd[d]), flags=NSW)
+            oidx.append(v if st[d] == 0 else b.add(v, i64(st[d]), flags=NSW))
+        return self.at(x, oidx)
+
+    def _start(self, v: Value) -> ir.Value:
+        """A start-index scalar as i64 (sign- or zero-extended)."""
+        s = self.at(v, ())
+        if s.type.width < 64:
+            return self.b.sext(s, I64) if v.dtype.is_signed else self.b.zext(s, I64)
+        return s
+
+    def _op_dynamic_slice(self, op, ri, idx):
+        x = op.operands[0]
+        sizes = op.attrs["slice_sizes"]
+        b = self.b
+        oidx = []
+        for d, i in enumerate(idx):
+            s = clamp_i64(b, self._start(op.operands[1 + d]), 0, x.shape[d] - sizes[d])
+            oidx.append(b.add(s, i, flags=NSW))
+        return self.at(x, oidx)
+
+    def _op_dynamic_update_slice(self, op, ri, idx):
+        x, u = op.operands[0], op.operands[1]
+        if u.type.size == 0:
+            return self.at(x, idx)
+        b = self.b
+        inside = ir.Constant(I1, 1)
+        uidx = []
+        for d, i in enumerate(idx):
+            s = clamp_i64(b, self._start(op.operands[2 + d]), 0, x.shape[d] - u.shape[d])
+            rel = b.sub(i, s)
+            ok = b.and_(b.icmp_signed(">=", rel, i64(0)), b.icmp_signed("<", rel, i64(u.shape[d])))
+            inside = b.and_(inside, ok)
+            uidx.append(clamp_i64(b, rel, 0, u.shape[d] - 1))
+        return b.select(inside, self.at(u, uidx), self.at(x, idx))
+
+    def _op_concatenate(self, op, ri, idx):
+        d = op.attrs["dimension"]
+        b = self.b
+        parts = [(v, v.shape[d]) for v in op.operands if v.shape[d] > 0]
+        off = 0
+        offs = []
+        for v, n in parts:
+            offs.append(off)
+            off += n
+        result = None
+        for (v, n), o in reversed(list(zip(parts, offs))):
+            local = b.sub(idx[d], i64(o)) if o else idx[d]
+            local = clamp_i64(b, local, 0, n - 1)
+            val = self.at(v, tuple(idx[:d]) + (local,) + tuple(idx[d + 1:]))
+            if result is None:
+                result = val
+            else:
+                result = b.select(b.icmp_signed("<", idx[d], i64(o + n)), val, result)
+        return result
+
+    def _op_pad(self, op, ri, idx):
+        x, pv = op.operands
+        lo, it = op.attrs["edge_padding_low"], op.attrs["interior_padding"]
+        b = self.b
+        pad_val = self.at(pv, ())
+        if x.type.size == 0:
+            return pad_val
+        valid = ir.Constant(I1, 1)
+        oidx = []
+        for d, i in enumerate(idx):
+            n = x.shape[d]
+            t = b.sub(i, i64(lo[d])) if lo[d] else i
+            ok = b.icmp_signed(">=", t, i64(0))
+            if it[d]:
+                q = b.sdiv(t, i64(it[d] + 1))
+                r = b.srem(t, i64(it[d] + 1))
+                ok = b.and_(ok, b.icmp_signed("==", r, i64(0)))
+            else:
+                q = t
+            ok = b.and_(ok, b.icmp_signed("<", q, i64(n)))
+            valid = b.and_(valid, ok)
+            oidx.append(clamp_i64(b, q, 0, n - 1))
+        return b.select(valid, self.at(x, oidx), pad_val)
+
+    def _op_gather(self, op, ri, idx):
+        x, si = op.operands
+        a = op.attrs
+        b = self.b
+        off = tuple(a.get("offset_dims", ()))
+        col = tuple(a.get("collapsed_slice_dims", ()))
+        ob = tuple(a.get("operand_batching_dims", ()))
+        ib = tuple(a.get("start_indices_batching_dims", ()))
+        sim = tuple(a["start_index_map"])
+        ivd = a["index_vector_dim"]
+        ss = a["slice_sizes"]
+        rank = op.results[0].type.rank
+        batch_dims = [d for d in range(rank) if d not in off]
+        batch_index = [idx[d] for d in batch_dims]
+        full = [i64(0)] * x.type.rank
+        # start indices
+        for k, od in enumerate(sim):
+            sidx = list(batch_index)
+            if ivd < si.type.rank:
+                sidx.insert(ivd, i64(k))
+            s = self.at(si, sidx)
+            s = b.sext(s, I64) if s.type.width < 64 and si.dtype.is_signed else (
+                b.zext(s, I64) if s.type.width < 64 else s)
+            full[od] = clamp_i64(b, s, 0, x.shape[od] - ss[od])
+        # batching dims
+        for odim, sdim in zip(ob, ib):
+            pos = sdim if sdim < ivd else sdim - 1
+            full[odim] = b.add(full[odim], batch_index[pos])
+        # offsets
+        offset_operand_dims = [d for d in range(x.type.rank) if d not in col and d not in ob]
+        for k, od in enumerate(offset_operand_dims):
+            full[od] = b.add(full[od], idx[off[k]])
+        return self.at(x, full)
+
+    # -- ops with an inner loop ----------------------------------------------------------
+
+    def _reduce_loop(self, dims_extents, body_fn):
+        """Nested loops over ``dims_extents`` [(dim, extent)], outermost first; ``body_fn(ivs)``
+        runs in the innermost body with a dict dim -> induction variable."""
+        ivs = {}
+
+        def rec(k):
+            if k == len(dims_extents):
+                body_fn(ivs)
+                return
+            d, n = dims_extents[k]
+            with for_range(self.b, 0, n, name=f"r{d}") as i:
+                ivs[d] = i
+                rec(k + 1)
+
+        self.push()
+        try:
+            rec(0)
+        finally:
+            self.pop()
+
+    def _accumulators(self, inits):
+        accs = []
+        for v in inits:
+            slot = entry_alloca(self.b, v.type)
+            self.b.store(v, slot)
+            accs.append(slot)
+        return accs
+
+    def _op_reduce(self, op, ri, idx):
+        n = len(op.operands) // 2
+        inputs, inits = op.operands[:n], op.operands[n:]
+        dims = op.attrs["dimensions"]
+        in_t = inputs[0].type
+        body = op.regions[0]
+        b = self.b
+        init_vals = [self.at(v, ()) for v in inits]
+        accs = self._accumulators(init_vals)
+        kept = [d for d in range(in_t.rank) if d not in dims]
+        # Loop over reduced dims in physical order (major first) so the innermost is contiguous.
+        order = [d for d in reversed(in_t.minor_to_major) if d in dims]
+        loops = [(d, in_t.shape[d]) for d in order]
+        if in_t.size > 0:
+            def body_fn(ivs):
+                full = [None] * in_t.rank
+                for k, d in enumerate(kept):
+                    full[d] = idx[k]
+                for d in dims:
+                    full[d] = ivs[d]
+                xs = [self.at(v, full) for v in inputs]
+                cur = [b.load(a, typ=t.type) for a, t in zip(accs, init_vals)]
+                new = self.scalar_region(body, cur + xs, reassoc=True)
+                for a, v in zip(accs, new):
+                    b.store(v, a)
+            self._reduce_loop(loops, body_fn)
+        outs = [b.load(a, typ=t.type) for a, t in zip(accs, init_vals)]
+        for k, r in enumerate(op.results):
+            self._remember(r, idx, outs[k])
+        return outs[ri]
+
+    def _op_reduce_window(self, op, ri, idx):
+        n = len(op.operands) // 2
+        inputs, inits = op.operands[:n], op.operands[n:]
+        in_t = inputs[0].type
+        r = in_t.rank
+        a = op.attrs
+        wd = a["window_dimensions"]
+        ws = a.get("window_strides") or (1,) * r
+        bd = a.get("base_dilations") or (1,) * r
+        wdl = a.get("window_dilations") or (1,) * r
+        pad = a.get("padding") or ((0, 0),) * r
+        b = self.b
+        body = op.regions[0]
+        init_vals = [self.at(v, ()) for v in inits]
+        accs = self._accumulators(init_vals)
+        loops = [(d, wd[d]) for d in range(r)]
+
+        def body_fn(ivs):
+            valid = ir.Constant(I1, 1)
+            full = []
+            for d in range(r):
+                # position in the padded, base-dilated input
+                p = b.add(b.mul(idx[d], i64(ws[d])), b.mul(ivs[d], i64(wdl[d])))
+                p = b.sub(p, i64(pad[d][0]))
+                ok = b.icmp_signed(">=", p, i64(0))
+                if bd[d] > 1:
+                    ok = b.and_(ok, b.icmp_signed("==", b.srem(p, i64(bd[d])), i64(0)))
+                    q = b.sdiv(p, i64(bd[d]))
+                else:
+                    q = p
+                ok = b.and_(ok, b.icmp_signed("<", q, i64(in_t.shape[d])))
+                valid = b.and_(valid, ok)
+                full.append(clamp_i64(b, q, 0, max(in_t.shape[d] - 1, 0)))
+            if in_t.size > 0:
+                xs = [b.select(valid, self.at(v, full), iv) for v, iv in zip(inputs, init_vals)]
+            else:
+                xs = list(init_vals)
+            cur = [b.load(acc, typ=t.type) for acc, t in zip(accs, init_vals)]
+            new = self.scalar_region(body, cur + xs)
+            for acc, v in zip(accs, new):
+                b.store(v, acc)
+
+        self._reduce_loop(loops, body_fn)
+        outs = [b.load(acc, typ=t.type) for acc, t in zip(accs, init_vals)]
+        for k, res in enumerate(op.results):
+            self._remember(res, idx, outs[k])
+        return outs[ri]
+
+    def _mac(self, acc_et, accs, x, y, xe):
+        """acc += convert(x) * convert(y) in the accumulator type."""
+        b = self.b
+        xa = scalar_ops.convert(self.ctx, b, x, xe, acc_et)
+        ya = scalar_ops.convert(self.ctx, b, y, xe, acc_et)
+        cur = b.load(accs, typ=xa.type)
+        if acc_et.is_float:
+            prod = b.fmul(xa, ya)
+            s = b.fadd(cur, prod, flags=("reassoc", "contract"))
+            prod.flags.append("contract")
+        elif acc_et.is_pred:
+            s = b.or_(cur, b.and_(xa, ya))
+        else:
+            s = b.add(cur, b.mul(xa, ya))
+        b.store(s, accs)
+
+    @staticmethod
+    def accumulator_type(et):
+        """Dot/convolution accumulate f16/bf16 in f32, everything else in its own type."""
+        from hlo.ir.types import f32
+        return f32 if et.name in ("f16", "bf16") else et
+
+    def _op_dot_general(self, op, ri, idx):
+        lhs, rhs = op.operands
+        a = op.attrs
+        lb, rb = tuple(a.get("lhs_batching_dimensions", ())), tuple(a.get("rhs_batching_dimensions", ()))
+        lc, rc = tuple(a.get("lhs_contracting_dimensions", ())), tuple(a.get("rhs_contracting_dimensions", ()))
+        out_et = op.results[0].dtype
+        acc_et = self.accumulator_type(out_et)
+        b = self.b
+        lfree = [d for d in range(lhs.type.rank) if d not in lb and d not in lc]
+        rfree = [d for d in range(rhs.type.rank) if d not in rb and d not in rc]
+        nb = len(lb)
+        li = [None] * lhs.type.rank
+        rii = [None] * rhs.type.rank
+        for k in range(nb):
+            li[lb[k]] = idx[k]
+            rii[rb[k]] = idx[k]
+        for k, d in enumerate(lfree):
+            li[d] = idx[nb + k]
+        for k, d in enumerate(rfree):
+            rii[d] = idx[nb + len(lfree) + k]
+        acc = entry_alloca(b, reg_type(acc_et))
+        b.store(reg_constant(acc_et, 0), acc)
+        loops = [(k, lhs.shape[lc[k]]) for k in range(len(lc))]
+
+        def body_fn(ivs):
+            l2, r2 = list(li), list(rii)
+            for k in range(len(lc)):
+                l2[lc[k]] = ivs[k]
+                r2[rc[k]] = ivs[k]
+            self._mac(acc_et, acc, self.at(lhs, l2), self.at(rhs, r2), lhs.dtype)
+
+        self._reduce_loop(loops, body_fn)
+        v = b.load(acc, typ=reg_type(acc_et))
+        return scalar_ops.convert(self.ctx, b, v, acc_et, out_et)
+
+    def _op_convolution(self, op, ri, idx):
+        lhs, rhs = op.operands
+        a = op.attrs
+        nsp = lhs.type.rank - 2
+        ws = a.get("window_strides") or (1,) * nsp
+        pad = a.get("padding") or ((0, 0),) * nsp
+        ld = a.get("lhs_dilation") or (1,) * nsp
+        rd = a.get("rhs_dilation") or (1,) * nsp
+        rev = a.get("window_reversal") or (False,) * nsp
+        ib, ifd, isp = a["input_batch_dimension"], a["input_feature_dimension"], a["input_spatial_dimensions"]
+        ki, ko, ksp = a["kernel_input_feature_dimension"], a["kernel_output_feature_dimension"], a["kernel_spatial_dimensions"]
+        obd, ofd, osp = a["output_batch_dimension"], a["output_feature_dimension"], a["output_spatial_dimensions"]
+        fgc, bgc = a.get("feature_group_count", 1), a.get("batch_group_count", 1)
+        out_et = op.results[0].dtype
+        acc_et = self.accumulator_type(out_et)
+        b = self.b
+        c_out = rhs.shape[ko]
+        kin = rhs.shape[ki]
+        n_out = op.results[0].shape[obd]
+        o_b, o_f = idx[obd], idx[ofd]
+        # feature groups: output feature f uses input features [g*kin, (g+1)*kin)
+        if fgc > 1:
+            g = b.sdiv(o_f, i64(c_out // fgc))
+            in_feat_base = b.mul(g, i64(kin))
+        else:
+            in_feat_base = i64(0)
+        if bgc > 1:
+            g = b.sdiv(o_f, i64(c_out // bgc))
+            in_batch = b.add(b.mul(g, i64(n_out)), o_b)
+        else:
+            in_batch = o_b
+        acc = entry_alloca(b, reg_type(acc_et))
+        b.store(reg_constant(acc_et, 0), acc)
+        if lhs.type.size == 0 or rhs.type.size == 0:
+            return scalar_ops.convert(self.ctx, b, b.load(acc, typ=reg_type(acc_et)), acc_et, out_et)
+        loops = [("c", kin)] + [(s, rhs.shape[ksp[s]]) for s in range(nsp)]
+
+        def body_fn(ivs):
+            valid = ir.Constant(I1, 1)
+            li = [None] * lhs.type.rank
+            kidx = [None] * rhs.type.rank
+            li[ib] = in_batch
+            li[ifd] = b.add(in_feat_base, ivs["c"])
+            kidx[ki] = ivs["c"]
+            kidx[ko] = o_f
+            for s in range(nsp):
+                k = ivs[s]
+                ksize = rhs.shape[ksp[s]]
+                kidx[ksp[s]] = b.sub(i64(ksize - 1), k) if rev[s] else k
+                p = b.add(b.mul(idx[osp[s]], i64(ws[s])), b.mul(k, i64(rd[s])))
+                p = b.sub(p, i64(pad[s][0]))
+                ok = b.icmp_signed(">=", p, i64(0))
+                if ld[s] > 1:
+                    ok = b.and_(ok, b.icmp_signed("==", b.srem(p, i64(ld[s])), i64(0)))
+                    q = b.sdiv(p, i64(ld[s]))
+                else:
+                    q = p
+                n = lhs.shape[isp[s]]
+                ok = b.and_(ok, b.icmp_signed("<", q, i64(n)))
+                valid = b.and_(valid, ok)
+                li[isp[s]] = clamp_i64(b, q, 0, n - 1)
+            x = self.at(lhs, li)
+            zero = reg_constant(lhs.dtype, 0)
+            x = b.select(valid, x, zero)
+            self._mac(acc_et, acc, x, self.at(rhs, kidx), lhs.dtype)
+
+        self._reduce_loop(loops, body_fn)
+        v = b.load(acc, typ=reg_type(acc_et))
+        return scalar_ops.convert(self.ctx, b, v, acc_et, out_et)
+
+
+def reshape_index(b: ir.IRBuilder, idx, out_shape, in_shape):
+    """Map a result index of a reshape to the operand index (row-major logical order).
+
+    Reshapes that only insert or drop unit dimensions pass the index values through unchanged
+    (so per-row values stay recognizable); others linearize and split."""
+    out_nz = [(i, s) for i, s in enumerate(out_shape) if s != 1]
+    in_nz = [(i, s) for i, s in enumerate(in_shape) if s != 1]
+    if [s for _, s in out_nz] == [s for _, s in in_nz]:
+        res = [i64(0)] * len(in_shape)
+        for (oi, _), (ii, _) in zip(out_nz, in_nz):
+            res[ii] = idx[oi]
+        return tuple(res)
+    lin = None
+    for i, s in zip(idx, out_shape):
+        lin = i if lin is None else b.add(b.mul(lin, i64(s), flags=NSW), i, flags=NSW)
+    if lin is None:
+        lin = i64(0)
+    res = []
+    rem = lin
+    for k in range(len(in_shape) - 1, -1, -1):
+        s = in_shape[k]
+        if k == 0:
+            res.append(rem)
+        elif s == 1:
+            res.append(i64(0))
+        else:
+            res.append(b.urem(rem, i64(s)))
+            rem = b.udiv(rem, i64(s))
+    return tuple(reversed(res))

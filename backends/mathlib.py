@@ -1,0 +1,154 @@
+"""Vectorizable math functions emitted as straight-line LLVM IR.
+
+LLVM's ``llvm.exp``/``llvm.log`` on f32 lower to scalar libm calls, which stops the loop
+vectorizer. These versions are branch-free (selects only), so a loop that uses them vectorizes
+at the host's full width. exp and log follow Cephes' single-precision algorithms (Cody-Waite
+range reduction + minimax polynomials, <= 2 ulp); tanh is a rational minimax approximation
+(Eigen's / XLA's, <= 5 ulp, 3-4x cheaper than going through exp); logistic uses exp (<= 4 ulp,
+accurate down to subnormal results). ``tests/backends/test_cpu_mathlib.py`` checks them against
+numpy in float64.
+
+f64 uses the LLVM intrinsics / libm (exact to libm's accuracy); f16/bf16 are computed with the
+f32 versions and rounded by the caller.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from .llvm_util import F32, F64, I32, ModuleContext
+
+
+def _c(v: float) -> ir.Constant:
+    return ir.Constant(F32, v)
+
+
+def _i(v: int) -> ir.Constant:
+    return ir.Constant(I32, v)
+
+
+def _poly(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value, coeffs) -> ir.Value:
+    """Horner evaluation of sum(coeffs[k] * x**(n-1-k)) with fused multiply-adds."""
+    fma = ctx.intrinsic("fmuladd", F32, 3)
+    acc = _c(coeffs[0])
+    for c in coeffs[1:]:
+        acc = b.call(fma, [acc, x, _c(c)])
+    return acc
+
+
+def _select_nan(b, x, y):
+    """x if x is NaN, else y."""
+    return b.select(b.fcmp_unordered("uno", x, x), x, y)
+
+
+def exp_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    fma = ctx.intrinsic("fmuladd", F32, 3)
+    xc = b.call(ctx.intrinsic("minnum", F32, 2), [x, _c(88.8)])
+    xc = b.call(ctx.intrinsic("maxnum", F32, 2), [xc, _c(-104.0)])
+    n = b.call(ctx.intrinsic("roundeven", F32), [b.fmul(xc, _c(1.44269504088896341))])
+    r = b.call(fma, [n, _c(-0.693359375), xc])
+    r = b.call(fma, [n, _c(2.12194440e-4), r])
+    p = _poly(ctx, b, r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
+                          4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1])
+    r2 = b.fmul(r, r)
+    p = b.call(fma, [p, r2, r])
+    p = b.fadd(p, _c(1.0))
+    ni = b.fptosi(n, I32)
+    n1 = b.ashr(ni, _i(1))
+    n2 = b.sub(ni, n1)
+    s1 = b.bitcast(b.shl(b.add(n1, _i(127)), _i(23)), F32)
+    s2 = b.bitcast(b.shl(b.add(n2, _i(127)), _i(23)), F32)
+    res = b.fmul(b.fmul(p, s1), s2)
+    return _select_nan(b, x, res)
+
+
+def log_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    fma = ctx.intrinsic("fmuladd", F32, 3)
+    # Scale subnormals up by 2**23 so the exponent field is meaningful.
+    tiny = b.fcmp_ordered("<", x, _c(1.17549435e-38))
+    xs = b.select(tiny, b.fmul(x, _c(8388608.0)), x)
+    eadj = b.select(tiny, _c(-23.0), _c(0.0))
+    bits = b.bitcast(xs, I32)
+    e = b.sub(b.and_(b.lshr(bits, _i(23)), _i(0xFF)), _i(126))
+    m = b.bitcast(b.or_(b.and_(bits, _i(0x807FFFFF)), _i(0x3F000000)), F32)  # [0.5, 1)
+    small = b.fcmp_ordered("<", m, _c(0.707106781186547524))
+    e = b.select(small, b.sub(e, _i(1)), e)
+    m = b.select(small, b.fsub(b.fadd(m, m), _c(1.0)), b.fsub(m, _c(1.0)))
+    ef = b.fadd(b.sitofp(e, F32), eadj)
+    z = b.fmul(m, m)
+    y = _poly(ctx, b, m, [7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
+                          1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1,
+                          3.3333331174e-1])
+    y = b.fmul(b.fmul(y, m), z)
+    y = b.call(fma, [ef, _c(-2.12194440e-4), y])
+    y = b.call(fma, [z, _c(-0.5), y])
+    res = b.fadd(m, y)
+    res = b.call(fma, [ef, _c(0.693359375), res])
+    # Special values: log(0) = -inf, log(x<0) = NaN, log(inf) = inf, log(NaN) = NaN.
+    res = b.select(b.fcmp_ordered("==", x, _c(float("inf"))), x, res)
+    res = b.select(b.fcmp_ordered("==", x, _c(0.0)), _c(float("-inf")), res)
+    res = b.select(b.fcmp_ordered("<", x, _c(0.0)), _c(float("nan")), res)
+    return _select_nan(b, x, res)
+
+
+def tanh_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Rational minimax approximation p(x)/q(x) on [-7.9, 7.9] (Eigen's coefficients; tanh
+    rounds to +-1 beyond), one division and no exp: about a third of the exp-based cost."""
+    fabs = ctx.intrinsic("fabs", F32)
+    c = 7.90531110763549805
+    xc = b.call(ctx.intrinsic("minnum", F32, 2), [x, _c(c)])
+    xc = b.call(ctx.intrinsic("maxnum", F32, 2), [xc, _c(-c)])
+    x2 = b.fmul(xc, xc)
+    p = _poly(ctx, b, x2, [-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
+                           5.12229709037114e-08, 1.48572235717979e-05, 6.37261928875436e-04,
+                           4.89352455891786e-03])
+    p = b.fmul(p, xc)
+    q = _poly(ctx, b, x2, [1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
+                           4.89352518554385e-03])
+    res = b.fdiv(p, q)
+    tiny = b.fcmp_ordered("<", b.call(fabs, [x]), _c(0.0004))
+    res = b.select(tiny, x, res)
+    return _select_nan(b, x, res)
+
+
+def logistic_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    # e = exp(-|x|) never overflows: 1/(1+e) for x >= 0, e/(1+e) for x < 0 (keeps subnormal
+    # results accurate where 1/(1+exp(-x)) would give 0).
+    e = exp_f32(ctx, b, b.fneg(b.call(ctx.intrinsic("fabs", F32), [x])))
+    r = b.fdiv(_c(1.0), b.fadd(_c(1.0), e))
+    return b.select(b.fcmp_ordered(">=", x, _c(0.0)), r, b.fmul(e, r))
+
+
+# ------------------------------------------------------------------------------------------
+# Dispatch by register type
+# ------------------------------------------------------------------------------------------
+
+def libm(ctx: ModuleContext, b: ir.IRBuilder, name: str, args, ty: ir.Type) -> ir.Value:
+    """Call the C math library (``name`` for double, ``name + 'f'`` for float)."""
+    cname = name if ty == F64 else name + "f"
+    f = ctx.declare(cname, ty, [ty] * len(args))
+    return b.call(f, list(args))
+
+
+def exp(ctx, b, x):
+    if x.type == F32:
+        return exp_f32(ctx, b, x)
+    return b.call(ctx.intrinsic("exp", F64), [x])
+
+
+def log(ctx, b, x):
+    if x.type == F32:
+        return log_f32(ctx, b, x)
+    return b.call(ctx.intrinsic("log", F64), [x])
+
+
+def tanh(ctx, b, x):
+    if x.type == F32:
+        return tanh_f32(ctx, b, x)
+    return libm(ctx, b, "tanh", [x], F64)
+
+
+def logistic(ctx, b, x):
+    if x.type == F32:
+        return logistic_f32(ctx, b, x)
+    one = ir.Constant(F64, 1.0)
+    return b.fdiv(one, b.fadd(one, exp(ctx, b, b.fneg(x))))

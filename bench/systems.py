@@ -1,0 +1,425 @@
+"""The systems the bench compares, behind one small interface.
+
+A ``System`` says whether it can run at all (``unavailable()``), whether it skips a case
+(``skip(case)``, a sentence that the table prints), and binds a case's inputs (``bind``), which puts
+them where the system wants them (device arrays, tensors) without timing that transfer. The
+returned ``Bound`` has ``first()`` (build: trace + compile, then the first call; the harness times
+it as the first-call time), ``call()``, ``sync(out)``, ``host(out)`` (numpy copies for the check)
+and ``stats()`` (kernel count and temp bytes where the system reports them).
+
+Peer packages are imported lazily here so that the bench runs with whichever are installed.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Optional
+
+import numpy as np
+
+from bench.workloads import Case, Ops, flatten
+
+
+class System:
+    name = "?"
+    is_peer = True        # peers set the "fastest peer" that the ratios divide by; hlo rows are not peers
+
+    def __init__(self, gpu: bool, quick: bool):
+        self.gpu = gpu
+        self.quick = quick
+
+    @property
+    def device(self) -> str:
+        return "gpu" if self.gpu else "cpu"
+
+    def unavailable(self) -> Optional[str]:
+        return None
+
+    def skip(self, case: Case) -> Optional[str]:
+        return None
+
+    def bind(self, case: Case, inputs: list) -> "Bound":
+        raise NotImplementedError
+
+    def versions(self) -> dict:
+        return {}
+
+    def missing_feature(self, exc: BaseException) -> Optional[str]:
+        """A sentence if ``exc`` means "this system lacks a feature" (a skip) rather than a bug."""
+        return None
+
+
+class Bound:
+    def first(self):
+        return self.call()
+
+    def call(self):
+        raise NotImplementedError
+
+    def sync(self, out) -> None:
+        pass
+
+    def host(self, out) -> list:
+        return [np.asarray(a) for a in flatten(out)]
+
+    def stats(self) -> dict:
+        return {}
+
+
+def _missing(module: str) -> Optional[str]:
+    try:
+        importlib.import_module(module)
+        return None
+    except ImportError as e:
+        return f"{module} not installed ({e}); pip install -r bench/requirements-peers.txt"
+
+
+# ---------------------------------------------------------------- numpy
+
+class NumpySystem(System):
+    name = "numpy"
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
+    def skip(self, case):
+        if case.dtype in ("f16", "bf16") and not self.quick:
+            return f"numpy has no fast {case.dtype} arithmetic (its matmul runs scalar loops); see the f32 rows"
+        return None
+
+    def bind(self, case, inputs):
+        fn = case.workload.numpy_fn or case.workload.fn
+        ops = Ops(np)
+
+        class B(Bound):
+            def call(self):
+                return fn(ops, *inputs)
+        return B()
+
+    def versions(self):
+        return {"numpy": np.__version__}
+
+
+# ---------------------------------------------------------------- jax.jit (XLA)
+
+XLA_NOT_KERNELS = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast"}
+
+
+def xla_entry_opcodes(hlo_text: str) -> dict:
+    """Opcode -> count for the instructions of the ENTRY computation of XLA's optimized HLO text."""
+    counts: dict = {}
+    in_entry = False
+    for line in hlo_text.splitlines():
+        s = line.strip()
+        if s.startswith("ENTRY "):
+            in_entry = True
+            continue
+        if not in_entry:
+            continue
+        if s == "}":
+            break
+        if " = " not in s:
+            continue
+        rhs = s.split(" = ", 1)[1]
+        if rhs.startswith("("):                       # tuple-shaped result: skip the balanced type
+            depth = 0
+            for i, ch in enumerate(rhs):
+                depth += ch == "("
+                depth -= ch == ")"
+                if depth == 0:
+                    rhs = rhs[i + 1:]
+                    break
+        else:
+            rhs = rhs.split(" ", 1)[1] if " " in rhs else rhs
+        m = re.match(r"\s*([a-z][\w\-]*)\(", rhs)
+        if m:
+            counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+    return counts
+
+
+def xla_stats(compiled) -> dict:
+    """Kernels (ENTRY instructions other than parameter/constant/tuple/gte/bitcast) and temp bytes."""
+    ops = xla_entry_opcodes(compiled.as_text())
+    kernels = {k: v for k, v in ops.items() if k not in XLA_NOT_KERNELS}
+    mem = compiled.memory_analysis()
+    return {"kernels": sum(kernels.values()), "kernel_ops": kernels,
+            "temp_bytes": int(mem.temp_size_in_bytes) if mem is not None else None}
+
+
+class JaxSystem(System):
+    name = "jax.jit"
+
+    def unavailable(self):
+        miss = _missing("jax")
+        if miss:
+            return miss
+        if self.gpu:
+            import jax
+            try:
+                jax.devices("gpu")
+            except RuntimeError as e:
+                return f"jax has no GPU backend here ({str(e).splitlines()[0]})"
+        return None
+
+    def bind(self, case, inputs):
+        import jax
+        import jax.numpy as jnp
+        dev = jax.devices("gpu" if self.gpu else "cpu")[0]
+        args = [jax.device_put(a, dev) for a in inputs]
+        body = case.workload.fn
+
+        def fn(*a):
+            return body(Ops(jnp, jax.grad), *a)
+
+        class B(Bound):
+            def first(self):
+                self.f = jax.jit(fn)
+                return self.f(*args)
+
+            def call(self):
+                return self.f(*args)
+
+            def sync(self, out):
+                jax.block_until_ready(out)
+
+            def stats(self):
+                return xla_stats(jax.jit(fn).lower(*args).compile())
+        return B()
+
+    def versions(self):
+        import jax
+        import jaxlib
+        return {"jax": jax.__version__, "jaxlib": jaxlib.__version__}
+
+
+# ---------------------------------------------------------------- torch eager / torch.compile
+
+def to_torch(a: np.ndarray, device: str):
+    import torch
+    if a.dtype.name == "bfloat16":
+        t = torch.from_numpy(np.ascontiguousarray(a).view(np.uint16)).view(torch.bfloat16)
+    else:
+        t = torch.from_numpy(np.ascontiguousarray(a))
+    return t.to(device)
+
+
+def from_torch(t) -> np.ndarray:
+    import torch
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        t = t.float()
+    return t.numpy()
+
+
+class TorchSystem(System):
+    name = "torch"
+    compiled = False
+
+    def unavailable(self):
+        miss = _missing("torch")
+        if miss:
+            return miss
+        import torch
+        if self.gpu and not torch.cuda.is_available():
+            return f"torch {torch.__version__} sees no CUDA device"
+        return None
+
+    def _impl(self, case):
+        from bench import torch_impl
+        return (torch_impl.COMPILED if self.compiled else torch_impl.EAGER)[case.workload.id]
+
+    def _make(self, impl):
+        return impl
+
+    def bind(self, case, inputs):
+        import torch
+        dev = "cuda" if self.gpu else "cpu"
+        args = [to_torch(a, dev) for a in inputs]
+        impl = self._impl(case)
+        make = self._make
+        gpu = self.gpu
+
+        class B(Bound):
+            def first(self):
+                self.f = make(impl)
+                return self.call()
+
+            def call(self):
+                with torch.no_grad():
+                    return self.f(*args)
+
+            def sync(self, out):
+                if gpu:
+                    torch.cuda.synchronize()
+
+            def host(self, out):
+                return [from_torch(t) for t in flatten(out)]
+        return B()
+
+    def versions(self):
+        import torch
+        v = {"torch": torch.__version__, "torch_threads": torch.get_num_threads()}
+        if self.gpu and torch.cuda.is_available():
+            v["cuda"] = torch.version.cuda
+        return v
+
+
+class TorchCompileSystem(TorchSystem):
+    """torch.compile (Dynamo + Inductor, default mode, dynamic=False), compiled in-process with a
+    fresh cache directory (set by bench/run.py before torch is imported)."""
+    name = "torch.compile"
+    compiled = True
+
+    def _make(self, impl):
+        import torch
+        torch._dynamo.reset()
+        return torch.compile(impl, dynamic=False)
+
+
+# ---------------------------------------------------------------- IREE (llvm-cpu)
+
+class IreeSystem(System):
+    """IREE compiling the StableHLO that jax.jit(f).lower(...).as_text() gives, llvm-cpu, host CPU."""
+    name = "iree"
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
+    def unavailable(self):
+        if self.gpu:
+            return "IREE is measured on the CPU only (llvm-cpu); run the bench without --gpu for its rows"
+        return _missing("iree.compiler") or _missing("iree.runtime") or _missing("jax")
+
+    def bind(self, case, inputs):
+        import iree.compiler as ic
+        import iree.runtime as ir
+        import jax
+        import jax.numpy as jnp
+        body = case.workload.fn
+
+        def fn(*a):
+            return body(Ops(jnp, jax.grad), *a)
+
+        class B(Bound):
+            def first(self):
+                text = jax.jit(fn).lower(*inputs).as_text()
+                vmfb = ic.compile_str(text, target_backends=["llvm-cpu"], input_type="stablehlo",
+                                      extra_args=["--iree-llvmcpu-target-cpu=host"])
+                config = ir.Config("local-task")
+                self.ctx = ir.SystemContext(config=config)
+                self.ctx.add_vm_module(ir.VmModule.copy_buffer(self.ctx.instance, vmfb))
+                name = next(k for k in self.ctx.modules.keys() if k != "hal")
+                self.f = self.ctx.modules[name]["main"]
+                self.args = [ir.asdevicearray(config.device, a) for a in inputs]
+                return self.call()
+
+            def call(self):
+                return self.f(*self.args)
+
+            def host(self, out):
+                return [np.asarray(a.to_host()) for a in flatten(out)]
+        return B()
+
+    def versions(self):
+        from importlib.metadata import version
+        return {"iree-base-compiler": version("iree-base-compiler"),
+                "iree-base-runtime": version("iree-base-runtime")}
+
+
+# ---------------------------------------------------------------- hlo
+
+class HloSystem(System):
+    """hlo.jit(fn, target=...) on hlo.numpy; first call = trace + compile + run."""
+    is_peer = False
+
+    def __init__(self, gpu: bool, quick: bool, target: str):
+        super().__init__(gpu, quick)
+        self.target = target
+        self.name = f"hlo:{target}"
+
+    @property
+    def device(self) -> str:
+        return "gpu" if self.target == "cuda" else "cpu"
+
+    def unavailable(self):
+        try:
+            import hlo
+            import hlo.numpy  # noqa: F401
+        except ImportError as e:
+            return f"hlo.numpy is not importable ({e})"
+        if not hasattr(hlo, "jit"):
+            return "hlo.jit does not exist yet"
+        return None
+
+    def skip(self, case):
+        import hlo
+        if case.workload.needs_grad and not hasattr(hlo, "grad"):
+            return "skipped: hlo.grad not implemented"
+        return None
+
+    def bind(self, case, inputs):
+        import hlo
+        import hlo.numpy as hnp
+        body = case.workload.fn
+        ops = Ops(hnp, getattr(hlo, "grad", None))
+        target = self.target
+
+        def fn(*a):
+            return body(ops, *a)
+        fn.__name__ = case.workload.id
+
+        class B(Bound):
+            def first(self):
+                self.f = hlo.jit(fn, target=target)
+                return self.call()
+
+            def call(self):
+                return self.f(*inputs)
+
+            def sync(self, out):
+                for a in flatten(out):
+                    if hasattr(a, "block_until_ready"):
+                        a.block_until_ready()
+
+            def stats(self):
+                compiled = self.f.lower(*inputs).compile()
+                st = {}
+                if hasattr(compiled, "cost_analysis"):
+                    st["kernels"] = compiled.cost_analysis()["kernels"]
+                if hasattr(compiled, "memory_analysis"):
+                    st["temp_bytes"] = int(compiled.memory_analysis().temp_size_in_bytes)
+                return st
+        return B()
+
+    def missing_feature(self, exc):
+        m = re.search(r"module 'hlo\.(\w+(?:\.\w+)*)' has no attribute '(\w+)'", str(exc))
+        if isinstance(exc, AttributeError) and m:
+            return f"skipped: hlo.{m.group(1)}.{m.group(2)} does not exist yet"
+        return None
+
+    def versions(self):
+        import hlo
+        return {"hlo": getattr(hlo, "__version__", "?")}
+
+
+PEERS = {"numpy": NumpySystem, "jax": JaxSystem, "torch": TorchSystem,
+         "torch.compile": TorchCompileSystem, "iree": IreeSystem}
+
+
+def make_systems(names: Optional[list], targets: list, gpu: bool, quick: bool) -> list:
+    """Systems in table order: the named peers (all if None; without numpy when ``gpu``) and, when
+    ``hlo`` is named or names are None, one hlo system per target."""
+    # numpy on the host only times the host CPU in a GPU run; it runs there when named
+    wanted = names or [n for n in PEERS if not (gpu and n == "numpy")] + ["hlo"]
+    aliases = {"jax.jit": "jax", "torch-eager": "torch", "torch_compile": "torch.compile",
+               "torch-compile": "torch.compile", "inductor": "torch.compile"}
+    wanted = [aliases.get(n, n) for n in wanted]
+    unknown = [n for n in wanted if n not in PEERS and n != "hlo"]
+    if unknown:
+        raise SystemExit(f"unknown system(s) {', '.join(unknown)}; known: {', '.join(PEERS)}, hlo")
+    out = [PEERS[n](gpu, quick) for n in PEERS if n in wanted]
+    if "hlo" in wanted:
+        out += [HloSystem(gpu, quick, t) for t in targets]
+    return out

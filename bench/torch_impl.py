@@ -1,0 +1,92 @@
+"""torch implementations of the workloads: the same math as bench/workloads.py, written the way a
+torch user would (F.layer_norm, F.gelu(approximate="tanh"), torch.softmax, autograd).
+
+Each entry takes torch tensors in the workload's positional order and returns a tensor or a tuple
+of tensors. ``train_step_compiled`` is the variant given to torch.compile: it takes gradients with
+torch.func (which Dynamo captures in one graph) instead of torch.autograd.grad.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from bench.workloads import LEARNING_RATE, N_HEADS
+
+
+def tinyops(x):
+    y = torch.sigmoid(x * 2.0 + 1.0)
+    y = torch.tanh(y * y)
+    return y / (torch.abs(y) + 1.0)
+
+
+def ln_linear_gelu_res(x, w, b):
+    h = F.layer_norm(x, x.shape[-1:], eps=1e-5)
+    return F.gelu(torch.addmm(b, h.reshape(-1, h.shape[-1]), w).reshape(x.shape), approximate="tanh") + x
+
+
+def simple_mlp(x, w1, b1, w2, b2):
+    return torch.addmm(b2, F.gelu(torch.addmm(b1, x, w1), approximate="tanh"), w2)
+
+
+def linear_relu(x, w, b):
+    return torch.relu(torch.addmm(b, x, w))
+
+
+def softmax(x):
+    return torch.softmax(x, dim=-1)
+
+
+def layernorm(x, gamma, beta):
+    return F.layer_norm(x, x.shape[-1:], gamma, beta, eps=1e-5)
+
+
+def transformer_layer(x, wq, bq, wk, bk, wv, bv, wo, bo, g1, be1, w1, b1, w2, b2, g2, be2):
+    B, S, D = x.shape
+    H, Dh = N_HEADS, D // N_HEADS
+    x2 = x.reshape(B * S, D)
+
+    def heads(t):
+        return t.reshape(B, S, H, Dh).transpose(1, 2)
+
+    q, k, v = (heads(torch.addmm(b, x2, w)) for w, b in ((wq, bq), (wk, bk), (wv, bv)))
+    p = torch.softmax((q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(Dh)), dim=-1)
+    o = (p @ v).transpose(1, 2).reshape(B * S, D)
+    h = F.layer_norm(x2 + torch.addmm(bo, o, wo), (D,), g1, be1, eps=1e-5)
+    f = torch.addmm(b2, F.gelu(torch.addmm(b1, h, w1), approximate="tanh"), w2)
+    return F.layer_norm(h + f, (D,), g2, be2, eps=1e-5).reshape(B, S, D)
+
+
+def _loss(w1, b1, w2, b2, x, labels):
+    logits = torch.addmm(b2, torch.relu(torch.addmm(b1, x, w1)), w2)
+    return F.cross_entropy(logits, labels.long())
+
+
+def _sgd(params, grads, loss):
+    return tuple(p - LEARNING_RATE * g for p, g in zip(params, grads)) + (loss,)
+
+
+def mlp_train_step(w1, b1, w2, b2, x, labels):
+    params = [p.detach().requires_grad_(True) for p in (w1, b1, w2, b2)]
+    with torch.enable_grad():
+        loss = _loss(*params, x, labels)
+        grads = torch.autograd.grad(loss, params)
+    return tuple(t.detach() for t in _sgd((w1, b1, w2, b2), grads, loss))
+
+
+def train_step_compiled(w1, b1, w2, b2, x, labels):
+    grads, loss = torch.func.grad_and_value(_loss, argnums=(0, 1, 2, 3))(w1, b1, w2, b2, x, labels)
+    return _sgd((w1, b1, w2, b2), grads, loss)
+
+
+def dispatch(x):
+    return x + 1.0
+
+
+EAGER = {
+    "tinyops": tinyops, "ln_linear_gelu_res": ln_linear_gelu_res, "simple_mlp": simple_mlp,
+    "linear_relu": linear_relu, "softmax": softmax, "layernorm": layernorm,
+    "transformer_layer": transformer_layer, "mlp_train_step": mlp_train_step, "dispatch": dispatch,
+}
+COMPILED = {**EAGER, "mlp_train_step": train_step_compiled}

@@ -1,0 +1,180 @@
+"""Abstract values: what the tracer knows about an array (shape, dtype, weak type), and how
+arguments of ``hlo.jit`` functions become abstract values and concrete numpy arrays.
+
+Accepted array arguments: numpy arrays and scalars, Python ``bool``/``int``/``float`` (weakly
+typed, as in jax.numpy), ``hlo.ShapeDtypeStruct`` (for ``lower`` only), and any object that
+exports DLPack (``__dlpack__``) or ``__array__`` (jax arrays, torch CPU tensors, ...).
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import numpy as np
+
+from hlo.ir import TensorType
+
+from . import dtypes
+from .errors import ArgumentTypeError, DTypeError
+
+
+class ShapedArray:
+    """The abstract value of an array: shape, numpy dtype and whether it is weakly typed."""
+
+    __slots__ = ("shape", "dtype", "weak_type")
+
+    def __init__(self, shape, dtype, weak_type: bool = False):
+        self.shape: Tuple[int, ...] = tuple(int(d) for d in shape)
+        self.dtype: np.dtype = np.dtype(dtype)
+        self.weak_type = bool(weak_type)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def ir_type(self) -> TensorType:
+        return TensorType(self.shape, dtypes.ir_type(self.dtype))
+
+    def strip_weak(self) -> "ShapedArray":
+        return ShapedArray(self.shape, self.dtype, False) if self.weak_type else self
+
+    def update(self, shape=None, dtype=None, weak_type=None) -> "ShapedArray":
+        return ShapedArray(self.shape if shape is None else shape, self.dtype if dtype is None else dtype,
+                           self.weak_type if weak_type is None else weak_type)
+
+    def _key(self):
+        return (self.shape, self.dtype, self.weak_type)
+
+    def __eq__(self, other):
+        return isinstance(other, ShapedArray) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def str_short(self) -> str:
+        """``f32[4,8]`` (the IR's spelling), with ``{weak}`` for weakly typed values."""
+        s = str(self.ir_type())
+        return s + "{weak}" if self.weak_type else s
+
+    def __str__(self):
+        return self.str_short()
+
+    def __repr__(self):
+        return f"ShapedArray({self.str_short()})"
+
+
+def aval_of_type(t: TensorType, weak_type: bool = False) -> ShapedArray:
+    return ShapedArray(t.shape, t.np_dtype, weak_type)
+
+
+class ShapeDtypeStruct:
+    """A stand-in for an array in ``f.lower(...)``: only its shape and dtype matter."""
+
+    __slots__ = ("shape", "dtype", "weak_type")
+
+    def __init__(self, shape, dtype, weak_type: bool = False):
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = dtypes.canonicalize(dtype)
+        self.weak_type = bool(weak_type)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __eq__(self, other):
+        return (isinstance(other, ShapeDtypeStruct) and self.shape == other.shape
+                and self.dtype == other.dtype and self.weak_type == other.weak_type)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype, self.weak_type))
+
+    def __repr__(self):
+        w = ", weak_type=True" if self.weak_type else ""
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={dtypes.dtype_name(self.dtype)}{w})"
+
+
+def is_arraylike(x) -> bool:
+    """Objects that hlo.numpy treats as arrays (not Python scalars, not containers)."""
+    return (isinstance(x, (np.ndarray, np.generic)) or hasattr(x, "__dlpack__")
+            or hasattr(x, "__array__"))
+
+
+def to_numpy(x, what: str = "argument") -> np.ndarray:
+    """A concrete array as numpy (zero-copy through DLPack where possible)."""
+    if isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, np.generic):
+        return np.asarray(x)
+    if hasattr(x, "__dlpack__"):
+        try:
+            return np.from_dlpack(x)
+        except (TypeError, BufferError, RuntimeError, ValueError):
+            pass  # e.g. a device the host cannot read directly: fall back to __array__
+    if hasattr(x, "__array__"):
+        return np.asarray(x)
+    raise ArgumentTypeError(f"{what} of type {type(x).__name__} is not an array")
+
+
+def abstractify(x, what: str = "argument", allow_struct: bool = False) -> ShapedArray:
+    """The abstract value of one argument leaf. Raises ArgumentTypeError naming ``what`` for
+    anything that is not an array or a number."""
+    from .tracing import Tracer, is_tracing, leaked_tracer_error
+    if isinstance(x, Tracer):
+        if not is_tracing():
+            raise leaked_tracer_error(x)
+        return x.aval
+    if isinstance(x, np.ndarray):
+        return ShapedArray(x.shape, _dtype_of(x.dtype, what), False)
+    if dtypes.is_python_scalar(x) or isinstance(x, np.generic):
+        if isinstance(x, np.generic):
+            return ShapedArray((), _dtype_of(x.dtype, what), False)
+        dt, weak = dtypes.scalar_type(x)
+        dtypes.check_scalar_fits(x, dt, what)
+        return ShapedArray((), dt, weak)
+    if isinstance(x, ShapeDtypeStruct):
+        if not allow_struct:
+            raise ArgumentTypeError(
+                f"{what} is a ShapeDtypeStruct, which stands in for an array only in f.lower(...); "
+                "call the function with a real array")
+        return ShapedArray(x.shape, x.dtype, x.weak_type)
+    if isinstance(x, complex):
+        raise ArgumentTypeError(f"{what} is a complex number; hlo has no complex dtypes")
+    if hasattr(x, "__dlpack__") or hasattr(x, "__array__"):
+        a = to_numpy(x, what)
+        return ShapedArray(a.shape, _dtype_of(a.dtype, what), False)
+    raise ArgumentTypeError(
+        f"{what} has type {type(x).__name__}, which is not an array, a number or a container of "
+        "them; pass it as a static argument (static_argnums / static_argnames) if it is a "
+        "compile-time constant, or register its class as a pytree node "
+        "(hlo.tree_util.register_pytree_node)")
+
+
+def _dtype_of(dt, what) -> np.dtype:
+    try:
+        return dtypes.canonicalize(dt)
+    except DTypeError:
+        raise ArgumentTypeError(f"{what} has dtype {dt}, which hlo does not support (supported: "
+                                + ", ".join(dtypes.dtype_name(d) for d in dtypes.SUPPORTED) + ")") from None
+
+
+def concrete_arg(x, aval: ShapedArray, what: str = "argument") -> np.ndarray:
+    """The numpy array an executable receives for one argument leaf."""
+    if isinstance(x, np.ndarray):
+        a = x
+    elif isinstance(x, (bool, int, float)):
+        return np.asarray(x, dtype=aval.dtype)
+    else:
+        a = to_numpy(x, what)
+    if a.dtype != aval.dtype:
+        a = a.astype(aval.dtype)
+    return a

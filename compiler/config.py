@@ -1,0 +1,80 @@
+"""hlo's settings: ``hlo.config.update(name, value)``, ``hlo.config.<name>``, and
+``with hlo.config.override(name=value): ...``.
+
+Settings and the environment variables that seed them:
+
+- ``log_recompiles`` (bool; ``HLO_LOG=recompiles``): when an ``hlo.jit`` function compiles again
+  for a new signature, log (logger ``hlo.recompiles``, level WARNING) which argument changed and
+  how.
+- ``target`` (str or None; ``HLO_TARGET``): the target used when ``hlo.jit`` is not given one,
+  and by hlo.numpy functions called outside ``hlo.jit``. None means: "cuda" when a usable NVIDIA
+  GPU is present, else "cpu".
+- ``traceback_filtering`` (bool, default True): hide hlo's own frames from the tracebacks of hlo
+  errors, so the user's lines are what remains.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from typing import Any, Dict
+
+_lock = threading.Lock()
+
+
+def _env_log_flags() -> set:
+    return {w.strip().lower() for w in os.environ.get("HLO_LOG", "").replace(";", ",").split(",") if w.strip()}
+
+
+_DEFAULTS: Dict[str, Any] = {
+    "log_recompiles": "recompiles" in _env_log_flags(),
+    "target": os.environ.get("HLO_TARGET") or None,
+    "traceback_filtering": True,
+}
+
+_CHECKS = {
+    "log_recompiles": lambda v: isinstance(v, bool),
+    "target": lambda v: v is None or isinstance(v, str),
+    "traceback_filtering": lambda v: isinstance(v, bool),
+}
+
+_values: Dict[str, Any] = dict(_DEFAULTS)
+
+
+def update(name: str, value: Any) -> None:
+    """Set one setting, e.g. ``hlo.config.update("log_recompiles", True)``."""
+    if name not in _values:
+        raise KeyError(f"unknown hlo setting {name!r} (known: {', '.join(sorted(_values))})")
+    if not _CHECKS[name](value):
+        raise TypeError(f"bad value {value!r} for hlo setting {name!r}")
+    if name == "target" and value is not None:
+        from .targets import check_target_name
+        check_target_name(value)
+    with _lock:
+        _values[name] = value
+
+
+def read(name: str) -> Any:
+    try:
+        return _values[name]
+    except KeyError:
+        raise KeyError(f"unknown hlo setting {name!r} (known: {', '.join(sorted(_values))})") from None
+
+
+@contextlib.contextmanager
+def override(**settings):
+    """Temporarily change settings: ``with hlo.config.override(target="interpreter"): ...``."""
+    old = {k: read(k) for k in settings}
+    try:
+        for k, v in settings.items():
+            update(k, v)
+        yield
+    finally:
+        with _lock:
+            _values.update(old)
+
+
+def __getattr__(name: str) -> Any:  # hlo.config.log_recompiles
+    if name in _values:
+        return _values[name]
+    raise AttributeError(f"module 'hlo.config' has no attribute {name!r}")

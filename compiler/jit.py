@@ -1,0 +1,345 @@
+"""``hlo.jit`` and ``hlo.make_ir``.
+
+``hlo.jit(fun, static_argnums=(), static_argnames=(), donate_argnums=(), target=None)`` returns a
+``JitFunction``. Calling it flattens the arguments (pytrees of arrays and Python scalars), looks
+up the compiled executable for their abstract signature — shapes, dtypes, weak types, the pytree
+structure, the values of static arguments and the target — and traces, lowers and compiles on a
+miss. When a function that was already compiled misses, and ``hlo.config.log_recompiles`` is on
+(or ``HLO_LOG=recompiles``), the logger ``hlo.recompiles`` says which argument changed and how.
+
+Inside another trace, a JitFunction is inlined (its body is traced into the caller).
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import threading
+import types
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from .abstract import ShapedArray, abstractify, concrete_arg
+from .api_util import api_boundary, static_key
+from .errors import ArgumentTypeError
+from .source_info import function_location, function_name, user_location
+from .stages import Compiled, Lowered
+from .targets import check_target_name, resolve_target
+from .tracing import is_tracing, trace_function
+from .tree_util import (PyTreeDef, SequenceKey, DictKey, describe_difference, keystr,
+                        tree_flatten_with_path, tree_unflatten)
+
+log = logging.getLogger("hlo.recompiles")
+
+
+class CacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    entries: int
+
+
+class _Signature:
+    """The abstract signature of one call, and its dynamic leaves."""
+
+    __slots__ = ("leaves", "in_tree", "avals", "names", "params", "static_pos", "static_kw",
+                 "statics", "target", "donated", "key")
+
+    def __init__(self, leaves, in_tree, avals, names, params, static_pos, static_kw, statics,
+                 target, donated):
+        self.leaves = leaves
+        self.in_tree: PyTreeDef = in_tree
+        self.avals: Tuple[ShapedArray, ...] = avals
+        self.names: Tuple[str, ...] = names  # a readable name per leaf: x, params['w'], args[2]
+        self.params: Tuple[str, ...] = params  # the top-level parameter name per leaf
+        self.static_pos: Tuple[Tuple[int, Any], ...] = static_pos  # (position, value), ascending
+        self.static_kw: Tuple[Tuple[str, Any], ...] = static_kw
+        self.statics: Tuple[Tuple[str, Any], ...] = statics  # (parameter name, value), for messages
+        self.target = target
+        self.donated = donated
+        self.key = (in_tree, avals, tuple((n, static_key(v)) for n, v in statics), target)
+
+
+class JitFunction:
+    """A function compiled per abstract signature. See the module docstring."""
+
+    def __init__(self, fun: Callable, static_argnums=(), static_argnames=(), donate_argnums=(),
+                 target: Optional[str] = None, *, _eager: bool = False):
+        if not callable(fun):
+            raise TypeError(f"hlo.jit expects a callable, got {type(fun).__name__}")
+        if target is not None:
+            check_target_name(target)
+        self.fun = fun
+        self.target = target
+        self._eager = _eager
+        self._name = function_name(fun)
+        self._loc = function_location(fun)
+        try:
+            self._sig = inspect.signature(fun)
+        except (TypeError, ValueError):
+            self._sig = None
+        self._static_argnums, self._static_argnames = self._resolve_static(
+            _as_tuple(static_argnums, "static_argnums", int), _as_tuple(static_argnames, "static_argnames", str))
+        self._donate_argnums = _as_tuple(donate_argnums, "donate_argnums", int)
+        self._lock = threading.RLock()
+        self._cache: Dict[Any, Tuple[Compiled, _Signature]] = {}
+        self._hits = 0
+        self._misses = 0
+        functools.update_wrapper(self, fun, updated=())
+
+    # --- static arguments ----------------------------------------------------------------
+    def _positional_params(self) -> List[inspect.Parameter]:
+        if self._sig is None:
+            return []
+        return [p for p in self._sig.parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+    def _has_varargs(self) -> bool:
+        return self._sig is None or any(p.kind == p.VAR_POSITIONAL for p in self._sig.parameters.values())
+
+    def _resolve_static(self, nums: Tuple[int, ...], names: Tuple[str, ...]):
+        pos = self._positional_params()
+        npos = len(pos)
+        out_nums = []
+        for i in nums:
+            if not self._has_varargs() and not -npos <= i < npos:
+                raise ValueError(f"hlo.jit({self._name}): static_argnums {i} is out of range for a "
+                                 f"function with {npos} positional parameters")
+            out_nums.append(i + npos if i < 0 and not self._has_varargs() else i)
+        out_names = list(names)
+        if self._sig is not None:
+            params = self._sig.parameters
+            has_kwargs = any(p.kind == p.VAR_KEYWORD for p in params.values())
+            for n in names:
+                if n not in params and not has_kwargs:
+                    raise ValueError(f"hlo.jit({self._name}): static_argnames {n!r} is not a parameter "
+                                     f"(parameters: {', '.join(params)})")
+                p = params.get(n)
+                if p is not None and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                    idx = pos.index(p)
+                    if idx not in out_nums:
+                        out_nums.append(idx)
+            for i in list(out_nums):
+                if 0 <= i < npos and pos[i].kind == pos[i].POSITIONAL_OR_KEYWORD and pos[i].name not in out_names:
+                    out_names.append(pos[i].name)
+        return tuple(sorted(set(out_nums))), tuple(out_names)
+
+    def _param_name(self, i: int) -> str:
+        pos = self._positional_params()
+        if i < len(pos):
+            return pos[i].name
+        var = None
+        if self._sig is not None:
+            var = next((p.name for p in self._sig.parameters.values() if p.kind == p.VAR_POSITIONAL), None)
+        return f"{var or 'args'}[{i - len(pos)}]"
+
+    # --- signatures -----------------------------------------------------------------------
+    def _signature(self, args, kwargs, allow_struct: bool) -> _Signature:
+        n = len(args)
+        static_pos = {(i + n if i < 0 else i) for i in self._static_argnums}
+        statics, dyn_args, dyn_pos, s_pos, s_kw = [], [], [], [], []
+        for i, a in enumerate(args):
+            if i in static_pos:
+                statics.append((self._param_name(i), a))
+                s_pos.append((i, a))
+            else:
+                dyn_args.append(a)
+                dyn_pos.append(i)
+        dyn_kwargs = {}
+        for k, v in kwargs.items():
+            if k in self._static_argnames:
+                statics.append((k, v))
+                s_kw.append((k, v))
+            else:
+                dyn_kwargs[k] = v
+        for name, v in statics:
+            try:
+                hash(v)
+            except TypeError:
+                raise ArgumentTypeError(
+                    f"static argument {name} of hlo.jit({self._name}) must be hashable, got a "
+                    f"{type(v).__name__}; use a tuple instead of a list, or make it a regular "
+                    "(traced) argument") from None
+        leaves_paths, tree = tree_flatten_with_path((tuple(dyn_args), dyn_kwargs))
+        names, params, avals, leaves = [], [], [], []
+        for path, leaf in leaves_paths:
+            top, rest = path[1], path[2:]
+            param = self._param_name(dyn_pos[top.idx]) if path[0] == SequenceKey(0) else top.key
+            name = f"{param}{keystr(rest)}"
+            names.append(name)
+            params.append(param)
+            avals.append(abstractify(leaf, f"argument {name}", allow_struct=allow_struct))
+            leaves.append(leaf)
+        donated = []
+        for d in self._donate_argnums:
+            d = d + n if d < 0 else d
+            if d in static_pos:
+                raise ArgumentTypeError(f"hlo.jit({self._name}): argument {self._param_name(d)} is "
+                                        "both static and donated")
+            if d in dyn_pos:
+                k = dyn_pos.index(d)
+                donated.extend(j for j, (p, _) in enumerate(leaves_paths)
+                               if p[0] == SequenceKey(0) and p[1].idx == k)
+        target = resolve_target(self.target)
+        return _Signature(leaves, tree, tuple(avals), tuple(names), tuple(params), tuple(s_pos),
+                          tuple(s_kw), tuple(statics), target, tuple(donated))
+
+    def _flat_fun(self, sig: _Signature) -> Callable:
+        """The function of the flat dynamic leaves that ``fun`` is for this signature."""
+        def flat(*leaves):
+            dyn_args, dyn_kwargs = tree_unflatten(sig.in_tree, leaves)
+            args = list(dyn_args)
+            for pos, v in sig.static_pos:  # ascending positions: each lands at its index
+                args.insert(pos, v)
+            kwargs = dict(dyn_kwargs)
+            kwargs.update(sig.static_kw)
+            return self.fun(*args, **kwargs)
+        return flat
+
+    # --- lowering and calling -------------------------------------------------------------
+    def _lower(self, sig: _Signature) -> Lowered:
+        desc = f"hlo.jit({self._name})"
+        fn_loc = self._loc.ir() if self._loc is not None else None
+        traced = trace_function(self._flat_fun(sig), sig.avals, None, description=desc,
+                                arg_names=sig.names, arg_params=sig.params,
+                                module_name=f"jit_{self._name}", fn_loc=fn_loc)
+        return Lowered(traced.module, in_tree=sig.in_tree, out_tree=traced.out_tree,
+                       in_avals=sig.avals, out_avals=traced.out_avals, arg_names=sig.names,
+                       donated=sig.donated, target=sig.target, fun_name=self._name)
+
+    @api_boundary
+    def lower(self, *args, **kwargs) -> Lowered:
+        """Trace for these arguments (arrays or ``hlo.ShapeDtypeStruct``) and return the IR."""
+        return self._lower(self._signature(args, kwargs, allow_struct=True))
+
+    @api_boundary
+    def __call__(self, *args, **kwargs):
+        if is_tracing():
+            return self.fun(*args, **kwargs)  # jit inside jit: trace the body inline
+        sig = self._signature(args, kwargs, allow_struct=False)
+        with self._lock:
+            hit = self._cache.get(sig.key)
+            if hit is not None:
+                self._hits += 1
+        if hit is None:
+            compiled = self._compile_miss(sig)
+        else:
+            compiled = hit[0]
+        flat = [concrete_arg(x, a, n) for x, a, n in zip(sig.leaves, sig.avals, sig.names)]
+        outs = compiled.run_flat(flat)
+        return tree_unflatten(compiled.lowered.out_tree, outs)
+
+    def _compile_miss(self, sig: _Signature) -> Compiled:
+        from . import config
+        with self._lock:
+            previous = [s for _, s in self._cache.values()]
+            self._misses += 1
+        if previous and not self._eager and config.read("log_recompiles"):
+            log.warning(self._explain_miss(sig, previous))
+        compiled = self._lower(sig).compile()
+        with self._lock:
+            self._cache[sig.key] = (compiled, _strip(sig))
+        return compiled
+
+    def _explain_miss(self, sig: _Signature, previous: List[_Signature]) -> str:
+        best = min(previous, key=lambda p: len(_differences(p, sig)))
+        diffs = _differences(best, sig)
+        where = f" (defined at {self._loc})" if self._loc is not None else ""
+        call = user_location()
+        at = f"; called at {call}" if call is not None else ""
+        shown = "; ".join(diffs[:6]) + (f"; and {len(diffs) - 6} more" if len(diffs) > 6 else "")
+        return (f"hlo.jit({self._name}){where} is compiling again (cache: {len(previous)} "
+                f"entries) because {shown or 'the signature changed'}{at}")
+
+    def cache_info(self) -> CacheInfo:
+        with self._lock:
+            return CacheInfo(self._hits, self._misses, len(self._cache))
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
+            self._hits = self._misses = 0
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return types.MethodType(self, obj)
+
+    def __repr__(self):
+        return f"<hlo.jit({self._name})>"
+
+
+def _strip(sig: _Signature) -> _Signature:
+    """The signature without references to the call's arrays (kept for recompile messages)."""
+    return _Signature(None, sig.in_tree, sig.avals, sig.names, sig.params, sig.static_pos,
+                      sig.static_kw, sig.statics, sig.target, sig.donated)
+
+
+def _differences(old: _Signature, new: _Signature) -> List[str]:
+    out = []
+    if old.target != new.target:
+        out.append(f"the target changed from {old.target} to {new.target}")
+    olds, news = dict(old.statics), dict(new.statics)
+    for k in sorted(set(olds) | set(news)):
+        if k not in olds:
+            out.append(f"static argument {k} is now passed ({news[k]!r})")
+        elif k not in news:
+            out.append(f"static argument {k} is no longer passed")
+        elif static_key(olds[k]) != static_key(news[k]):
+            out.append(f"static argument {k} changed from {olds[k]!r} to {news[k]!r}")
+    if old.in_tree != new.in_tree:
+        d = describe_difference(old.in_tree, new.in_tree) or "changed"
+        out.append(f"the argument structure changed ({_name_path(d, new)})")
+        return out
+    for name, a, b in zip(new.names, old.avals, new.avals):
+        if a == b:
+            continue
+        parts = []
+        if a.shape != b.shape:
+            parts.append("shape")
+        if a.dtype != b.dtype:
+            parts.append("dtype")
+        if a.weak_type != b.weak_type:
+            parts.append("weak type (Python scalar vs. array)")
+        out.append(f"argument {name} changed {' and '.join(parts)} from {a.str_short()} to {b.str_short()}")
+    return out
+
+
+def _name_path(diff: str, sig: _Signature) -> str:
+    return diff.replace("at [0]", "in the positional arguments ").replace("at [1]", "in the keyword arguments ")
+
+
+def _as_tuple(x, what: str, typ) -> tuple:
+    if x is None:
+        return ()
+    if isinstance(x, typ) and not isinstance(x, bool):
+        return (x,)
+    try:
+        out = tuple(x)
+    except TypeError:
+        raise TypeError(f"{what} must be a {typ.__name__} or a sequence of them, got {x!r}") from None
+    for v in out:
+        if not isinstance(v, typ) or isinstance(v, bool):
+            raise TypeError(f"{what} must contain only {typ.__name__}s, got {v!r}")
+    return out
+
+
+def jit(fun: Optional[Callable] = None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
+        target: Optional[str] = None, _eager: bool = False):
+    """Compile ``fun`` per abstract signature (see the module docstring). Usable as
+    ``@hlo.jit`` or ``@hlo.jit(static_argnames=("n",))``."""
+    if fun is None:
+        return lambda f: JitFunction(f, static_argnums, static_argnames, donate_argnums, target, _eager=_eager)
+    return JitFunction(fun, static_argnums, static_argnames, donate_argnums, target, _eager=_eager)
+
+
+def make_ir(fun: Callable, *, static_argnums=(), static_argnames=()):
+    """``hlo.make_ir(f)(*args)`` returns the traced IR Module (like ``jax.make_jaxpr``); args may
+    be arrays or ``hlo.ShapeDtypeStruct``."""
+    if isinstance(fun, JitFunction):
+        jf = fun
+    else:
+        jf = JitFunction(fun, static_argnums, static_argnames)
+
+    @api_boundary
+    def make(*args, **kwargs):
+        return jf.lower(*args, **kwargs).ir
+    return make

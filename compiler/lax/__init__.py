@@ -1,0 +1,29 @@
+"""hlo.lax: thin, strictly typed wrappers around the IR's ops, like jax.lax.
+
+Each function emits one IR op (or a short fixed sequence) with jax.lax's signature and
+strictness: operands share one dtype (Python scalars adopt it), shapes match exactly (rank-0
+operands broadcast). hlo.numpy builds numpy semantics (promotion, broadcasting) on top.
+
+Control flow (``cond``, ``switch``, ``while_loop``, ``fori_loop``, ``scan``) builds on
+``hlo.tracing.trace_region``; a module adding it should export its names here.
+"""
+from .elementwise import (abs, neg, sign, floor, ceil, exp, expm1, log, log1p, tanh, logistic, sin,
+                          cos, tan, sqrt, rsqrt, cbrt, not_, population_count, clz, add, sub, mul,
+                          div, rem, pow, max, min, atan2, and_, or_, xor, shift_left,
+                          shift_right_arithmetic, shift_right_logical, eq, ne, lt, le, gt, ge,
+                          is_finite, round, RoundingMethod, square, reciprocal,
+                          convert_element_type, bitcast_convert_type, select, clamp)
+from .special import (erf, erfc, exp2, atan, asin, acos, sinh, cosh, asinh, acosh, atanh,
+                      integer_pow)
+from .structural import (broadcast_in_dim, broadcast, reshape, transpose, squeeze, expand_dims,
+                         slice, slice_in_dim, dynamic_slice, dynamic_update_slice,
+                         dynamic_slice_in_dim, dynamic_update_slice_in_dim, concatenate, pad, rev,
+                         iota, broadcasted_iota, full, full_like, collapse)
+from .reductions import (reduce, reduce_sum, reduce_prod, reduce_max, reduce_min, reduce_and,
+                         reduce_or, reduce_xor, argmax, argmin, reduce_window, cumsum, cumprod,
+                         cummax, cummin, sort, sort_key_val, padtype_to_pads)
+from .contractions import (dot_general, dot, conv_general_dilated, conv, ConvDimensionNumbers,
+                           conv_dimension_numbers)
+from .indexing import (gather, scatter, scatter_add, scatter_mul, scatter_min, scatter_max,
+                       scatter_apply, GatherDimensionNumbers, ScatterDimensionNumbers)
+from ..control_flow import cond, switch, while_loop, fori_loop, scan, map  # noqa: E402

@@ -1,0 +1,7 @@
+"""hlo.nn: neural-network functions (jax.nn's definitions), built on hlo.numpy.
+
+``dropout`` (which needs ``hlo.random``) is added by the module that defines it."""
+from .activations import (relu, relu6, leaky_relu, elu, sigmoid, silu, swish, log_sigmoid, softplus,
+                          gelu, softmax, log_softmax, logsumexp, standardize, one_hot)
+from .normalization import layer_norm, rms_norm
+from .dropout import dropout  # noqa: E402

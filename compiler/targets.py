@@ -1,0 +1,154 @@
+"""Targets, and the one place that turns IR into something that runs.
+
+``"interpreter"``: the reference interpreter (``hlo.ir.interpreter``) runs the optimized module
+(or the module as traced while ``hlo.passes.pipeline`` does not exist). For debugging, like
+jax's eager backend. ``"cpu"`` / ``"cuda"``: ``hlo.passes.pipeline.optimize(module, target)``
+then ``hlo.backends.<target>.compile(optimized)``; until a backend exists, selecting it raises
+``TargetUnavailableError`` naming the target.
+
+Contracts with the other layers (kept small on purpose):
+
+- ``hlo.passes.pipeline.optimize(module, target, dump_dir=None, options=None)`` returns an
+  object with ``.module`` (the optimized IR). It may change the module it is given; we pass a
+  copy. ``options`` carries ``{"donated_args": (flat argument indices,)}`` when arguments are
+  donated.
+- ``hlo.backends.<target>.compile(optimized)`` takes that object and returns an executable
+  callable as ``exe(*flat_numpy_arrays) -> list of arrays``.
+- ``hlo.passes.analysis.cost_analysis(optimized) -> dict`` and ``memory_analysis(optimized)``.
+
+The default target is "cuda" when a usable NVIDIA GPU is present, else "cpu";
+``HLO_TARGET`` / ``hlo.config.update("target", ...)`` override it.
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib
+import importlib.util
+from functools import lru_cache
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from hlo.ir import Module
+
+from .errors import TargetUnavailableError
+
+TARGETS = ("cpu", "cuda", "interpreter")
+
+
+def check_target_name(target: str) -> str:
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
+    return target
+
+
+@lru_cache(maxsize=1)
+def has_usable_nvidia_gpu() -> bool:
+    """True if the CUDA driver loads, initializes and reports at least one device."""
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        try:
+            if lib.cuInit(0) != 0:
+                return False
+            n = ctypes.c_int(0)
+            return lib.cuDeviceGetCount(ctypes.byref(n)) == 0 and n.value > 0
+        except AttributeError:
+            return False
+    return False
+
+
+def default_target() -> str:
+    from . import config
+    t = config.read("target")
+    if t:
+        return check_target_name(t)
+    return "cuda" if has_usable_nvidia_gpu() else "cpu"
+
+
+def resolve_target(target: Optional[str]) -> str:
+    return check_target_name(target) if target is not None else default_target()
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class Artifact:
+    """A module compiled for one target: the optimized IR, the pipeline's result (for the
+    analyses) and a function that runs flat numpy arrays."""
+
+    def __init__(self, target: str, optimized_module: Module, optimize_result: Any,
+                 run: Callable[[Sequence[np.ndarray]], List[np.ndarray]]):
+        self.target = target
+        self.optimized_module = optimized_module
+        self.optimize_result = optimize_result
+        self.run = run
+
+    def cost_analysis(self) -> Dict[str, Any]:
+        return _analysis("cost_analysis", self)
+
+    def memory_analysis(self):
+        return _analysis("memory_analysis", self)
+
+
+def _analysis(name: str, art: Artifact):
+    if art.optimize_result is None or not _module_exists("hlo.passes.analysis"):
+        raise TargetUnavailableError(
+            f"{name}() needs the optimization pipeline's analyses (hlo.passes.analysis), which "
+            "do not exist yet")
+    mod = importlib.import_module("hlo.passes.analysis")
+    return getattr(mod, name)(art.optimize_result)
+
+
+def _optimize(module: Module, target: str, options: Optional[dict]):
+    if not _module_exists("hlo.passes.pipeline"):
+        return None
+    from hlo.passes.pipeline import optimize
+    return optimize(module.clone(), target, options=options or None)
+
+
+def compile_module(module: Module, target: str, *, donated: Sequence[int] = (),
+                   options: Optional[dict] = None) -> Artifact:
+    """Optimize ``module`` for ``target`` and build something that runs it."""
+    check_target_name(target)
+    opts = dict(options or {})
+    if donated:
+        opts["donated_args"] = tuple(donated)
+    if target == "interpreter":
+        if not _module_exists("hlo.ir.interpreter"):
+            raise TargetUnavailableError(
+                "target 'interpreter' is not available: the reference interpreter "
+                "(hlo.ir.interpreter) does not exist yet")
+        from hlo.ir import interpreter
+        res = _optimize(module, target, opts)
+        mod = res.module if res is not None else module
+
+        def run(flat, _mod=mod):
+            return interpreter.run(_mod, list(flat))
+        return Artifact(target, mod, res, run)
+    backend = f"hlo.backends.{target}"
+    if not _module_exists(backend):
+        raise TargetUnavailableError(
+            f"target {target!r} has no backend yet ({backend} does not exist); use "
+            "target='interpreter' (or HLO_TARGET=interpreter) to run on the reference interpreter")
+    if not _module_exists("hlo.passes.pipeline"):
+        raise TargetUnavailableError(
+            f"target {target!r} needs the optimization pipeline (hlo.passes.pipeline), which does "
+            "not exist yet")
+    compile_fn = getattr(importlib.import_module(backend), "compile", None)
+    if compile_fn is None:
+        raise TargetUnavailableError(
+            f"target {target!r} has no backend yet ({backend}.compile does not exist); use "
+            "target='interpreter' (or HLO_TARGET=interpreter) to run on the reference interpreter")
+    res = _optimize(module, target, opts)
+    exe = compile_fn(res)
+
+    def run(flat, _exe=exe):
+        return list(_exe(*flat))
+    return Artifact(target, res.module, res, run)

@@ -1,0 +1,254 @@
+"""``Executable``: compiled kernels + buffer plan + call sequence, callable from Python.
+
+The native side is one entry point, ``hlo_run(void** inputs, void** outputs, void* arena,
+int64 nthreads)``, which runs the whole schedule. A call from Python validates the arguments,
+passes their data pointers (inputs are used in place — no copies — when C-contiguous),
+allocates the outputs as numpy arrays and makes one native call (ctypes releases the GIL).
+
+Arenas (scratch memory from the buffer plan) come from a pool: a call takes one, or allocates a
+fresh one if all are in use by other threads, and returns it afterwards, so concurrent calls
+from several Python threads are safe and never share scratch memory.
+
+Everything needed to run again without compiling is in ``object_code`` (native object bytes)
+and ``manifest`` (a JSON-able dict): ``Executable.from_object(object_code, manifest)`` links
+the object into the process and is the path every executable takes, fresh or loaded.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+from hlo.ir.types import BY_NAME
+from . import output_pool
+from .loader import LoadedObject, load_library
+
+FORMAT_VERSION = 1
+_RUN_SIG = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+
+
+class ArgumentError(TypeError):
+    """Arguments of the wrong number, shape or dtype for an executable."""
+
+
+def _type_str(dtype_name: str, shape) -> str:
+    return f"{dtype_name}[{','.join(str(d) for d in shape)}]"
+
+
+class _Sig:
+    __slots__ = ("dtype", "shape", "name", "perm", "phys_shape", "nbytes")
+
+    def __init__(self, d):
+        self.name = d["dtype"]
+        self.dtype = BY_NAME[d["dtype"]].np_dtype
+        self.shape = tuple(d["shape"])
+        lay = d.get("layout")
+        default = tuple(range(len(self.shape) - 1, -1, -1))
+        # Physical order (major -> minor) when the layout is not row-major.
+        self.perm = None if lay is None or tuple(lay) == default else tuple(reversed(lay))
+        self.phys_shape = self.shape if self.perm is None else tuple(self.shape[p] for p in self.perm)
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+def _layout_probe() -> bool:
+    """True if this interpreter's tuple and numpy array layouts are the ones the fast entry
+    reads (CPython 64-bit with the GIL; checked, never assumed)."""
+    from hlo.backends.cpu.program import NP_ARRAY_DATA, PY_TUPLE_ITEMS
+    if ctypes.sizeof(ctypes.c_void_p) != 8:
+        return False
+    try:
+        a = np.zeros(3, np.float32)
+        t = (a, a)
+        item = ctypes.c_void_p.from_address(id(t) + PY_TUPLE_ITEMS).value
+        data = ctypes.c_void_p.from_address(id(a) + NP_ARRAY_DATA).value
+        return item == id(a) and data == a.ctypes.data
+    except Exception:
+        return False
+
+
+_FAST_OK: Optional[bool] = None
+_PY_SIG = ctypes.CFUNCTYPE(None, ctypes.py_object, ctypes.py_object, ctypes.c_void_p, ctypes.c_int64)
+
+
+class Executable:
+    """A compiled program for the host CPU."""
+
+    def __init__(self, object_code: bytes, manifest: dict, ir_text: str = "", steps_text: str = "",
+                 threads: Optional[int] = None):
+        global _FAST_OK
+        if manifest.get("format") != FORMAT_VERSION:
+            raise ValueError(f"executable format {manifest.get('format')!r} is not supported "
+                             f"(this hlo reads format {FORMAT_VERSION})")
+        _check_target(manifest)
+        self.object_code = bytes(object_code)
+        self.manifest = manifest
+        self.ir_text = ir_text
+        self.steps_text = steps_text
+        for lib in manifest.get("libraries", []):
+            load_library(_resolve_library(lib))
+        syms = [manifest["entry"]] + ([manifest["py_entry"]] if manifest.get("py_entry") else [])
+        self._obj = LoadedObject(self.object_code, syms)
+        self._fn = _RUN_SIG(self._obj.address(manifest["entry"]))
+        self._connect_pool()
+        if _FAST_OK is None:
+            _FAST_OK = _layout_probe()
+        self._pyfn = _PY_SIG(self._obj.address(manifest["py_entry"])) \
+            if manifest.get("py_entry") and _FAST_OK else None
+        self._in = [_Sig(d) for d in manifest["inputs"]]
+        self._out = [_Sig(d) for d in manifest["outputs"]]
+        self._arena_size = int(manifest["arena_size"])
+        self._arenas: List[int] = []  # free arena addresses (a pool: one per concurrent call)
+        self._arena_mem = {}
+        self._nin = len(self._in)
+        self._nout = len(self._out)
+        self._out_specs = [(s.phys_shape, s.dtype) for s in self._out]
+        # large outputs come from recycled memory (no page faults on every call)
+        self._empty = output_pool.empty if any(s.nbytes >= output_pool.MIN_BYTES for s in self._out) \
+            else np.empty
+        self._checks = [(s.dtype, s.shape) for s in self._in]
+        self._simple = all(s.perm is None for s in self._in + self._out)
+        if threads is None:
+            from hlo.backends.cpu.target import default_threads
+            threads = default_threads()
+        self.threads = int(threads)
+
+    def _connect_pool(self) -> None:
+        """Point the executable at the process-wide worker pool (if it has parallel kernels)."""
+        from hlo.backends.cpu.program import POOL_PTR
+        addr = self._obj.global_address(POOL_PTR)
+        if addr:
+            from .thread_pool import pool_address
+            ctypes.c_int64.from_address(addr).value = pool_address()
+
+    # -- info -----------------------------------------------------------------------------
+
+    @property
+    def kernels(self) -> List[str]:
+        return list(self.manifest.get("kernels", []))
+
+    @property
+    def input_types(self) -> List[str]:
+        return [_type_str(s.name, s.shape) for s in self._in]
+
+    @property
+    def output_types(self) -> List[str]:
+        return [_type_str(s.name, s.shape) for s in self._out]
+
+    def manifest_json(self) -> str:
+        return json.dumps(self.manifest, sort_keys=True)
+
+    @classmethod
+    def from_object(cls, object_code: bytes, manifest: dict, **kw) -> "Executable":
+        return cls(object_code, manifest, **kw)
+
+    # -- calling ---------------------------------------------------------------------------
+
+    def _take_arena(self) -> Optional[int]:
+        if not self._arena_size:
+            return None
+        try:
+            return self._arenas.pop()
+        except IndexError:
+            raw = np.empty(self._arena_size + 64, np.uint8)
+            addr = raw.ctypes.data
+            addr += (-addr) % 64
+            self._arena_mem[addr] = raw
+            return addr
+
+    def _bad_args(self, args) -> "ArgumentError":
+        if len(args) != self._nin:
+            return ArgumentError(f"expected {self._nin} argument(s) ({', '.join(self.input_types)}), "
+                                 f"got {len(args)}")
+        for i, (a, s) in enumerate(zip(args, self._in)):
+            a = np.asarray(a)
+            if a.dtype != s.dtype or a.shape != s.shape:
+                return ArgumentError(f"argument {i}: expected {_type_str(s.name, s.shape)}, got "
+                                     f"{a.dtype}[{','.join(str(d) for d in a.shape)}]")
+        return ArgumentError("invalid arguments")
+
+    def _normalize(self, args) -> tuple:
+        """Arguments as C-contiguous arrays in each input's physical layout (copies only where
+        needed), or raise ArgumentError."""
+        out = []
+        for i, (a, s) in enumerate(zip(args, self._in)):
+            if type(a) is not np.ndarray:
+                a = np.asarray(a)
+            if a.dtype != s.dtype or a.shape != s.shape:
+                raise self._bad_args(args)
+            if s.perm is not None:
+                a = np.ascontiguousarray(a.transpose(s.perm))
+            elif not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a)
+            out.append(a)
+        return tuple(out)
+
+    def run(self, args: Sequence) -> List[np.ndarray]:
+        """Run on ``args`` (numpy arrays or array-likes); returns a list of new numpy arrays.
+        Inputs are read in place; nothing is copied unless an input is not C-contiguous."""
+        if len(args) != self._nin:
+            raise self._bad_args(args)
+        ok = self._simple
+        if ok:
+            for a, (dt, sh) in zip(args, self._checks):
+                if type(a) is not np.ndarray or a.dtype != dt or a.shape != sh or not a.flags.c_contiguous:
+                    ok = False
+                    break
+        ins = tuple(args) if ok else self._normalize(args)
+        if self._nout == 1:
+            sh, dt = self._out_specs[0]
+            outs = (self._empty(sh, dt),)
+        else:
+            outs = tuple([self._empty(sh, dt) for sh, dt in self._out_specs])
+        arena = self._take_arena()
+        try:
+            if self._pyfn is not None:
+                self._pyfn(ins, outs, arena, self.threads)
+            else:
+                ip = (ctypes.c_void_p * max(1, self._nin))(*[a.ctypes.data for a in ins])
+                op = (ctypes.c_void_p * max(1, self._nout))(*[o.ctypes.data for o in outs])
+                self._fn(ip, op, arena, self.threads)
+        finally:
+            if arena is not None:
+                self._arenas.append(arena)
+        if self._simple:
+            return list(outs)
+        res = []
+        for o, s in zip(outs, self._out):
+            res.append(o if s.perm is None else o.transpose(np.argsort(s.perm)))
+        return res
+
+    def __call__(self, *args) -> List[np.ndarray]:
+        return self.run(args)
+
+
+class TargetMismatchError(ValueError):
+    """The executable was compiled for a CPU this machine is not compatible with."""
+
+
+def _check_target(manifest: dict) -> None:
+    from hlo.backends.cpu.target import host
+    t = manifest.get("target") or {}
+    h = host()
+    if t.get("triple") and t["triple"].split("-")[0] != h.triple.split("-")[0]:
+        raise TargetMismatchError(f"executable compiled for {t['triple']}, this machine is {h.triple}")
+    have = {f[1:] for f in h.features.split(",") if f.startswith("+")}
+    need = {f[1:] for f in (t.get("features") or "").split(",") if f.startswith("+")}
+    missing = sorted(need - have)
+    if missing:
+        raise TargetMismatchError(
+            f"executable compiled for a CPU with features this machine lacks: {', '.join(missing[:8])}"
+            f"{' ...' if len(missing) > 8 else ''} (compiled for {t.get('cpu')}, this is {h.cpu}); "
+            "recompile it here")
+
+
+def _resolve_library(name: str) -> str:
+    if name == "blas":
+        from hlo.backends.cpu.blas import find_blas
+        b = find_blas()
+        if b is None:
+            raise RuntimeError("this executable calls a BLAS, but none was found (numpy's bundled "
+                               "OpenBLAS or the scipy-openblas wheels); recompile with HLO_CPU_GEMM=generated")
+        return b.path
+    return name

@@ -1,0 +1,218 @@
+"""The process-wide worker pool that compiled kernels spread their loops over.
+
+Written in LLVM IR (pthreads from libc; no C compiler needed) and compiled once per process.
+Executables call it through a function pointer that the loader stores into their
+``hlo.pool_parallel_for`` global; an executable whose pointer is unset (or a pool that is busy
+with another caller's job) falls back to running the loop on the calling thread and fresh
+pthreads, so nothing depends on the pool for correctness.
+
+``parallel_for(fn, args, n, nthreads)`` runs ``fn(args, lo, hi)`` over [0, n) in chunks handed
+out through an atomic counter: the calling thread and up to ``nthreads - 1`` workers take chunks
+until none are left, so a core that is slow (or shared with another process) simply takes fewer.
+Workers join a job when they wake up; the caller never waits for one that has not joined (it
+closes the job once its own chunks run out), so a descheduled worker costs nothing. The
+workers persist (a BLAS called inside a kernel keeps its per-thread buffers) and sleep on a
+condition variable between jobs. One job runs at a time; a concurrent caller gets 0 back
+(try-lock failed) and runs its loop itself.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+
+import llvmlite.ir as ir
+
+from hlo.backends.llvm_util import I8, I32, I64, PTR, VOID, ModuleContext, for_range, i64
+
+MAX_WORKERS = 63
+CHUNKS_PER_THREAD = 8
+TASK_FN = ir.FunctionType(VOID, [PTR, I64, I64])
+POOL_FN = ir.FunctionType(I32, [TASK_FN.as_pointer(), PTR, I64, I64])
+SYMBOL = "hlo_pool_parallel_for"
+
+
+def _global(ctx, name, ty, init=None):
+    g = ir.GlobalVariable(ctx.module, ty, name=name)
+    g.initializer = init if init is not None else ir.Constant(ty, None)
+    g.linkage = "internal"
+    g.align = 64
+    return g
+
+
+def build_pool_module() -> str:
+    ctx = ModuleContext("hlo_thread_pool")
+    m = ctx.module
+    blob = ir.ArrayType(I8, 64)  # pthread_mutex_t / pthread_cond_t fit; zero = default-initialized
+    submit_mu = _global(ctx, "pool.submit_mu", blob)
+    mu = _global(ctx, "pool.mu", blob)
+    cv_start = _global(ctx, "pool.cv_start", blob)
+    cv_done = _global(ctx, "pool.cv_done", blob)
+    gen = _global(ctx, "pool.gen", I64)
+    job_fn = _global(ctx, "pool.fn", I64)
+    job_args = _global(ctx, "pool.args", I64)
+    job_n = _global(ctx, "pool.n", I64)
+    job_chunk = _global(ctx, "pool.chunk", I64)
+    job_nchunks = _global(ctx, "pool.nchunks", I64)
+    next_chunk = _global(ctx, "pool.next", I64)
+    active = _global(ctx, "pool.active", I64)
+    wanted = _global(ctx, "pool.wanted", I64)  # workers that may join the current job
+    is_open = _global(ctx, "pool.open", I64)  # 1 while the caller still accepts helpers
+    nworkers = _global(ctx, "pool.nworkers", I64)
+
+    lock = ctx.declare("pthread_mutex_lock", I32, [PTR])
+    trylock = ctx.declare("pthread_mutex_trylock", I32, [PTR])
+    unlock = ctx.declare("pthread_mutex_unlock", I32, [PTR])
+    wait = ctx.declare("pthread_cond_wait", I32, [PTR, PTR])
+    broadcast = ctx.declare("pthread_cond_broadcast", I32, [PTR])
+    create = ctx.declare("pthread_create", I32, [PTR, PTR, PTR, PTR])
+    detach = ctx.declare("pthread_detach", I32, [I64])
+
+    # run_chunks(): take chunks until none are left.
+    rc = ir.Function(m, ir.FunctionType(VOID, []), name="pool.run_chunks")
+    rc.linkage = "internal"
+    b = ir.IRBuilder(rc.append_basic_block("entry"))
+    fn = b.inttoptr(b.load(job_fn, typ=I64), TASK_FN.as_pointer())
+    args = b.inttoptr(b.load(job_args, typ=I64), PTR)
+    n = b.load(job_n, typ=I64)
+    chunk = b.load(job_chunk, typ=I64)
+    nch = b.load(job_nchunks, typ=I64)
+    head = rc.append_basic_block("take")
+    body = rc.append_basic_block("run")
+    done = rc.append_basic_block("done")
+    b.branch(head)
+    b.position_at_end(head)
+    k = b.atomic_rmw("add", next_chunk, i64(1), "seq_cst")
+    b.cbranch(b.icmp_signed("<", k, nch), body, done)
+    b.position_at_end(body)
+    lo = b.mul(k, chunk)
+    hi = b.add(lo, chunk)
+    hi = b.select(b.icmp_signed("<", hi, n), hi, n)
+    b.call(fn, [args, lo, hi])
+    b.branch(head)
+    b.position_at_end(done)
+    b.ret_void()
+
+    # worker(arg): index = arg. Sleeps until a new job it may join is open; joins by counting
+    # itself in ``active`` (under the lock), takes chunks, and signals when it was the last.
+    wk = ir.Function(m, ir.FunctionType(PTR, [PTR]), name="pool.worker")
+    wk.linkage = "internal"
+    b = ir.IRBuilder(wk.append_basic_block("entry"))
+    my_index = b.ptrtoint(wk.args[0], I64)
+    seen = b.alloca(I64)
+    b.store(i64(0), seen)
+    loop = wk.append_basic_block("loop")
+    waitb = wk.append_basic_block("wait")
+    check = wk.append_basic_block("check")
+    work = wk.append_basic_block("work")
+    b.branch(loop)
+    b.position_at_end(loop)
+    b.call(lock, [mu])
+    b.branch(check)
+    b.position_at_end(check)
+    g = b.load(gen, typ=I64)
+    fresh = b.icmp_unsigned("!=", g, b.load(seen, typ=I64))
+    joined = b.icmp_signed("<", my_index, b.load(wanted, typ=I64))
+    opened = b.icmp_unsigned("!=", b.load(is_open, typ=I64), i64(0))
+    b.cbranch(b.and_(b.and_(fresh, joined), opened), work, waitb)
+    b.position_at_end(waitb)
+    b.store(g, seen)  # a job this worker did not join is over for it
+    b.call(wait, [cv_start, mu])
+    b.branch(check)
+    b.position_at_end(work)
+    b.store(g, seen)
+    b.atomic_rmw("add", active, i64(1), "seq_cst")
+    b.call(unlock, [mu])
+    b.call(rc, [])
+    left = b.atomic_rmw("sub", active, i64(1), "seq_cst")
+    last = b.icmp_signed("==", left, i64(1))
+    with b.if_then(last):
+        b.call(lock, [mu])
+        b.call(broadcast, [cv_done])
+        b.call(unlock, [mu])
+    b.branch(loop)
+
+    # parallel_for(fn, args, n, nthreads) -> 1 if run here, 0 if the pool was busy
+    pf = ir.Function(m, POOL_FN, name=SYMBOL)
+    fn_, args_, n_, nth_ = pf.args
+    b = ir.IRBuilder(pf.append_basic_block("entry"))
+    busy = pf.append_basic_block("busy")
+    go = pf.append_basic_block("go")
+    got = b.call(trylock, [submit_mu])
+    b.cbranch(b.icmp_signed("!=", got, ir.Constant(I32, 0)), busy, go)
+    b.position_at_end(busy)
+    b.ret(ir.Constant(I32, 0))
+    b.position_at_end(go)
+    want = b.sub(nth_, i64(1))
+    want = b.select(b.icmp_signed(">", want, i64(MAX_WORKERS)), i64(MAX_WORKERS), want)
+    # start missing workers
+    have = b.load(nworkers, typ=I64)
+    tid = b.alloca(I64)
+    with for_range(b, have, want, "spawn") as w:
+        # only spawn worker w if workers 0..w-1 exist (a failed create stops the spawning)
+        with b.if_then(b.icmp_signed("==", b.load(nworkers, typ=I64), w)):
+            r = b.call(create, [tid, ir.Constant(PTR, None), wk, b.inttoptr(w, PTR)])
+            with b.if_then(b.icmp_signed("==", r, ir.Constant(I32, 0))):
+                b.call(detach, [b.load(tid, typ=I64)])
+                b.store(b.add(w, i64(1)), nworkers)
+    workers = b.load(nworkers, typ=I64)
+    workers = b.select(b.icmp_signed("<", workers, want), workers, want)
+    T = b.add(workers, i64(1))
+    nch = b.mul(T, i64(CHUNKS_PER_THREAD))
+    nch = b.select(b.icmp_signed("<", n_, nch), n_, nch)
+    chunk = b.sdiv(b.add(n_, b.sub(nch, i64(1))), nch)
+    nch = b.sdiv(b.add(n_, b.sub(chunk, i64(1))), chunk)
+    b.call(lock, [mu])
+    b.store(b.ptrtoint(fn_, I64), job_fn)
+    b.store(b.ptrtoint(args_, I64), job_args)
+    b.store(n_, job_n)
+    b.store(chunk, job_chunk)
+    b.store(nch, job_nchunks)
+    b.store(i64(0), next_chunk)
+    b.store(i64(0), active)
+    b.store(i64(1), is_open)
+    b.store(workers, wanted)
+    b.store(b.add(b.load(gen, typ=I64), i64(1)), gen)
+    b.call(broadcast, [cv_start])
+    b.call(unlock, [mu])
+    b.call(rc, [])
+    # close the job to late helpers, then wait for the ones that joined (never for a worker
+    # that is still asleep: on a busy machine it may not run for a while)
+    wl = pf.append_basic_block("wait")
+    wb = pf.append_basic_block("sleep")
+    wd = pf.append_basic_block("done")
+    b.call(lock, [mu])
+    b.store(i64(0), is_open)
+    b.branch(wl)
+    b.position_at_end(wl)
+    a = b.atomic_rmw("add", active, i64(0), "seq_cst")
+    b.cbranch(b.icmp_signed(">", a, i64(0)), wb, wd)
+    b.position_at_end(wb)
+    b.call(wait, [cv_done, mu])
+    b.branch(wl)
+    b.position_at_end(wd)
+    b.call(unlock, [mu])
+    b.call(unlock, [submit_mu])
+    b.ret(ir.Constant(I32, 1))
+    return str(m)
+
+
+class _Pool:
+    def __init__(self):
+        from hlo.backends.cpu.target import compile_ir
+        from .loader import LoadedObject
+        obj, _, _ = compile_ir(build_pool_module(), opt_level=2)
+        self.obj = LoadedObject(obj, [SYMBOL])
+        self.address = self.obj.address(SYMBOL)
+
+
+_lock = threading.Lock()
+_pool = None
+
+
+def pool_address() -> int:
+    """The address of the process-wide ``parallel_for`` (compiled on first use)."""
+    global _pool
+    with _lock:
+        if _pool is None:
+            _pool = _Pool()
+        return _pool.address
