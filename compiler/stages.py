@@ -48,9 +48,10 @@ class Lowered:
         return print_module(self.ir)
 
     @api_boundary
-    def compile(self, target: Optional[str] = None) -> "Compiled":
+    def compile(self, target: Optional[str] = None, *, dump_dir: Optional[str] = None) -> "Compiled":
+        """Optimize and build for ``target``; ``dump_dir`` keeps every pass's output there."""
         t = resolve_target(target if target is not None else self.target)
-        return Compiled(self, compile_module(self.ir, t, donated=self.donated))
+        return Compiled(self, compile_module(self.ir, t, donated=self.donated, dump_dir=dump_dir))
 
     def signature_text(self) -> str:
         """``f(x: f32[4,8], y: f32[8])``."""

@@ -106,16 +106,18 @@ def _analysis(name: str, art: Artifact):
     return getattr(mod, name)(art.optimize_result)
 
 
-def _optimize(module: Module, target: str, options: Optional[dict]):
+def _optimize(module: Module, target: str, options: Optional[dict], dump_dir: Optional[str] = None):
     if not _module_exists("hlo.passes.pipeline"):
         return None
     from hlo.passes.pipeline import optimize
-    return optimize(module.clone(), target, options=options or None)
+    return optimize(module.clone(), target, dump_dir=dump_dir, options=options or None)
 
 
 def compile_module(module: Module, target: str, *, donated: Sequence[int] = (),
-                   options: Optional[dict] = None) -> Artifact:
-    """Optimize ``module`` for ``target`` and build something that runs it."""
+                   options: Optional[dict] = None, dump_dir: Optional[str] = None) -> Artifact:
+    """Optimize ``module`` for ``target`` and build something that runs it. With ``dump_dir``
+    (or ``HLO_DUMP_DIR``), the pipeline writes the module after each pass, the fusion decisions
+    and the buffer plan there."""
     check_target_name(target)
     opts = dict(options or {})
     if donated:
@@ -126,7 +128,7 @@ def compile_module(module: Module, target: str, *, donated: Sequence[int] = (),
                 "target 'interpreter' is not available: the reference interpreter "
                 "(hlo.ir.interpreter) does not exist yet")
         from hlo.ir import interpreter
-        res = _optimize(module, target, opts)
+        res = _optimize(module, target, opts, dump_dir)
         mod = res.module if res is not None else module
 
         def run(flat, _mod=mod):
@@ -146,7 +148,7 @@ def compile_module(module: Module, target: str, *, donated: Sequence[int] = (),
         raise TargetUnavailableError(
             f"target {target!r} has no backend yet ({backend}.compile does not exist); use "
             "target='interpreter' (or HLO_TARGET=interpreter) to run on the reference interpreter")
-    res = _optimize(module, target, opts)
+    res = _optimize(module, target, opts, dump_dir)
     exe = compile_fn(res)
 
     def run(flat, _exe=exe):

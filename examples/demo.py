@@ -111,18 +111,22 @@ def main(argv=None):
     dump_dir = args.dump_dir or tempfile.mkdtemp(prefix="hlo-demo-dump-")
     t0 = time.perf_counter()
     try:
-        compiled = lowered.compile()
+        compiled = lowered.compile(dump_dir=dump_dir)
     except NotImplementedError as e:
         print(f"target {target} is not available here ({e}); falling back to the interpreter")
         target = "interpreter"
         layer = hlo.jit(lambda x, p: encoder_layer(hnp, x, p), target=target)
         lowered = layer.lower(x, p)
-        compiled = lowered.compile()
+        compiled = lowered.compile(dump_dir=dump_dir)
     t_compile = time.perf_counter() - t0
     print(head(compiled.as_text(), args.lines))
     print(f"\nper-pass dumps, fusion decisions and the buffer plan: {dump_dir}")
-    for name in sorted(os.listdir(dump_dir))[:12]:
-        print("   ", name)
+    names = sorted(os.listdir(dump_dir))
+    passes = [n for n in names if n[:3].isdigit()]
+    print(f"    {len(passes)} per-pass modules ({passes[0]} ... {passes[-1]})" if passes else "    (no per-pass modules)")
+    for name in names:
+        if name not in passes:
+            print("   ", name)
 
     banner("3. What the compiler decided")
     cost = compiled.cost_analysis()
