@@ -7,7 +7,7 @@ exports DLPack (``__dlpack__``) or ``__array__`` (jax arrays, torch CPU tensors,
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Tuple
 
 import numpy as np
 

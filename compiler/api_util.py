@@ -13,7 +13,7 @@ from __future__ import annotations
 import collections
 import functools
 import threading
-from typing import Any, Callable, Dict
+from typing import Any, Callable
 
 from . import config
 from .errors import HloError

@@ -20,13 +20,12 @@ jax (which wraps), a Python int that does not fit the dtype it meets (``x_u8 + 3
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Iterable, Optional, Tuple
+from typing import Iterable, Tuple
 
 import ml_dtypes
 import numpy as np
 
 from hlo.ir import ElementType, element_type
-from hlo.ir.types import UnsupportedTypeError
 
 bool_ = np.dtype(np.bool_)
 int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))

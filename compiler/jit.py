@@ -16,7 +16,7 @@ import inspect
 import logging
 import threading
 import types
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from .abstract import ShapedArray, abstractify, concrete_arg
 from .api_util import api_boundary, static_key
@@ -25,7 +25,7 @@ from .source_info import function_location, function_name, user_location
 from .stages import Compiled, Lowered
 from .targets import check_target_name, resolve_target
 from .tracing import is_tracing, trace_function
-from .tree_util import (PyTreeDef, SequenceKey, DictKey, describe_difference, keystr,
+from .tree_util import (PyTreeDef, SequenceKey, describe_difference, keystr,
                         tree_flatten_with_path, tree_unflatten)
 
 log = logging.getLogger("hlo.recompiles")

@@ -48,7 +48,7 @@ from . import dtypes, source_info
 from .abstract import ShapedArray, aval_of_type
 from .errors import (DTypeError, ShapeError, TracerArrayConversionError, TracerBoolConversionError,
                      TracerIntegerConversionError, TracerLeakError, ConcretizationError, ArgumentTypeError)
-from .tree_util import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
+from .tree_util import PyTreeDef, keystr, tree_flatten_with_path, tree_unflatten
 
 
 class Trace:

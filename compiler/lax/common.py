@@ -3,7 +3,7 @@ name the op, numpy-style broadcasting, and the handful of ops every other functi
 (convert, broadcast, reshape) in their most basic form."""
 from __future__ import annotations
 
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Sequence, Tuple
 
 import numpy as np
 

@@ -1,9 +1,8 @@
 """Contractions of hlo.lax: ``dot_general``, ``dot`` and ``conv_general_dilated``."""
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Sequence, Tuple
+from typing import NamedTuple, Tuple
 
-import numpy as np
 
 from .. import dtypes
 from ..api_util import api_function

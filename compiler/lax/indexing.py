@@ -18,7 +18,7 @@ from ..api_util import api_function
 from ..errors import DTypeError, ShapeError
 from ..tracing import Tracer, emit1, trace_region
 from . import elementwise as ew
-from .common import as_tracer, broadcast_in_dim, convert, ir_type, static_int
+from .common import as_tracer, broadcast_in_dim, static_int
 
 
 class GatherDimensionNumbers(NamedTuple):

@@ -7,7 +7,7 @@ the matching hlo.lax function.
 from __future__ import annotations
 
 import builtins
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Sequence, Tuple
 
 import numpy as np
 

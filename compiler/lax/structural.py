@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 
-from typing import List, Optional, Sequence
+from typing import List, Sequence
 
 import numpy as np
 
@@ -13,7 +13,7 @@ from ..api_util import api_function
 from ..errors import ArgumentTypeError, DTypeError, ShapeError
 from ..tracing import Tracer, emit1
 from .common import (as_tracer, broadcast_in_dim as _bid, canonical_axis, convert, ir_type,
-                     reshape as _reshape, static_int, static_shape, with_weak)
+                     reshape as _reshape, static_int, static_shape)
 
 
 @api_function

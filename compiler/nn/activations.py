@@ -8,7 +8,7 @@ import numpy as np
 from .. import numpy as hnp
 from ..api_util import api_function
 from ..lax import special
-from ..lax.common import as_tracer, convert, with_weak
+from ..lax.common import as_tracer, convert
 from ..numpy.promotion import promote_inexact
 from ..tracing import Tracer, emit1
 

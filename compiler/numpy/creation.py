@@ -6,7 +6,7 @@ their dtype (float64 stays float64 — see ``hlo.dtypes``)."""
 from __future__ import annotations
 
 import builtins
-from typing import Any, Optional, Sequence, Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 

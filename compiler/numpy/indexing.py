@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import dtypes
 from ..abstract import is_arraylike
-from ..errors import ArgumentTypeError, HloIndexError, ShapeError, UnsupportedError
+from ..errors import HloIndexError, ShapeError, UnsupportedError
 from ..lax import indexing as li
 from ..lax import structural as ls
 from ..lax.common import (as_tracer, broadcast_in_dim, broadcast_shapes, broadcast_to_shape, convert,

@@ -6,7 +6,7 @@ are computed in int32 and converted back (``any(a and b)``), as numpy does.
 from __future__ import annotations
 
 import builtins
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 
@@ -15,9 +15,9 @@ from ..api_util import api_function
 from ..errors import ArgumentTypeError, ShapeError, UnsupportedError
 from ..lax import contractions as lc
 from ..lax import structural as ls
-from ..lax.common import (as_tracer, broadcast_in_dim, broadcast_shapes, broadcast_to_shape, convert,
-                          reshape, static_int, with_weak, canonical_axis)
-from ..tracing import Tracer, emit1
+from ..lax.common import (broadcast_in_dim, broadcast_shapes, broadcast_to_shape, convert, reshape,
+                          with_weak, canonical_axis)
+from ..tracing import Tracer
 from .promotion import promote
 
 

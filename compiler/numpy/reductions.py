@@ -9,7 +9,6 @@ bfloat16 means and variances accumulate in float32 and round once.
 from __future__ import annotations
 
 import builtins
-from typing import Optional
 
 import numpy as np
 
@@ -18,8 +17,8 @@ from ..api_util import api_function
 from ..errors import ShapeError
 from ..lax import reductions as lr
 from ..lax import elementwise as ew
-from ..lax.common import (as_tracer, broadcast_in_dim, canonical_axes, canonical_axis, convert, reshape,
-                          static_int, with_weak, ir_type)
+from ..lax.common import (as_tracer, broadcast_in_dim, canonical_axes, canonical_axis, convert,
+                          reshape, with_weak)
 from ..tracing import Tracer, emit1
 from . import ufuncs
 

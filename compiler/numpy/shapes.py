@@ -4,12 +4,11 @@ broadcasting, joining and splitting, tiling and repeating, padding, flipping and
 from __future__ import annotations
 
 import builtins
-from typing import List, Sequence
+from typing import List
 
 import numpy as np
 
 from .. import dtypes
-from ..abstract import is_arraylike
 from ..api_util import api_function
 from ..errors import ArgumentTypeError, HloIndexError, ShapeError, UnsupportedError
 from ..lax import indexing as li

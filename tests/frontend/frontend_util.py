@@ -4,7 +4,6 @@ keeps 64-bit inputs in 64 bits) and comparing values, shapes and dtypes."""
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 

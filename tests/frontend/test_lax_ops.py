@@ -1,6 +1,5 @@
 """hlo.lax against jax.lax: contractions, convolutions, windowed reductions, dynamic slicing,
 gather/scatter, sorting, reductions with custom bodies, and the strict elementwise ops."""
-import jax
 import jax.lax as jlax
 import jax.numpy as jnp
 import numpy as np
@@ -9,7 +8,7 @@ import pytest
 import hlo
 import hlo.lax as hlax
 import hlo.numpy as hnp
-from frontend_util import assert_same, compare, hlo_run, jax_run, rand
+from frontend_util import compare, rand
 
 
 def test_dot_general(target):

@@ -6,7 +6,7 @@ import pytest
 
 import hlo
 import hlo.numpy as hnp
-from frontend_util import BF16, assert_same, compare, hlo_run, jax_run, rand
+from frontend_util import BF16, assert_same, hlo_run, jax_run, rand
 
 
 def _jax_layer_norm(x, gamma=None, beta=None, axis=-1, eps=1e-5):

@@ -9,7 +9,7 @@ import hlo
 import hlo.lax as hlax
 import hlo.numpy as hnp
 from hlo.abstract import ShapedArray
-from hlo.tracing import current_trace, emit, emit1, lift, trace_region, Tracer
+from hlo.tracing import current_trace, emit, emit1, lift, trace_region
 
 X = np.ones((2, 3), np.float32)
 
