@@ -413,7 +413,7 @@ def emit1(name: str, operands: Sequence[Any] = (), attrs=None, **kw) -> Tracer:
 
 def constant(value, dtype=None, weak_type: bool = False) -> Tracer:
     """A ``constant`` op in the current trace holding ``value`` (converted to ``dtype``)."""
-    trace = _need_trace()
+    _need_trace()
     arr = np.asarray(value, dtype=dtype) if dtype is not None else np.asarray(value)
     if not arr.flags.c_contiguous:
         arr = arr.copy(order="C")

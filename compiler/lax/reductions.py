@@ -310,7 +310,6 @@ def _eq_total(a: Tracer, b: Tracer) -> Tracer:
 def sort_comparator_region(dts: Sequence[np.dtype], num_keys: int, descending: bool = False):
     """A sort comparator region: lexicographic "less than" (or "greater than") on the first
     ``num_keys`` operands, -0.0 equal to 0.0 and NaNs last (first when descending)."""
-    n = len(dts)
     avals = []
     for d in dts:
         avals += [ShapedArray((), d), ShapedArray((), d)]

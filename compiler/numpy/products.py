@@ -23,7 +23,7 @@ from .promotion import promote
 
 def _dot_general(what, a: Tracer, b: Tracer, contract, batch, preferred=None) -> Tracer:
     """dot_general with numpy's bool rule and a shape check naming ``what``."""
-    (lc_, rc_), (lb, rb) = contract, batch
+    lc_, rc_ = contract
     for x, y in zip(lc_, rc_):
         if a.shape[x] != b.shape[y]:
             raise ShapeError(f"{what}: contracted dimensions differ: {a.aval.str_short()} has size "
