@@ -72,7 +72,7 @@ def fmt_bytes(b: Optional[int]) -> str:
 
 
 COLUMNS = ["workload", "system", "median", "min", "max", "calls", "vs best peer", "first call",
-           "kernels", "temp", "GB/s (%copy)", "GFLOP/s", "check"]
+           "compile", "kernels", "temp", "GB/s (%copy)", "GFLOP/s", "check"]
 
 
 def table_rows(results: list) -> tuple:
@@ -87,7 +87,7 @@ def table_rows(results: list) -> tuple:
         if r["status"] != "ok":
             status = {"skipped": "skipped", "unavailable": "unavailable", "error": "ERROR",
                       "wrong": "WRONG"}[r["status"]]
-            rows.append([r["case"], r["system"]] + [""] * 10 + [f"{status} {cell_note}".strip()])
+            rows.append([r["case"], r["system"]] + [""] * 11 + [f"{status} {cell_note}".strip()])
             continue
         bw = ""
         if r.get("GBps") is not None:
@@ -98,6 +98,7 @@ def table_rows(results: list) -> tuple:
         rows.append([
             r["case"], r["system"], fmt_time(r["median_s"]), fmt_time(r["min_s"]), fmt_time(r["max_s"]),
             str(r["calls"]), f"x{ratio:.2f}" if ratio is not None else "", fmt_time(r["first_call_s"]),
+            fmt_time(r.get("compile_s")),
             "" if r.get("kernels") is None else str(r["kernels"]), fmt_bytes(r.get("temp_bytes")), bw,
             "" if r.get("GFLOPs") is None else f"{r['GFLOPs']:.1f}", f"ok {cell_note}".strip(),
         ])
@@ -107,7 +108,7 @@ def table_rows(results: list) -> tuple:
 def format_table(results: list) -> str:
     rows, notes = table_rows(results)
     widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c) for i, c in enumerate(COLUMNS)]
-    right = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
+    right = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
 
     def line(cells):
         return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()

@@ -56,14 +56,18 @@ def verify_op_local(op: Operation) -> None:
         raise op_error(op, str(e)) from None
 
 
-def _verify_region(region: Region, visible: Set[Value], module: Optional[Module]) -> None:
-    scope = set(visible)
-    scope.update(region.args)
+def _verify_region(region: Region, visible: Set[Value], module: Optional[Module],
+                   outer: tuple = ()) -> None:
+    """Check ``region``: its ops see ``visible`` (the enclosing scope at the op that owns the
+    region, as it grows), then the sets in ``outer`` (scopes further out). Scopes are chained,
+    not copied, so a function with many nested regions is checked in linear time."""
+    scope = set(region.args)
+    chain = (visible,) + outer if visible else outer
     for op in region.ops:
         if op.parent is not region:
             raise op_error(op, "op's parent link is stale")
         for i, v in enumerate(op.operands):
-            if v not in scope:
+            if v not in scope and not any(v in s for s in chain):
                 raise op_error(op, f"operand #{i} ({v.type}) is not defined before this op in its scope")
         verify_op_local(op)
         for r in op.regions:
@@ -71,12 +75,12 @@ def _verify_region(region: Region, visible: Set[Value], module: Optional[Module]
                 raise op_error(op, f"region '{r.name}' has a stale parent link")
             # Regions of hlo ops are isolated from above except fusion/while/if/case bodies,
             # which StableHLO lets read enclosing values; we allow it uniformly.
-            _verify_region(r, scope, module)
+            _verify_region(r, scope, module, chain)
         if op.name == "call" and module is not None:
             _verify_call(op, module)
         scope.update(op.results)
     for i, v in enumerate(region.outputs):
-        if v not in scope:
+        if v not in scope and not any(v in s for s in chain):
             raise VerifyError(f"region '{region.name}' returns value #{i} ({v.type}) that is not in scope")
 
 

@@ -8,7 +8,7 @@ take a ``PassConfig`` (target, options, shared decision log); ``python -m hlo.op
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Set
 
 from hlo.ir.core import Module
 
@@ -29,6 +29,51 @@ class Pass:
 
     def __repr__(self) -> str:
         return f"<pass {self.name}>"
+
+
+class DecisionLog:
+    """A pass's decision log: each line once, in order, with the pass's prefix."""
+
+    def __init__(self, sink: list, prefix: str):
+        self.sink = sink
+        self.prefix = prefix
+        self.seen: Set[str] = set()
+
+    def __call__(self, line: str) -> None:
+        if line not in self.seen:
+            self.seen.add(line)
+            self.sink.append(f"{self.prefix}: {line}" if self.prefix else line)
+
+
+class MainPass(Pass):
+    """A pass over ``@main`` that explains itself: ``run`` starts a fresh ``self.log`` (a
+    ``DecisionLog`` whose lines are the pass's ``report()``), calls ``run_main(module)`` and,
+    when ``decision_prefix`` is set, adds the logged lines to the pipeline's decision log
+    (``Optimized.decisions``). A module without ``@main`` is left alone."""
+
+    decision_prefix = ""
+
+    def __init__(self, config: PassConfig = None):
+        self.config = config or PassConfig()
+        self.options = self.config.options
+        self.lines: List[str] = []
+        self.log = DecisionLog(self.lines, self.decision_prefix)
+
+    def report(self) -> str:
+        return "\n".join(self.lines)
+
+    def run(self, module: Module) -> bool:
+        if "main" not in module:
+            return False
+        self.lines = []
+        self.log = DecisionLog(self.lines, self.decision_prefix)
+        changed = self.run_main(module)
+        if self.decision_prefix:
+            self.config.decisions.extend(self.lines)
+        return changed
+
+    def run_main(self, module: Module) -> bool:
+        raise NotImplementedError(f"pass {type(self).__name__} does not implement run_main()")
 
 
 PassFactory = Callable[[PassConfig], Pass]

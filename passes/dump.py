@@ -10,7 +10,10 @@ Files (``NNN`` counts passes in the order they ran, so a pass that runs twice ha
 - ``buffer-assignment.txt``: the buffer plan (buffer, slice, size, live range, values);
 - ``optimized.hlo``: the final module;
 - ``summary.txt``: each pass with its time and whether it changed the module, time per pass
-  name summed, and the program's kernel count and memory sizes.
+  name summed, the program's kernel count and memory sizes, and where compile time went:
+  the passes, verification between them, the whole of ``optimize``, then (added by
+  ``add_backend_times`` once a backend has built the program) code generation, LLVM
+  optimization, object emission and loading, and the total.
 """
 from __future__ import annotations
 
@@ -57,6 +60,8 @@ class Dumper:
         self._write("optimized.hlo", opt.text())
         self._write("fusion-decisions.txt", "\n".join(opt.decisions) + ("\n" if opt.decisions else ""))
         self._write("buffer-assignment.txt", opt.buffers.text() + "\n")
+
+    def write_summary(self, opt) -> None:
         cost = opt.cost_analysis()
         mem = opt.memory_analysis()
         lines = [f"target {opt.target}; {cost['kernels']} kernels "
@@ -76,4 +81,43 @@ class Dumper:
         for name, sec in sorted(totals.items(), key=lambda kv: -kv[1]):
             lines.append(f"  {name:<24} {sec:>10.6f}")
         lines.append(f"  {'total':<24} {sum(totals.values()):>10.6f}")
+        lines += ["", "compile time (seconds):"]
+        lines += _time_lines(opt.compile_times)
         self._write("summary.txt", "\n".join(lines) + "\n")
+
+
+# What the compile-time keys of ``Optimized.compile_times`` and of a backend's executable
+# (``compile_times``) mean, in the order a compile spends them.
+_TIME_LABELS = {
+    "passes": "passes (summed)",
+    "verify": "verification between passes",
+    "optimize": "optimize (clone, passes, verification, dumps)",
+    "emit": "backend: LLVM IR emission",
+    "llvm_parse": "backend: LLVM IR parse and verify",
+    "llvm_opt": "backend: LLVM optimization",
+    "llvm_codegen": "backend: object code emission",
+    "load": "backend: load and link",
+    "backend": "backend (total)",
+    "total": "total compile (optimize + backend)",
+}
+
+
+def _time_lines(times: dict) -> List[str]:
+    """One line per figure, in the order of ``_TIME_LABELS`` (unknown keys last)."""
+    order = {k: i for i, k in enumerate(_TIME_LABELS)}
+    keys = sorted(times, key=lambda k: order.get(k, len(order)))
+    return [f"  {_TIME_LABELS.get(k, k):<46} {times[k]:>10.6f}" for k in keys]
+
+
+def add_backend_times(dump_dir: str, optimize_seconds: float, times: dict) -> dict:
+    """Append a backend's compile times (seconds by key, e.g. ``emit``, ``llvm_opt``, ``load``)
+    to ``summary.txt`` in ``dump_dir`` with the totals; returns the times with ``backend`` and
+    ``total`` added."""
+    times = dict(times)
+    times["backend"] = sum(v for k, v in times.items()
+                           if k not in ("passes", "verify", "optimize", "backend", "total"))
+    times["total"] = optimize_seconds + times["backend"]
+    lines = _time_lines(times)
+    with open(os.path.join(dump_dir, "summary.txt"), "a") as f:
+        f.write("\n".join(lines) + "\n")
+    return times

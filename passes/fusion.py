@@ -29,13 +29,13 @@ from typing import List, Optional, Set
 
 from hlo.ir.core import Module, Operation, Region, Value
 
-from .base import Pass, register_pass
-from .fusion_build import commit, preview
+from .base import MainPass, register_pass
+from .fusion_build import TopLevel, absorb, commit, preview
 from .fusion_kinds import NotFusible, analyze
 from .layout import is_bitcast
 from .options import PassConfig
 from .util import (EXPENSIVE, MOVEMENT, Labels, free_values, inputs_of, is_loop_fusible,
-                   is_scalar_body, is_splat_constant, nbytes, top_users)
+                   is_scalar_body, is_splat_constant, nbytes)
 
 EXPENSIVE_COST = 16
 
@@ -138,91 +138,64 @@ def bytes_delta(p: Operation, c: Operation):
     return extra, saved
 
 
-class FusionLog:
-    """The decision log: each line once, in order."""
+class FusionPass(MainPass):
+    """What the fusion passes share: the decision log (``MainPass``), whether the target takes
+    a row-wise prologue in a dot's operand, and the kernel names (``self.labels``) that the
+    log uses. Subclasses implement ``fuse(region)`` on ``main``'s body."""
 
-    def __init__(self, sink: list, prefix: str):
-        self.sink = sink
-        self.prefix = prefix
-        self.seen: Set[str] = set()
+    def __init__(self, config: PassConfig = None):
+        super().__init__(config)
+        self.allow_row = self.options.row_prologue_for(self.config.target)
 
-    def __call__(self, line: str) -> None:
-        if line not in self.seen:
-            self.seen.add(line)
-            self.sink.append(f"{self.prefix}: {line}")
+    def run_main(self, module: Module) -> bool:
+        self.labels = Labels.for_module(module)
+        return self.fuse(module.main.body)
+
+    def fuse(self, region: Region) -> bool:
+        raise NotImplementedError(f"pass {type(self).__name__} does not implement fuse()")
 
 
 @register_pass("fusion", "vertical fusion: loop, input (reduction) and output (dot epilogue) fusion")
-class VerticalFusion(Pass):
+class VerticalFusion(FusionPass):
     name = "fusion"
+    decision_prefix = "fusion"
+    # Grow a loop kernel by one loop-fusible producer in place (``fusion_build.absorb``) rather
+    # than building and analyzing the merged region (``preview``); both give the same IR.
+    grow_in_place = True
 
-    def __init__(self, config: PassConfig = None):
-        self.config = config or PassConfig()
-        self.opts = self.config.options
-        self.allow_row = self.opts.row_prologue_for(self.config.target)
-        self.lines: List[str] = []
-
-    def report(self) -> str:
-        return "\n".join(self.lines)
-
-    def run(self, module: Module) -> bool:
-        if "main" not in module:
-            return False
-        self.lines = []
-        self.log = FusionLog(self.lines, "fusion")
-        self.labels = Labels.for_module(module)
-        region = module.main.body
-        self.users = top_users(region)
+    def fuse(self, region: Region) -> bool:
+        self.top = TopLevel(region)
         self.declined = {}
         changed = False
         progress = True
         while progress:
             progress = False
             for c in reversed(list(region.ops)):
-                if not self._alive(c):
+                if not self.top.alive(c):
                     continue
                 if not fusible_unit(c) or c.name == "constant":
                     continue
                 while True:
-                    new = self._fuse_into(region, c)
+                    new = self._fuse_into(c)
                     if new is None:
                         break
                     c = new
                     progress = changed = True
         changed |= self._wrap_singles(region)
-        self.config.decisions.extend(self.lines)
         return changed
 
     # -- one consumer -------------------------------------------------------------------------
-    def _producers(self, region: Region, c: Operation) -> List[Operation]:
-        pos = {id(op): i for i, op in enumerate(region.ops)}
-        seen = {}
-        for v in inputs_of(c):
-            p = v.op
-            if p is not None and id(p) in pos:
-                seen[id(p)] = p
-        return sorted(seen.values(), key=lambda p: -pos[id(p)])
-
-    def _alive(self, op: Operation) -> bool:
-        """Still in the function (merged ops are gone): some input still lists it as a user,
-        or it reads nothing."""
-        ins = inputs_of(op)
-        if not ins:
-            return any(o is op for o in op.parent.ops)
-        return any(u is op for u in self.users.get(ins[0], ()))
-
-    def _fuse_into(self, region: Region, c: Operation) -> Optional[Operation]:
-        users = self.users
-        returned = set(region.outputs)
-        for p in self._producers(region, c):
-            new = self._try(region, p, c, users, returned)
+    def _fuse_into(self, c: Operation) -> Optional[Operation]:
+        for p in self.top.producers(c):
+            new = self._try(p, c)
             if new is not None:
                 return new
         return None
 
-    def _try(self, region: Region, p: Operation, c: Operation, users, returned) -> Optional[Operation]:
+    def _try(self, p: Operation, c: Operation) -> Optional[Operation]:
         L = self.labels
-        others = [u for r in p.results for u in users.get(r, ()) if u is not c]
+        top = self.top
+        others = [u for r in p.results for u in top.users.get(r, ()) if u is not c]
         # A refusal depends only on the producer, the consumer and who else reads the producer.
         key = (id(p), id(c), frozenset(map(id, others)))
         if key in self.declined:
@@ -238,7 +211,7 @@ class VerticalFusion(Pass):
                 return decline("a constant that is not a splat stays in the constants table")
         elif not fusible_unit(p):
             return decline(f"the producer is a '{p.name}', which runs as its own kernel")
-        shared = bool(others) or any(r in returned for r in p.results)
+        shared = bool(others) or any(r in top.returned for r in p.results)
         dup = []
         if shared:
             if p.name != "constant":
@@ -257,19 +230,25 @@ class VerticalFusion(Pass):
                 consumer_broadcasts(c, list(p.results)):
             return decline("the consumer reads each element of the producer many times (broadcast "
                            "or dot operand), which would recompute its expensive work")
-        cand = preview(region, [p, c], "loop", dup, users, returned)
-        try:
-            info = analyze(cand.region, self.allow_row)
-        except NotFusible as e:
-            if into_dot:
-                return decline(f"the consumer is a dot whose kernel cannot take this producer ({e})")
-            return decline(str(e))
-        kind = info.kind
+        if self.grow_in_place and c.name == "fusion" and c.attrs.get("kind") == "loop" and \
+                not p.regions and is_loop_fusible(p):
+            # A loop kernel that takes one more loop-fusible op stays a loop kernel with the
+            # same outputs: grow it in place (no copy, no re-analysis).
+            cand = absorb(top, p, c, bool(dup))
+            kind = "loop"
+        else:
+            cand = preview(top, [p, c], "loop", dup)
+            try:
+                kind = analyze(cand.region, self.allow_row).kind
+            except NotFusible as e:
+                if into_dot:
+                    return decline(f"the consumer is a dot whose kernel cannot take this producer ({e})")
+                return decline(str(e))
         if c.name == "fusion" and c.attrs.get("kind") == kind and c.attrs.get("name"):
             name = c.attrs["name"]
         else:
             name = L.fresh(f"{kind}_fusion")
-        new = commit(region, [p, c], cand, kind, name, dup, users)
+        new = commit(top, [p, c], cand, kind, name, dup)
         how = "copied into" if dup else "into"
         what = {"loop": "loop fusion", "input": "input fusion (reduction)",
                 "output": "output fusion (dot with prologue/epilogue)"}[kind]
@@ -281,8 +260,8 @@ class VerticalFusion(Pass):
     def _feeds_dot_operand(self, c: Operation, p: Operation) -> bool:
         if c.name == "dot_general":
             return any(v in c.operands for v in p.results)
-        if c.name != "fusion":
-            return False
+        if c.name != "fusion" or c.attrs.get("kind") in ("loop", "input"):
+            return False  # (loop and input kernels hold no dot: the verifier checks kinds)
         body = c.regions[0]
         dot = next((op for op in body.ops if op.name == "dot_general"), None)
         if dot is None:
@@ -302,9 +281,9 @@ class VerticalFusion(Pass):
             return "the producer holds a reduction that other ops also read; duplicating it " \
                    "would repeat the reduction"
         cost = unit_cost(p)
-        if cost > self.opts.duplication_limit:
+        if cost > self.options.duplication_limit:
             return (f"other ops also read the producer, and copying it would repeat {cost} units "
-                    f"of work per element (limit {self.opts.duplication_limit})")
+                    f"of work per element (limit {self.options.duplication_limit})")
         extra, saved = bytes_delta(p, c)
         if extra > saved:
             return (f"copying the producer into the consumer would increase bytes moved (it would "
@@ -320,12 +299,12 @@ class VerticalFusion(Pass):
                 continue
             if is_bitcast(op):
                 continue
-            cand = preview(region, [op], "loop", (), self.users)
+            cand = preview(self.top, [op], "loop")
             try:
                 kind = analyze(cand.region, self.allow_row).kind
             except NotFusible:
                 continue
             name = self.labels.fresh(f"{kind}_fusion")
-            commit(region, [op], cand, kind, name, (), self.users)
+            commit(self.top, [op], cand, kind, name)
             changed = True
         return changed

@@ -14,15 +14,57 @@ whose region computes them all.
 
 ``preview`` does not touch the function, so a pass can check a candidate
 (``fusion_kinds.analyze``) before committing to it.
+
+Both work on a ``TopLevel``: the function's top-level ops with each value's readers and each
+op's position, which ``commit`` keeps current. A merge then costs in proportion to the ops it
+touches (the units, the readers of their results), not to the size of the function, so the
+fusion passes stay near linear on programs of thousands of ops.
 """
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Sequence, Set
+from typing import Dict, Iterable, List, Sequence, Set
 
 from hlo.ir.clone import clone_op
 from hlo.ir.core import Operation, Region, Value
 
-from .util import inputs_of, replace_top_values, stable_toposort, top_users
+from .util import inputs_of, replace_values, stable_toposort, top_users
+
+
+class TopLevel:
+    """The top level of a function while the fusion passes rewrite it: ``region.ops`` in order,
+    ``users`` (each value's top-level readers, ``util.top_users``), ``pos`` (an increasing
+    position key per live op) and ``returned`` (the values the region outputs)."""
+
+    def __init__(self, region: Region, ins: Sequence[List[Value]] = None):
+        """``ins``: each op's ``inputs_of``, in region order, where the caller has them."""
+        self.region = region
+        if ins is None:
+            self.users: Dict[Value, List[Operation]] = top_users(region)
+        else:
+            self.users = {}
+            for op, vs in zip(region.ops, ins):
+                for v in vs:
+                    self.users.setdefault(v, []).append(op)
+        self.returned: Set[Value] = set(region.outputs)
+        # Fused regions built here, which carry no layouts (ids; the regions are kept alive).
+        self.stripped: Dict[int, Region] = {}
+        self.renumber()
+
+    def renumber(self) -> None:
+        self.pos: Dict[int, int] = {id(op): i for i, op in enumerate(self.region.ops)}
+
+    def alive(self, op: Operation) -> bool:
+        """Still in the function (merged units are gone)."""
+        return id(op) in self.pos
+
+    def producers(self, op: Operation) -> List[Operation]:
+        """The top-level ops whose results ``op`` reads, latest first."""
+        seen: Dict[int, Operation] = {}
+        for v in inputs_of(op):
+            p = v.op
+            if p is not None and id(p) in self.pos:
+                seen[id(p)] = p
+        return sorted(seen.values(), key=lambda p: -self.pos[id(p)])
 
 
 class Candidate:
@@ -43,15 +85,14 @@ def _strip(region: Region) -> None:
             a.type = a.type.without_layout()
 
 
-def preview(region: Region, units: Sequence[Operation], kind: str,
-            duplicate: Iterable[Operation] = (), users: Dict[Value, List[Operation]] = None,
-            outputs: Optional[Set[Value]] = None) -> Candidate:
-    """Build the fused region of ``units`` (top-level ops of ``region``)."""
-    units = _in_order(region, units)
+def preview(top: TopLevel, units: Sequence[Operation], kind: str,
+            duplicate: Iterable[Operation] = ()) -> Candidate:
+    """Build the fused region of ``units`` (top-level ops of ``top``'s region)."""
+    units = _in_order(top, units)
     unit_ids = {id(u) for u in units}
     dup_ids = {id(u) for u in duplicate}
-    users = users if users is not None else top_users(region)
-    returned = set(region.outputs) if outputs is None else outputs
+    users = top.users
+    returned = top.returned
 
     fused = Region([], name="fused")
     vmap: Dict[Value, Value] = {}
@@ -103,8 +144,78 @@ def preview(region: Region, units: Sequence[Operation], kind: str,
     return Candidate(fused, operands, replaced)
 
 
-def _in_order(region: Region, units: Sequence[Operation]) -> List[Operation]:
-    """``units`` with every producer before its readers (their order in ``region``)."""
+def absorb(top: TopLevel, p: Operation, c: Operation, duplicate: bool) -> Candidate:
+    """The candidate of fusing the plain op ``p`` (no regions) into the fusion ``c`` that reads
+    it, built by moving ``c``'s region rather than copying it: ``p`` is copied in front of
+    ``c``'s ops, the parameters that carried ``p``'s results become the copy's results, and the
+    parameters are re-listed in the order ``preview`` would give them, so the result is the
+    one ``preview(top, [p, c], "loop", [p] if duplicate else [])`` builds. The work is in
+    proportion to ``p`` and the parameter list, not to the size of the kernel, so growing a
+    long kernel one producer at a time stays linear. ``c`` must then be committed: its region
+    is no longer its own."""
+    body = c.regions[0]
+    first: Dict[Value, Value] = {}   # outer value -> c's parameter for it
+    sub: Dict[Value, Value] = {}     # parameters that repeat an outer value -> the first one
+    for a, v in zip(body.args, c.operands):
+        if v in first:
+            sub[a] = first[v]
+        else:
+            first[v] = a
+    args: List[Value] = []
+    operands: List[Value] = []
+    arg_of: Dict[Value, Value] = {}
+
+    def param(v: Value) -> Value:
+        a = arg_of.get(v)
+        if a is None:
+            a = first.get(v) or Value(v.type.without_layout(), body, 0)
+            a.index = len(args)
+            arg_of[v] = a
+            args.append(a)
+            operands.append(v)
+        return a
+
+    pm = {v: param(v) for v in inputs_of(p)}
+    copy = clone_op(p, pm)
+    for i, r in enumerate(p.results):
+        t = copy.results[i].type.without_layout()
+        a = first.get(r)
+        if a is not None:  # c's parameter for this result is now the copy's result
+            a.owner, a.index, a.type = copy, i, t
+            copy.results[i] = a
+            pm[r] = a
+        else:
+            copy.results[i].type = t
+    for v in c.operands:
+        if v not in pm:
+            param(v)
+    body.args = args
+    if sub:
+        replace_values(body, sub)
+    body.ops.insert(0, copy)
+    copy.parent = body
+    if id(body) not in top.stripped:
+        _strip(body)
+    units = {id(p), id(c)}
+    replaced: List[Value] = []
+    outs: List[Value] = []
+    if not duplicate:
+        for r in p.results:
+            if any(id(x) not in units for x in top.users.get(r, ())) or r in top.returned:
+                replaced.append(r)
+                outs.append(pm[r])
+    for r, out in zip(c.results, body.outputs):
+        if any(id(x) not in units for x in top.users.get(r, ())) or r in top.returned:
+            replaced.append(r)
+            outs.append(out)
+    body.outputs = outs
+    body.name = "fused"
+    body.output_loc = None
+    return Candidate(body, operands, replaced)
+
+
+def _in_order(top: TopLevel, units: Sequence[Operation]) -> List[Operation]:
+    """``units`` with every producer before its readers (their order in the function)."""
     if len(units) <= 8:
         out: List[Operation] = []
         left = list(units)
@@ -114,8 +225,7 @@ def _in_order(region: Region, units: Sequence[Operation]) -> List[Operation]:
             out.append(nxt)
             left.remove(nxt)
         return out
-    order = {id(op): i for i, op in enumerate(region.ops)}
-    return sorted(units, key=lambda op: order[id(op)])
+    return sorted(units, key=lambda op: top.pos[id(op)])
 
 
 def _wrap_single(op: Operation) -> Operation:
@@ -137,55 +247,79 @@ def _wrap_single(op: Operation) -> Operation:
     return f
 
 
-def commit(region: Region, units: Sequence[Operation], cand: Candidate, kind: str, name: str,
-           duplicate: Iterable[Operation] = (), users: Dict[Value, List[Operation]] = None) -> Operation:
-    """Put the candidate's fusion op into ``region`` in place of ``units``. ``users`` (the
-    top-level use map, if the caller keeps one) is updated to match."""
-    units = _in_order(region, units)
+def commit(top: TopLevel, units: Sequence[Operation], cand: Candidate, kind: str, name: str,
+           duplicate: Iterable[Operation] = ()) -> Operation:
+    """Put the candidate's fusion op into the function in place of ``units`` (the fusion sits
+    where the last unit was) and rewire the readers of the values it replaces; ``top`` is
+    updated to match."""
+    region = top.region
+    units = _in_order(top, units)
     dup_ids = {id(u) for u in duplicate}
-    loc = units[-1].loc
     attrs = {"kind": kind}
     if name:
         attrs["name"] = name
     fusion = Operation("fusion", list(cand.operands), attrs, [v.type for v in cand.replaced],
-                       [cand.region], loc)
-    mapping = dict(zip(cand.replaced, fusion.results))
-    removed = {id(u) for u in units if id(u) not in dup_ids}
-    unit_ids = {id(u) for u in units}
-    last = max(i for i, op in enumerate(region.ops) if id(op) in unit_ids)
-    new_ops = []
-    for i, op in enumerate(region.ops):
-        if id(op) not in removed:
-            new_ops.append(op)
-        if i == last:
-            new_ops.append(fusion)
+                       [cand.region], units[-1].loc)
     fusion.parent = region
-    region.ops = new_ops
-    replace_top_values(region, mapping)
-    # The fusion sits where its last unit was: after all its inputs. A reader of an earlier
-    # unit's result that sat between the units now comes too early; re-sort only then.
-    if users is not None:
-        _update_users(users, [u for u in units if id(u) in removed], fusion, mapping)
-        pos = {id(op): i for i, op in enumerate(new_ops)}
-        early = any(pos.get(id(x), last) < pos[id(fusion)] for r in fusion.results
-                    for x in users.get(r, ()))
+    top.stripped[id(cand.region)] = cand.region
+    mapping = dict(zip(cand.replaced, fusion.results))
+    removed = [u for u in units if id(u) not in dup_ids]
+    gone = set(map(id, removed))
+    pos = top.pos
+    last = max(units, key=lambda u: pos[id(u)])
+    at = pos[id(last)]
+    ops = region.ops
+    ops.insert(ops.index(last) + 1, fusion)
+    if len(removed) <= 4:
+        for u in removed:
+            ops.remove(u)
     else:
-        at = new_ops.index(fusion)
-        produced = set(fusion.results)
-        early = any(v in produced for op in new_ops[:at] for v in inputs_of(op))
-    if early:
+        region.ops = [op for op in ops if id(op) not in gone]
+    for u in removed:
+        del pos[id(u)]
+    pos[id(fusion)] = at
+    if id(last) not in gone:  # the last unit stays (duplicated): its key is taken
+        top.renumber()
+    _rewire(top, mapping, gone)
+    _update_users(top.users, removed, fusion, mapping)
+    # A reader of an earlier unit's result that sat between the units now comes before the
+    # fusion: re-sort (rare; keeps the current order wherever it is valid).
+    at = top.pos[id(fusion)]
+    if any(top.pos[id(x)] < at for r in fusion.results for x in top.users.get(r, ())):
         stable_toposort(region)
+        top.renumber()
     return fusion
 
 
+def _rewire(top: TopLevel, mapping: Dict[Value, Value], gone: Set[int]) -> None:
+    """Replace each key of ``mapping`` by its value in its top-level readers (and the region's
+    outputs). Fusion regions read only their parameters, so only the operands of a fusion
+    reader change; other readers with regions (while, if) may read the value inside."""
+    region = top.region
+    for old, new in mapping.items():
+        for u in top.users.get(old, ()):
+            if id(u) in gone:
+                continue
+            u.operands = [new if v is old else v for v in u.operands]
+            if u.regions and u.name != "fusion":
+                for r in u.regions:
+                    replace_values(r, {old: new})
+        if old in top.returned:
+            region.outputs = [new if v is old else v for v in region.outputs]
+            top.returned.discard(old)
+            top.returned.add(new)
+
+
 def _update_users(users, removed: List[Operation], fusion: Operation, mapping) -> None:
-    gone = set(map(id, removed))
+    """Drop the removed units from the reader lists, move the readers of each replaced value to
+    its fusion result, and list the fusion as a reader of its inputs (in-place list edits, so
+    a value with many readers costs little per merge)."""
     for u in removed:
         for v in inputs_of(u):
             lst = users.get(v)
-            if lst:
-                users[v] = [x for x in lst if id(x) not in gone]
+            if lst and u in lst:
+                lst.remove(u)
     for old, new in mapping.items():
-        users[new] = [x for x in users.pop(old, []) if id(x) not in gone]
+        users[new] = users.pop(old, [])
     for v in inputs_of(fusion):
         users.setdefault(v, []).append(fusion)

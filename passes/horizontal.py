@@ -9,18 +9,14 @@ greedily in schedule order. Dots and kernels with their own structure stay alone
 """
 from __future__ import annotations
 
-from typing import List
+from hlo.ir.core import Operation, Region
 
-from hlo.ir.core import Module, Operation
-
-from .base import Pass, register_pass
-from .fusion import FusionLog, fusible_unit
-from .fusion_build import commit, preview
+from .base import register_pass
+from .fusion import FusionPass, fusible_unit
+from .fusion_build import TopLevel, commit, preview
 from .fusion_kinds import NotFusible, analyze
 from .layout import is_bitcast
 from .multi_output import Reach
-from .options import PassConfig
-from .util import Labels
 
 
 def _candidate(op: Operation, limit: int) -> bool:
@@ -34,30 +30,18 @@ def _candidate(op: Operation, limit: int) -> bool:
 
 
 @register_pass("horizontal-fusion", "merge independent small kernels into one launch")
-class HorizontalFusion(Pass):
+class HorizontalFusion(FusionPass):
     name = "horizontal-fusion"
+    decision_prefix = "horizontal"
 
-    def __init__(self, config: PassConfig = None):
-        self.config = config or PassConfig()
-        self.limit = self.config.options.horizontal_max_elements
-        self.allow_row = self.config.options.row_prologue_for(self.config.target)
-        self.lines: List[str] = []
-
-    def report(self) -> str:
-        return "\n".join(self.lines)
-
-    def run(self, module: Module) -> bool:
-        if "main" not in module:
-            return False
-        self.lines = []
-        log = FusionLog(self.lines, "horizontal")
-        labels = Labels.for_module(module)
-        region = module.main.body
+    def fuse(self, region: Region) -> bool:
+        log, labels = self.log, self.labels
+        limit = self.options.horizontal_max_elements
         changed = False
         done = set()
         while True:
             reach = Reach(region)
-            cands = [op for op in region.ops if _candidate(op, self.limit) and id(op) not in done]
+            cands = [op for op in region.ops if _candidate(op, limit) and id(op) not in done]
             if len(cands) < 2:
                 break
             seed = cands[0]
@@ -68,7 +52,8 @@ class HorizontalFusion(Pass):
             if len(group) < 2:
                 done.add(id(seed))
                 continue
-            cand = preview(region, group, "multi")
+            top = TopLevel(region, reach.ins)
+            cand = preview(top, group, "multi")
             try:
                 analyze(cand.region, self.allow_row)
             except NotFusible as e:
@@ -76,10 +61,9 @@ class HorizontalFusion(Pass):
                 done.update(id(g) for g in group)
                 continue
             name = labels.fresh("multi_fusion")
-            new = commit(region, group, cand, "multi", name)
+            new = commit(top, group, cand, "multi", name)
             done.add(id(new))
             log(f"merged {len(group)} independent kernels into one launch -> {name}: "
                 + ", ".join(labels(g) for g in group))
             changed = True
-        self.config.decisions.extend(self.lines)
         return changed

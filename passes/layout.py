@@ -26,7 +26,7 @@ from typing import List, Sequence, Tuple
 from hlo.ir.core import Module, Operation, Region, Value
 from hlo.ir.types import TensorType
 
-from .base import Pass, register_pass
+from .base import MainPass, register_pass
 from .util import ELEMENTWISE, LOOP_FUSIBLE, top_users
 
 LAYOUT_FLEXIBLE = (LOOP_FUSIBLE | {"reduce", "dot_general"}) - {"constant"}
@@ -88,19 +88,10 @@ def dot_accepts(dot: Operation, operand_index: int, layout: Sequence[int]) -> bo
 
 
 @register_pass("layout-assignment", "physical layouts; free transposes and reshapes; dot operand layouts")
-class LayoutAssignment(Pass):
+class LayoutAssignment(MainPass):
     name = "layout-assignment"
 
-    def __init__(self, config=None):
-        self.lines: List[str] = []
-
-    def report(self) -> str:
-        return "\n".join(self.lines)
-
-    def run(self, module: Module) -> bool:
-        if "main" not in module:
-            return False
-        self.lines = []
+    def run_main(self, module: Module) -> bool:
         region = module.main.body
         before = [str(v.type) for v in self._values(region)]
         # Start from row-major everywhere: the calling convention and the default.

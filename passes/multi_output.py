@@ -13,42 +13,28 @@ logged with their reasons, as are refusals.
 """
 from __future__ import annotations
 
-from typing import Dict, List
+from hlo.ir.core import Operation, Region
 
-from hlo.ir.core import Module, Operation, Region, Value
-
-from .base import Pass, register_pass
-from .fusion import FusionLog, fusible_unit
-from .fusion_build import commit, preview
+from .base import register_pass
+from .fusion import FusionPass, fusible_unit
+from .fusion_build import TopLevel, commit, preview
 from .fusion_kinds import NotFusible, analyze
 from .layout import is_bitcast
-from .options import PassConfig
-from .util import Labels, inputs_of, nbytes, top_users
+from .util import OpGraph, nbytes
 
 
-class Reach:
+class Reach(OpGraph):
     """Reachability between the top-level ops of a region (bitsets over positions)."""
 
     def __init__(self, region: Region):
-        self.ops = list(region.ops)
-        self.pos = {id(op): i for i, op in enumerate(self.ops)}
-        producer: Dict[Value, int] = {}
-        for i, op in enumerate(self.ops):
-            for r in op.results:
-                producer[r] = i
-        self.deps = [{producer[v] for v in inputs_of(op) if v in producer} for op in self.ops]
+        super().__init__(region)
         n = len(self.ops)
         self.down = [0] * n  # ops reachable from i (excluding i)
-        users = [[] for _ in range(n)]
-        for i, d in enumerate(self.deps):
-            for j in d:
-                users[j].append(i)
         for i in range(n - 1, -1, -1):
             m = 0
-            for u in users[i]:
+            for u in self.users[i]:
                 m |= (1 << u) | self.down[u]
             self.down[i] = m
-        self.users = users
 
     def reaches(self, a: Operation, b: Operation) -> bool:
         return bool(self.down[self.pos[id(a)]] >> self.pos[id(b)] & 1)
@@ -70,37 +56,23 @@ def _kernel(op: Operation) -> bool:
 
 
 @register_pass("multi-output-fusion", "sibling and producer-consumer multi-output fusion")
-class MultiOutputFusion(Pass):
+class MultiOutputFusion(FusionPass):
     name = "multi-output-fusion"
+    decision_prefix = "multi-output"
 
-    def __init__(self, config: PassConfig = None):
-        self.config = config or PassConfig()
-        self.allow_row = self.config.options.row_prologue_for(self.config.target)
-        self.lines: List[str] = []
-
-    def report(self) -> str:
-        return "\n".join(self.lines)
-
-    def run(self, module: Module) -> bool:
-        if "main" not in module:
-            return False
-        self.lines = []
-        self.log = FusionLog(self.lines, "multi-output")
-        self.labels = Labels.for_module(module)
-        region = module.main.body
+    def fuse(self, region: Region) -> bool:
         self.failed = {}
         changed = False
         while self._producer_consumer(region) or self._siblings(region):
             changed = True
-        self.config.decisions.extend(self.lines)
         return changed
 
-    def _merge(self, region: Region, a: Operation, b: Operation, why: str) -> bool:
+    def _merge(self, top: TopLevel, a: Operation, b: Operation, why: str) -> bool:
         L = self.labels
         key = (id(a), id(b))
         if key in self.failed:
             return False  # the same two kernels cannot form a valid fusion (kept: ids stay unique)
-        cand = preview(region, [a, b], "loop")
+        cand = preview(top, [a, b], "loop")
         try:
             info = analyze(cand.region, self.allow_row)
         except NotFusible as e:
@@ -108,7 +80,7 @@ class MultiOutputFusion(Pass):
             self.failed[key] = (a, b)
             return False
         name = L.fresh(f"{info.kind}_fusion")
-        new = commit(region, [a, b], cand, info.kind, name)
+        new = commit(top, [a, b], cand, info.kind, name)
         self.log(f"merged {L(a)} and {L(b)} ({why}) -> {name} ({info.kind} fusion, "
                  f"{len(new.results)} outputs)")
         L.set(new, name)
@@ -116,7 +88,8 @@ class MultiOutputFusion(Pass):
 
     def _producer_consumer(self, region: Region) -> bool:
         reach = Reach(region)
-        users = top_users(region)
+        top = TopLevel(region, reach.ins)
+        users = top.users
         for p in list(region.ops):
             if not _kernel(p):
                 continue
@@ -125,7 +98,7 @@ class MultiOutputFusion(Pass):
                 for u in users.get(r, ()):
                     if u not in consumers:
                         consumers.append(u)
-            if len(consumers) < 2 and not any(r in region.outputs for r in p.results):
+            if len(consumers) < 2 and not any(r in top.returned for r in p.results):
                 continue
             for c in consumers:
                 if not _kernel(c):
@@ -134,14 +107,15 @@ class MultiOutputFusion(Pass):
                     self.log(f"not merged: {self.labels(p)} into {self.labels(c)}: another reader "
                              "of the producer feeds the consumer (merging would make a cycle)")
                     continue
-                if self._merge(region, p, c, "producer and consumer; the producer's value is "
+                if self._merge(top, p, c, "producer and consumer; the producer's value is "
                                              "also an output for its other readers"):
                     return True
         return False
 
     def _siblings(self, region: Region) -> bool:
         reach = Reach(region)
-        users = top_users(region)
+        top = TopLevel(region, reach.ins)
+        users = top.users
         for v in list(users):
             readers = [u for u in users[v] if _kernel(u)]
             if len(readers) < 2 or nbytes(v.type) == 0:
@@ -154,6 +128,6 @@ class MultiOutputFusion(Pass):
                     if any(op.name == "dot_general" for op in (a, b)) or any(
                             op.name == "fusion" and op.attrs.get("kind") == "output" for op in (a, b)):
                         continue
-                    if self._merge(region, a, b, f"siblings reading the same {v.type}"):
+                    if self._merge(top, a, b, f"siblings reading the same {v.type}"):
                         return True
         return False

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import Any, FrozenSet, Optional, Tuple
+from typing import Any, FrozenSet, Optional, Tuple, Union
 
 TARGETS = ("interpreter", "cpu", "cuda")
 # Other spellings accepted in option dicts (the jit front door says ``donated_args``).
@@ -20,8 +20,9 @@ class Options:
     disabled_passes: FrozenSet[str] = frozenset()
     # Parameters of main whose buffers the caller gives up; outputs may be written into them.
     donate_argnums: Tuple[int, ...] = ()
-    # Verify the module after every pass.
-    verify: bool = True
+    # Verify the module after every pass that changed it (True), after every pass ("all": also
+    # checks that a pass reporting no change left a valid module), or never (False).
+    verify: Union[bool, str] = True
     # Regular expression on pass names: which passes' outputs a dump directory receives.
     dump_filter: Optional[str] = None
     # Constant folding makes no constant with more elements than this (splats excepted).
@@ -63,6 +64,8 @@ class Options:
 
     def normalize(self) -> None:
         self.disabled_passes = frozenset(self.disabled_passes or ())
+        if self.verify not in (True, False, "all"):
+            raise ValueError(f"verify must be True, False or 'all', got {self.verify!r}")
         if isinstance(self.donate_argnums, int):
             self.donate_argnums = (self.donate_argnums,)
         self.donate_argnums = tuple(int(i) for i in (self.donate_argnums or ()))

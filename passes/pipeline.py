@@ -12,8 +12,9 @@ Per target (``interpreter``, ``cpu``, ``cuda``) the same order runs:
 
 Targets differ in what fusion may do: cpu and the interpreter fuse a row-wise normalization
 into a dot's operand (``Options.row_prologue``), cuda does not. The input module is not
-changed (it is cloned). The module is verified after every pass (``Options.verify``), including
-that every fusion op is a valid fusion of its kind; each pass is timed; with a dump directory
+changed (it is cloned). The module is verified after every pass that changed it
+(``Options.verify``; ``"all"`` also after passes that report no change), including that every
+fusion op is a valid fusion of its kind; each pass is timed, and so is each verification; with a dump directory
 (``dump_dir=`` or the environment variable ``HLO_DUMP_DIR``) the module is written after every
 pass whose name matches ``Options.dump_filter`` (see ``hlo.passes.dump``). The buffer
 assignment's checker runs on every result.
@@ -22,8 +23,8 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
 
 from hlo.ir.core import Module
 from hlo.ir.printer import print_module
@@ -75,6 +76,10 @@ class Optimized:
     target: str
     options: Options
     dump_dir: Optional[str] = None
+    # Seconds spent: "passes" (the passes themselves, summed), "verify" (verification between
+    # passes), "optimize" (the whole of ``optimize``: cloning, passes, verification, dumps).
+    # A backend adds its own figures to the executable it builds (``compile_times``).
+    compile_times: Dict[str, float] = field(default_factory=dict)
 
     def text(self) -> str:
         return print_module(self.module)
@@ -119,6 +124,7 @@ class Runner:
         self.config = config
         self.dumper = dumper
         self.times: List[Tuple[str, float]] = []
+        self.verify_seconds = 0.0
         self.allow_row = config.options.row_prologue_for(config.target)
 
     def run(self, p: Pass, module: Module) -> bool:
@@ -126,11 +132,15 @@ class Runner:
         changed = p.run(module)
         dt = time.perf_counter() - t0
         self.times.append((p.name, dt))
-        if self.config.options.verify:
+        mode = self.config.options.verify
+        # A pass that changed nothing leaves the module as the last verification saw it.
+        if mode == "all" or (mode and changed):
+            t0 = time.perf_counter()
             try:
                 verify(module, self.allow_row)
             except Exception as e:
                 raise PipelineError(f"after pass '{p.name}': {e}") from e
+            self.verify_seconds += time.perf_counter() - t0
         if self.dumper is not None:
             self.dumper.after_pass(p, module, changed, dt)
         return changed
@@ -151,6 +161,7 @@ def _dump_dir_from_env(module: Module) -> Optional[str]:
 def optimize(module: Module, target: str = "interpreter", dump_dir: Optional[str] = None,
              options=None) -> Optimized:
     """Optimize a clone of ``module`` for ``target``; see the module docstring."""
+    t_start = time.perf_counter()
     check_target(target)
     opts = Options.from_any(options)
     if "main" not in module:
@@ -177,6 +188,10 @@ def optimize(module: Module, target: str = "interpreter", dump_dir: Optional[str
             ba_pass = p
     opt = Optimized(m, list(m.main.ops), ba_pass.result, runner.times, list(config.decisions),
                     target, opts, dump_dir)
+    opt.compile_times = {"passes": sum(s for _, s in runner.times), "verify": runner.verify_seconds}
     if dumper is not None:
         dumper.finish(opt)
+    opt.compile_times["optimize"] = time.perf_counter() - t_start
+    if dumper is not None:
+        dumper.write_summary(opt)
     return opt

@@ -28,6 +28,11 @@ class Rewriter:
     def __init__(self, region: Region):
         self.region = region
         self.current: Optional[Operation] = None
+        self.version = 0  # bumped by the engine whenever it edits the region
+        self._counts = None  # (stamp, reader counts) for num_users
+
+    def changed(self) -> None:
+        self.version += 1
 
     # -- building --------------------------------------------------------------------------
     def build(self, name: str, operands: Sequence[Value], attrs=None, result_types=None,
@@ -82,10 +87,19 @@ class Rewriter:
         return flat[0]
 
     def num_users(self, v: Value) -> int:
-        """How many ops of the region (or its outputs) read ``v`` right now."""
+        """How many ops of the region (or its outputs) read ``v`` right now. The counts of all
+        values are computed at once and kept until the region changes."""
         from .util import inputs_of
-        n = sum(1 for op in self.region.ops if v in inputs_of(op))
-        return n + sum(1 for o in self.region.outputs if o is v)
+        stamp = (self.version, len(self.region.ops))
+        if self._counts is None or self._counts[0] != stamp:
+            counts: Dict[Value, int] = {}
+            for op in self.region.ops:
+                for x in inputs_of(op):
+                    counts[x] = counts.get(x, 0) + 1
+            for o in self.region.outputs:
+                counts[o] = counts.get(o, 0) + 1
+            self._counts = (stamp, counts)
+        return self._counts[1].get(v, 0)
 
     def is_splat_of(self, v: Value, x) -> bool:
         s = self.splat(v)
@@ -123,10 +137,14 @@ def _one_round(region: Region, table) -> bool:
     for op in list(region.ops):
         if mapping and any(v in mapping for v in op.operands):
             op.operands = [res(v) for v in op.operands]
+            rw.changed()
         for r in op.regions:
             if mapping:
                 replace_values(r, {k: res(k) for k in mapping})
-            changed |= _region_fixpoint(r, table)
+                rw.changed()
+            if _region_fixpoint(r, table):
+                changed = True
+                rw.changed()
         pats = table.get(op.name)
         if not pats:
             continue
@@ -136,6 +154,7 @@ def _one_round(region: Region, table) -> bool:
             if out is None:
                 continue
             changed = True
+            rw.changed()
             if out is IN_PLACE:
                 continue
             if len(out) != len(op.results):

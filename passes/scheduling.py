@@ -22,19 +22,14 @@ from typing import Dict, List, Sequence, Tuple
 
 from hlo.ir.core import Module, Operation, Region, Value
 
-from .base import Pass, register_pass
+from .base import MainPass, register_pass
 from .layout import is_bitcast
-from .util import inputs_of, nbytes
+from .util import OpGraph, nbytes
 
 
-class _Graph:
+class _Graph(OpGraph):
     def __init__(self, region: Region, extra_deps: Dict[int, set] = None):
-        self.ops = list(region.ops)
-        self.pos = {id(op): i for i, op in enumerate(self.ops)}
-        producer: Dict[Value, int] = {}
-        for i, op in enumerate(self.ops):
-            for r in op.results:
-                producer[r] = i
+        super().__init__(region, extra_deps)
         # Storage roots: a bitcast's result is stored in its operand's buffer.
         self.root: Dict[Value, Value] = {}
         for op in self.ops:
@@ -45,16 +40,6 @@ class _Graph:
                     self.root[r] = r
         for a in region.args:
             self.root[a] = a
-        self.ins: List[List[Value]] = [inputs_of(op) for op in self.ops]
-        self.deps: List[set] = []
-        for i, op in enumerate(self.ops):
-            self.deps.append({producer[v] for v in self.ins[i] if v in producer})
-        for i, d in (extra_deps or {}).items():
-            self.deps[i] |= d
-        self.users: List[List[int]] = [[] for _ in self.ops]
-        for i, d in enumerate(self.deps):
-            for j in d:
-                self.users[j].append(i)
         self.returned = {self.root.get(v, v) for v in region.outputs}
         self.returned_in_order = list(region.outputs)
         # Bytes each op allocates (its non-bitcast results; params and constants are free).
@@ -221,19 +206,11 @@ def schedule_region(region: Region, donate: Sequence[int] = ()) -> Tuple[List[Op
 
 
 @register_pass("schedule", "order kernels to minimize peak memory (greedy list scheduler vs DFS)")
-class Schedule(Pass):
+class Schedule(MainPass):
     name = "schedule"
 
-    def __init__(self, config=None):
-        self.donate = tuple(config.options.donate_argnums) if config is not None else ()
-        self.lines: List[str] = []
-
-    def report(self) -> str:
-        return "\n".join(self.lines)
-
-    def run(self, module: Module) -> bool:
-        if "main" not in module:
-            return False
+    def run_main(self, module: Module) -> bool:
+        self.donate = tuple(self.options.donate_argnums)
         region = module.main.body
         notes = donation_constraints(region, self.donate)[1] if self.donate else []
         order, peaks = schedule_region(region, self.donate)

@@ -162,21 +162,6 @@ def top_users(region: Region) -> Dict[Value, List[Operation]]:
     return out
 
 
-def replace_top_values(region: Region, mapping: Dict[Value, Value]) -> None:
-    """Like ``replace_values`` but does not look inside fusion regions (which read only their
-    parameters): the cheap form for rewiring a function's top level."""
-    if not mapping:
-        return
-    for op in region.ops:
-        if any(v in mapping for v in op.operands):
-            op.operands = [mapping.get(v, v) for v in op.operands]
-        if op.regions and op.name != "fusion":
-            for r in op.regions:
-                replace_values(r, mapping)
-    if any(v in mapping for v in region.outputs):
-        region.outputs = [mapping.get(v, v) for v in region.outputs]
-
-
 def replace_values(region: Region, mapping: Dict[Value, Value]) -> None:
     """Replace uses of each key by its value in ``region``, its nested regions and outputs."""
     if not mapping:
@@ -214,6 +199,28 @@ def erase_ops(region: Region, ops: Iterable[Operation]) -> None:
 
 def strip_layout(t: TensorType) -> TensorType:
     return t.without_layout()
+
+
+class OpGraph:
+    """A region's top-level ops as a dependency graph over their positions: ``ops``, ``pos``
+    (op id -> position), ``ins`` (each op's ``inputs_of``), ``deps`` (positions of the ops each
+    op reads, plus ``extra_deps``) and ``users`` (positions of the ops reading each op)."""
+
+    def __init__(self, region: Region, extra_deps: Optional[Dict[int, Set[int]]] = None):
+        self.ops = list(region.ops)
+        self.pos = {id(op): i for i, op in enumerate(self.ops)}
+        producer: Dict[Value, int] = {}
+        for i, op in enumerate(self.ops):
+            for r in op.results:
+                producer[r] = i
+        self.ins: List[List[Value]] = [inputs_of(op) for op in self.ops]
+        self.deps: List[Set[int]] = [{producer[v] for v in ins if v in producer} for ins in self.ins]
+        for i, d in (extra_deps or {}).items():
+            self.deps[i] |= d
+        self.users: List[List[int]] = [[] for _ in self.ops]
+        for i, d in enumerate(self.deps):
+            for j in d:
+                self.users[j].append(i)
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,17 +13,25 @@ from typing import Optional
 
 from hlo.ir.core import Module
 from hlo.ir.verifier import verify_module
-from ..llvm_util import ModuleContext
-from ..scalar_ops import UnsupportedOp
-from .kernels import Codegen
-from .lower import Lowering
-from .program import ENTRY, PY_ENTRY, EntryEmitter, describe_steps, emit_py_entry
 from .target import compile_ir, default_threads, host
+
+
+def __getattr__(name):
+    # The code generator is imported on first use, so that running a saved executable (which
+    # needs only ``target``, ``blas`` and ``program``'s constants) never imports it.
+    if name == "UnsupportedOp":
+        from ..scalar_ops import UnsupportedOp
+        return UnsupportedOp
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
     """Compile an optimized module (or a plain ``Module``) to an ``Executable``."""
     from hlo.runtime.executable import Executable, FORMAT_VERSION
+    from ..llvm_util import ModuleContext
+    from .kernels import Codegen
+    from .lower import Lowering
+    from .program import ENTRY, PY_ENTRY, EntryEmitter, describe_steps, emit_py_entry
     from .blas import find_blas
     if isinstance(optimized, Module):
         return compile_module(optimized, threads=threads, opt_level=opt_level)
@@ -60,9 +68,15 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
     if cg.uses_blas:
         b = find_blas()
         manifest["blas_symbols"] = [b.sgemm, b.dgemm]
+    t_load = time.perf_counter()
     exe = Executable(obj, manifest, ir_text=ir_text, steps_text="\n".join(describe_steps(steps)),
                      threads=threads)
+    times["load"] = time.perf_counter() - t_load
     exe.compile_times = times
+    if getattr(optimized, "dump_dir", None):  # the dump's summary.txt shows where time went
+        from hlo.passes.dump import add_backend_times
+        opt_times = getattr(optimized, "compile_times", {})
+        exe.compile_times = add_backend_times(optimized.dump_dir, opt_times.get("optimize", 0.0), times)
     return exe
 
 

@@ -14,6 +14,7 @@ from hlo.passes.base import Pass, create_pass, registered_passes
 from hlo.passes.options import Options, PassConfig
 from hlo.passes.pipeline import PipelineError, Runner, optimize, pipeline_passes
 from hlo.passes.analysis import cost_analysis, memory_analysis
+from hlo.passes.dump import add_backend_times
 
 from pass_testing import random_args, simulate
 
@@ -99,6 +100,32 @@ def test_verification_between_passes_names_the_pass():
         runner.run(_Breaker(), m)
 
 
+class _QuietBreaker(_Breaker):
+    name = "quiet-breaker"
+
+    def run(self, module):
+        super().run(module)
+        return False  # claims it changed nothing
+
+
+def test_verification_modes():
+    # Default: after every pass that reports a change; "all": after every pass.
+    m = parse_module(SRC)
+    Runner(PassConfig("cpu"), None).run(_QuietBreaker(), m)
+    m = parse_module(SRC)
+    with pytest.raises(PipelineError, match="after pass 'quiet-breaker'"):
+        Runner(PassConfig("cpu", Options(verify="all")), None).run(_QuietBreaker(), m)
+    m = parse_module(SRC)
+    Runner(PassConfig("cpu", Options(verify=False)), None).run(_Breaker(), m)
+    with pytest.raises(ValueError, match="verify must be True, False or 'all'"):
+        Options.from_any({"verify": "sometimes"})
+    o = optimize(parse_module(SRC), "cpu", options={"verify": "all"})
+    t = o.compile_times
+    assert set(t) == {"passes", "verify", "optimize"} and t["verify"] > 0
+    assert t["optimize"] >= t["passes"] + t["verify"]
+    assert optimize(parse_module(SRC), "cpu", options={"verify": False}).compile_times["verify"] == 0
+
+
 def test_registry_lists_every_pass():
     names = set(registered_passes())
     assert {"dce", "cse", "constant-folding", "algebraic-simplifier", "canonicalize", "inline",
@@ -126,6 +153,14 @@ def test_dump_dir_holds_every_pass_decisions_and_plan(tmp_path):
     assert "time per pass" in summary and "1 kernels" in summary
     for name, _ in o.pass_times:
         assert name in summary
+    assert re.search(r"compile time \(seconds\):\n  passes \(summed\) +[0-9.]+\n  verification between "
+                     r"passes +[0-9.]+\n  optimize \(clone, passes, verification, dumps\) +[0-9.]+\n$", summary)
+    # A backend appends its own figures and the total.
+    times = add_backend_times(str(tmp_path), 0.5, {"emit": 0.25, "llvm_opt": 1.0, "load": 0.125})
+    assert times["backend"] == 1.375 and times["total"] == 1.875
+    tail = open(tmp_path / "summary.txt").read()[len(summary):]
+    assert "backend: LLVM optimization" in tail and "1.000000" in tail
+    assert re.search(r"total compile \(optimize \+ backend\) +1\.875000\n$", tail)
 
 
 def test_dump_filter_and_environment_variable(tmp_path, monkeypatch):
@@ -167,3 +202,19 @@ def test_opt_runs_as_a_module(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "func @main" in p.stdout
+
+
+def test_cpu_backend_adds_its_compile_times_to_the_dump_summary(tmp_path):
+    from hlo.backends.cpu import compile as cpu_compile
+    o = optimize(parse_module(SRC), "cpu", dump_dir=str(tmp_path))
+    exe = cpu_compile(o)
+    t = exe.compile_times
+    for key in ("emit", "llvm_opt", "llvm_codegen", "load", "backend", "total"):
+        assert t[key] > 0, key
+    assert t["total"] == pytest.approx(o.compile_times["optimize"] + t["backend"])
+    summary = open(tmp_path / "summary.txt").read()
+    for label in ("backend: LLVM IR emission", "backend: LLVM optimization",
+                  "backend: object code emission", "backend: load and link", "total compile"):
+        assert label in summary
+    args = random_args(o.module, seed=0)
+    np.testing.assert_allclose(exe(*args)[0], run(o.module, args)[0], rtol=1e-5, atol=1e-5)

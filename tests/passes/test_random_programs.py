@@ -117,7 +117,8 @@ def _check(m, target, options=None, special=False):
     ref = run(m, args)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DonationWarning)
-        o = optimize(m, target, options=options)
+        # Verify after every pass, also those reporting no change (a pass must not lie).
+        o = optimize(m, target, options={**(options or {}), "verify": "all"})
     o.buffers.check()
     got = run(o.module, args)
     for a, b in zip(ref, got):
