@@ -306,7 +306,7 @@ register(OpDef("convert", lambda ts, a, r: None, 1, verify=_verify_convert, resu
 
 def _verify_bitcast_convert(ts, attrs, regions, rts):
     x, r = ts[0], rts[0]
-    xb, rb = x.dtype.bits if not x.dtype.is_pred else 8, r.dtype.bits if not r.dtype.is_pred else 8
+    xb, rb = x.dtype.bits, r.dtype.bits  # pred counts 1 bit, as in StableHLO
     if xb == rb:
         _require(r.shape == x.shape, "result must have the operand's shape when the widths match")
     elif xb > rb:

@@ -16,7 +16,9 @@ How values come to share storage:
 - a bitcast (``layout.is_bitcast``: free reshapes and transposes) shares its operand's slice;
 - in place: a kernel whose ``fusion_kinds.inplace_pairs`` allow it writes its result over an
   operand whose last reader it is (same size and layout): an elementwise update, a softmax
-  over its input, a dot epilogue over its residual;
+  over its input, a dot epilogue over its residual. In a fusion with several outputs, not over
+  an operand that another output still reads, unless one loop computes both outputs' elements
+  before storing them (``usable_inplace_pairs``);
 - donation (``donate_argnums``): an output is written into a donated argument of the same size
   when the argument is no longer read by then (or in place, by its last reader). A donation
   that cannot be honored warns (``DonationWarning``) and says why;
@@ -211,7 +213,7 @@ class BufferAssignment:
         for op in self.schedule:
             t = step[id(op)]
             taken: Set[int] = set()
-            for i, j in inplace_pairs(op):
+            for i, j in usable_inplace_pairs(op):
                 if i in taken:
                     continue
                 a, r = op.operands[i], op.results[j]
@@ -386,7 +388,7 @@ class BufferAssignment:
                 raise BufferAssignmentError(f"{rt!r} is written into argument {s.index}, which was not donated")
         allowed = set()
         for op, a, r in self.inplace:
-            if any(op.operands[i] is a and op.results[j] is r for i, j in inplace_pairs(op)):
+            if any(op.operands[i] is a and op.results[j] is r for i, j in usable_inplace_pairs(op)):
                 allowed.add((root[a], root[r]))
         roots = list(live)
         by_space: Dict[Tuple[str, int], List[Value]] = {}
@@ -425,6 +427,70 @@ class BufferAssignment:
 
     def _donated(self) -> Set[int]:
         return set(self.donate_set)
+
+
+# Ops inside a fusion that the CPU backend computes into their own storage before the fusion's
+# elementwise outputs are written (whole, or per row before the row's stores): reading an
+# operand through them is finished before an elementwise output overwrites it.
+_MATERIALIZED_FIRST = frozenset({"reduce", "reduce_window", "dot_general", "convolution"})
+# Ops inside a fusion that run as kernels of their own (lower.py's HEAVY): an output they
+# compute is written before, not together with, the elementwise outputs.
+_OWN_KERNEL = _MATERIALIZED_FIRST | {"sort", "scatter", "while", "if", "case", "call", "fusion",
+                                     "optimization_barrier"}
+
+
+def usable_inplace_pairs(op: Operation) -> List[Tuple[int, int]]:
+    """``fusion_kinds.inplace_pairs(op)`` less the pairs that would clobber another output's
+    input: in a fusion with several outputs, output ``j`` written over operand ``i`` is safe
+    only if every other output that reads operand ``i`` element by element is computed in the
+    same loop iteration, before the stores (outputs of one shape and layout of a loop-like
+    fusion: one CPU kernel computes all of them, then stores). A row kernel (``input`` fusion)
+    writes its outputs one after another, so there any such other reader rules the pair out."""
+    return [(i, j) for i, j in inplace_pairs(op) if not _clobbers_other_output(op, i, j)]
+
+
+def _clobbers_other_output(op: Operation, i: int, j: int) -> bool:
+    if op.name != "fusion" or len(op.results) < 2:
+        return False
+    region = op.regions[0]
+    arg, target = region.args[i], region.outputs[j]
+    kind = op.attrs.get("kind", "loop")
+    if kind == "multi":
+        # Parts run one after another; inplace_pairs lets only the operand's one reader write
+        # over it, so the question is that part's own.
+        for part in region.ops:
+            if arg in part.operands and target in part.results:
+                return _clobbers_other_output(part, part.operands.index(arg), part.results.index(target))
+        return False
+    tj = op.results[j].type
+    elemental = lambda v: v.op is not None and v.op.name not in _OWN_KERNEL and v.op.name != "constant"
+    for k, out in enumerate(region.outputs):
+        if k == j or out is target or not _reads_elementwise(out, arg):
+            continue
+        tk = op.results[k].type
+        same_loop = (kind != "input" and elemental(out) and elemental(target)
+                     and tuple(tk.shape) == tuple(tj.shape)
+                     and tuple(tk.minor_to_major) == tuple(tj.minor_to_major)
+                     and tuple(out.type.minor_to_major) == tuple(target.type.minor_to_major))
+        if not same_loop:
+            return True
+    return False
+
+
+def _reads_elementwise(out: Value, arg: Value) -> bool:
+    """Whether computing ``out`` reads ``arg`` other than through an op materialized first."""
+    seen: Set[int] = set()
+    stack = [out]
+    while stack:
+        v = stack.pop()
+        if v is arg:
+            return True
+        op = v.op
+        if op is None or id(op) in seen or op.name in _MATERIALIZED_FIRST:
+            continue
+        seen.add(id(op))
+        stack.extend(inputs_of(op))
+    return False
 
 
 def _fit(occ, b: Buffer, capacity: Optional[int], best_fit: bool) -> Optional[int]:

@@ -24,6 +24,59 @@ def load_library(path: str) -> None:
             _loaded_libs.add(path)
 
 
+# Where an object's sections go. LLVM's default memory manager maps code, read-only data and
+# read-write data separately; in a long-lived process with a fragmented address space
+# (hundreds of executables next to jax, torch and big arrays) they can land more than 2 GiB
+# apart, and a 32-bit PC-relative relocation from code to its constants or its GOT then cannot
+# be resolved: LLVM aborts the process in finalize_object (RuntimeDyldELF: Assertion
+# `isInt<32>(RealOffset)'). llvmlite's memory manager reserves one block for all sections of an
+# object, so they stay within reach; but it sizes the read-write part without the GOT entries
+# that stubs for calls to external functions take, and aborts when they do not fit in the
+# page-rounding slack (or when the object has no read-write section at all). ``one_block_fits``
+# checks that from the object's ELF headers; objects that fail it (none that hlo emits now: every
+# executable has a small writable global) get the default memory manager.
+
+_SHF_WRITE, _SHF_ALLOC, _SHF_EXECINSTR, _SHF_TLS = 0x1, 0x2, 0x4, 0x400
+_SHT_RELA = 4
+# x86-64 relocations that may take a GOT entry: PLT32 (a stub per external callee, through the
+# GOT), GOTPCREL, GOTPCRELX, REX_GOTPCRELX.
+_GOT_RELOCS = frozenset({4, 9, 41, 42})
+_PAGE = 4096
+
+
+def one_block_fits(obj: bytes) -> bool:
+    """Whether llvmlite's one-block memory manager can hold ``obj`` (an x86-64 ELF relocatable
+    object): its read-write reservation must leave room for the GOT entries of call stubs."""
+    import struct
+    try:
+        if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1 or struct.unpack_from("<H", obj, 18)[0] != 62:
+            return False  # only x86-64 little-endian ELF64 is understood here
+        shoff, = struct.unpack_from("<Q", obj, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
+        rw_sizes, rw_align, got_entries = [], 1, 0
+        for k in range(shnum):
+            (_, sh_type, flags, _, offset, size, _, _, align,
+             entsize) = struct.unpack_from("<IIQQQQIIQQ", obj, shoff + k * shentsize)
+            if sh_type == _SHT_RELA and entsize:
+                for r in range(size // entsize):  # Elf64_Rela: offset, info, addend
+                    info, = struct.unpack_from("<Q", obj, offset + r * entsize + 8)
+                    got_entries += (info & 0xFFFFFFFF) in _GOT_RELOCS
+            elif flags & _SHF_ALLOC and flags & _SHF_WRITE and not flags & (_SHF_EXECINSTR | _SHF_TLS):
+                rw_sizes.append(max(size, 1))
+                rw_align = max(rw_align, align or 1)
+    except (struct.error, IndexError):
+        return False
+    if not got_entries:
+        return True
+    if not rw_sizes:
+        return False
+    a = max(rw_align, 8)
+    used = sum((s + a - 1) // a * a for s in rw_sizes)
+    reserved = ((used + a - 1) // a * a + a + _PAGE - 1) // _PAGE * _PAGE
+    # every allocation asks for one alignment unit more than it takes; the GOT comes last
+    return reserved - used - a >= 8 * got_entries + 8
+
+
 class LoadedObject:
     """Object code linked in-process; ``address(name)`` gives a function's entry point.
 
@@ -35,7 +88,7 @@ class LoadedObject:
         tm = new_target_machine()
         empty = llvm.parse_assembly("")
         empty.triple = host().triple
-        self._engine = llvm.create_mcjit_compiler(empty, tm)
+        self._engine = llvm.create_mcjit_compiler(empty, tm, use_lmm=one_block_fits(obj))
         self._engine.add_object_file(llvm.ObjectFileRef.from_data(bytes(obj)))
         self._engine.finalize_object()
         self.addresses: Dict[str, int] = {}

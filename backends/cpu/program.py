@@ -182,6 +182,7 @@ def emit_parallel_runtime(ctx: ModuleContext) -> ir.Function:
 
 ENTRY = "hlo_run"
 POOL_PTR = "hlo_pool_ptr"  # global: the process-wide pool's parallel_for, set by the loader
+RW_ANCHOR = "hlo_rw_anchor"  # global: a writable section in every object (see emit)
 POOL_FN = ir.FunctionType(I32, [TASK_FN.as_pointer(), PTR, I64, I64])
 
 
@@ -200,6 +201,11 @@ class EntryEmitter:
         self.b = b
         self._steps(steps)
         b.ret_void()
+        # A writable section in every object: the loader's one-block memory manager keeps the
+        # GOT of external calls there (runtime/loader.py, one_block_fits).
+        if RW_ANCHOR not in self.ctx.module.globals:
+            g = ir.GlobalVariable(self.ctx.module, I64, name=RW_ANCHOR)
+            g.initializer = ir.Constant(I64, 0)
         return fn
 
     def ptr(self, ref: BufRef) -> ir.Value:

@@ -231,6 +231,10 @@ def bitcast_convert_type(x, new_dtype) -> Tracer:
     dt = dtypes.canonicalize(new_dtype, "lax.bitcast_convert_type: new_dtype")
     t = as_tracer(x, what="lax.bitcast_convert_type")
     src, dst = t.dtype.itemsize, dt.itemsize
+    if (t.dtype == np.bool_) != (dt == np.bool_):  # as jax: a pred is one bit in the IR's op
+        raise DTypeError(f"lax.bitcast_convert_type does not support bool values unless the operand "
+                         f"and destination types match; got {t.aval.str_short()} to "
+                         f"{dtypes.dtype_name(dt)}")
     if src == dst:
         shape = t.shape
     elif src > dst:

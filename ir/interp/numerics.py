@@ -191,17 +191,21 @@ def convert(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 def bitcast_convert(x: np.ndarray, dtype: np.dtype, result_shape) -> np.ndarray:
     """``bitcast_convert``: reinterpret bits; width changes split or join the last dimension
-    (little-endian: element 0 of the new dimension holds the lowest bits)."""
+    (little-endian: element 0 of the new dimension holds the lowest bits). A pred is one bit,
+    as in StableHLO: ``pred[..., 64] <-> s64[...]`` packs or unpacks bits, lowest first."""
     x = np.ascontiguousarray(x)
     dtype = np.dtype(dtype)
-    src = x.dtype
-    if src == np.bool_:
-        x = x.astype(np.uint8)
-    store = np.dtype(np.uint8) if dtype == np.bool_ else dtype
-    out = x.view(store).reshape(tuple(result_shape))
-    if dtype == np.bool_:
-        out = out != 0
-    return out
+    result_shape = tuple(result_shape)
+    if x.dtype == np.bool_ and dtype == np.bool_:
+        return x.reshape(result_shape).copy()
+    if x.dtype == np.bool_:  # join bits: groups of 8 along the last dimension make bytes
+        nbytes = x.shape[-1] // 8
+        packed = np.packbits(x.reshape(x.shape[:-1] + (nbytes, 8)), axis=-1, bitorder="little")
+        return np.ascontiguousarray(packed.reshape(x.shape[:-1] + (nbytes,))).view(dtype).reshape(result_shape)
+    if dtype == np.bool_:  # split into bits, lowest first
+        raw = x.reshape(x.shape + (1,)).view(np.uint8)
+        return np.unpackbits(raw, axis=-1, bitorder="little").astype(np.bool_).reshape(result_shape)
+    return x.view(dtype).reshape(result_shape)
 
 
 def reduce_precision(x: np.ndarray, exponent_bits: int, mantissa_bits: int) -> np.ndarray:

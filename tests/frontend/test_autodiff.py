@@ -626,7 +626,7 @@ def _mlp_step(np_, nn, grad, labels_as):
 
 
 @pytest.mark.parametrize("labels_as", ["one_hot", "take_along_axis"])
-def test_mlp_train_step_matches_jax(labels_as, target, request):
+def test_mlp_train_step_matches_jax(labels_as, target):
     """On every target that works here (the ``target`` fixture of tests/frontend/conftest.py)."""
     rng = np.random.default_rng(0)
     w1 = (rng.standard_normal((784, 512)) / 28).astype(f32)
@@ -636,10 +636,6 @@ def test_mlp_train_step_matches_jax(labels_as, target, request):
     x = rng.standard_normal((128, 784)).astype(f32)
     labels = rng.integers(0, 10, 128).astype(i32)
     args = (w1, b1, w2, b2, x, labels)
-    if target == "cpu" and labels_as == "take_along_axis":  # strict: passes once the backend is fixed
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "hlo.backends.cpu miscompiles this program: the interpreter computes the right loss "
-            "from the same optimized module, the CPU executable a wrong one")))
     got = hlo.jit(_mlp_step(hnp, hlo.nn, hlo.value_and_grad, labels_as), target=target)(*args)
     want = jax.jit(_mlp_step(jnp, jax.nn, jax.value_and_grad, labels_as))(*args)
     np.testing.assert_allclose(got[4], want[4], rtol=1e-5)

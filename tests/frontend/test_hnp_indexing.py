@@ -86,9 +86,7 @@ def test_at_updates(target, method):
         assert_same(g, w, what=f"{method} {_idx_id(i)}")
 
 
-def test_at_updates_with_traced_indices_and_dtypes(request, target):
-    if target == "cpu":  # intermediate results that later scatters update in place
-        request.applymarker(pytest.mark.xfail(strict=True, reason="cpu backend: scatters share a buffer"))
+def test_at_updates_with_traced_indices_and_dtypes(target):
     x = rand(np.random.default_rng(3), (6,), "int32")
     idx = np.array([1, 1, 5, 9, -2], np.int32)  # 9 is out of bounds: dropped, as jax
 
@@ -107,11 +105,10 @@ def test_at_updates_with_traced_indices_and_dtypes(request, target):
     compare(f(hnp), f(jnp), (x, idx), target)
 
 
-def test_two_updates_of_the_same_array(request, target):
+def test_two_updates_of_the_same_array(target):
     """Two scatters reading the same array must not see each other's writes (a cpu backend
-    miscompile found by this suite: the scatters shared one buffer)."""
-    if target == "cpu":
-        request.applymarker(pytest.mark.xfail(strict=True, reason="cpu backend: scatters share a buffer"))
+    miscompile found by this suite: a multi-output fusion computing their indices wrote one
+    output over an operand the other output still read; tests/backends/test_cpu_regressions.py)."""
     x = np.array([13, -17, -13, -11, -13, 12], np.int32)
     idx = np.array([1, 1, 5, 9, -2], np.int32)
     got = hlo_run(lambda x, idx: (x.at[idx[3]].power(2), x.at[idx[:1]].apply(lambda v: v * 3)), (x, idx), target)

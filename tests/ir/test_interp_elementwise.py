@@ -440,20 +440,22 @@ def test_convert_edges_exact():
 def test_bitcast_convert_vs_jax(src, dst):
     from hlo.ir import tensor
     rng = np.random.default_rng(1)
+    width = lambda d: 1 if np.dtype(d) == np.bool_ else np.dtype(d).itemsize * 8  # pred: 1 bit
     x = sample(rng, src, (3, 4))
-    if np.dtype(src).itemsize > np.dtype(dst).itemsize:
+    if width(src) > width(dst):
         x = sample(rng, src, (3, 2))
-        rshape = (3, 2, np.dtype(src).itemsize // np.dtype(dst).itemsize)
-    elif np.dtype(src).itemsize < np.dtype(dst).itemsize:
-        x = sample(rng, src, (3, np.dtype(dst).itemsize // np.dtype(src).itemsize))
+        rshape = (3, 2, width(src) // width(dst))
+    elif width(src) < width(dst):
+        x = sample(rng, src, (3, width(dst) // width(src)))
         rshape = (3,)
     else:
         rshape = x.shape
-    if np.dtype(dst) == np.bool_:
-        x = (x.astype(np.int64) % 2).astype(src)  # only 0 and 1 are valid pred bit patterns
     got = run_op("bitcast_convert", x, result_types=[tensor(rshape, dst)])
-    if np.bool_ in (np.dtype(src), np.dtype(dst)):  # jax refuses; pred is one byte here
-        want = x.astype(np.uint8).view(np.int8) if np.dtype(src) == np.bool_ else x.view(np.uint8) != 0
+    if np.bool_ in (np.dtype(src), np.dtype(dst)):  # jax refuses; StableHLO: bits, lowest first
+        if np.dtype(src) == np.bool_:
+            want = sum(x[:, k].astype(np.int64) << k for k in range(8)).astype(np.uint8).view(dst)
+        else:
+            want = np.stack([(x.view(np.uint8) >> k) & 1 for k in range(8)], axis=-1) != 0
     else:
         want = _jax(lambda v: lax.bitcast_convert_type(v, dst), x)
     assert_same(got, want)

@@ -15,8 +15,6 @@ VECTORS = os.environ.get("HLO_CONFORMANCE_DIR", os.path.join(REPO, "..", "shared
 
 # Failures that are not this sample's business: they fail for a known reason outside the bridge.
 KNOWN_FAILURES = {
-    # StableHLO bitcasts i1 as one bit per element; hlo's op table counts a pred as 8 bits.
-    "bitcast_convert.mlir:1", "bitcast_convert.mlir:34",
     # Upstream RUN-DISABLED(#2497): expect_eq cannot match the expected NaNs (NaN != NaN).
     "sort_float32_5.mlir:1", "top_k_float32_5_chlo.mlir:1",
 }
