@@ -64,6 +64,29 @@ class RegisterSource:
         return self.value
 
 
+class RowCacheSource:
+    """One row of a tensor kept in a (stack) buffer by a row kernel: elements of the current row
+    only, read at the trailing ``len(inner_shape)`` dimensions of the index."""
+
+    def __init__(self, ptr: ir.Value, inner_shape: Sequence[int], ty: ir.Type):
+        self.ptr = ptr
+        self.k = len(inner_shape)
+        self.strides = [int(np.prod(inner_shape[d + 1:])) for d in range(self.k)]
+        self.ty = ty
+
+    def offset(self, b: ir.IRBuilder, idx) -> ir.Value:
+        inner = tuple(idx)[len(idx) - self.k:] if self.k else ()
+        return linear_offset(b, inner, self.strides)
+
+    def write(self, b: ir.IRBuilder, idx, val: ir.Value) -> None:
+        b.store(val, b.gep(self.ptr, [self.offset(b, idx)], inbounds=True, source_etype=self.ty))
+
+    def read(self, em: "ElementalEmitter", idx) -> ir.Value:
+        b = em.b
+        return b.load(b.gep(self.ptr, [self.offset(b, idx)], inbounds=True, source_etype=self.ty),
+                      typ=self.ty)
+
+
 class _Frame(dict):
     pass
 
@@ -86,6 +109,14 @@ class ElementalEmitter:
         self.sources: Dict[Value, object] = dict(sources)
         self.frames: List[_Frame] = [_Frame()]
         self._keep: List[object] = []  # keeps index objects alive so their ids stay unique
+        # the loop vectorizer's interleave hint for the innermost loop of in-place reductions
+        # (set by kernels whose reductions are long inner loops: the row kernels)
+        self.inner_interleave: Optional[int] = None
+        # reduce inputs whose elements are also handed to a sink as the reduction computes them
+        # (value -> sink(full index, register value)): row kernels keep an expensive input
+        # (softmax's exp) of the current row so the row's outputs read it back instead of
+        # computing it again
+        self.reduce_input_sinks: Dict[Value, object] = {}
 
     # -- caching -------------------------------------------------------------------------
 
@@ -201,8 +232,7 @@ class ElementalEmitter:
         b = self.b
         x_t, r_t = op.operands[0].type, op.results[0].type
         xe, re_ = x_t.dtype, r_t.dtype
-        xb = 8 if xe.is_pred else xe.bits
-        rb = 8 if re_.is_pred else re_.bits
+        xb, rb = xe.bits, re_.bits  # pred counts 1 bit, as in StableHLO
         if xb == rb:
             bits = reg_to_bits(b, self.at(op.operands[0], idx), xe)
             return bits_to_reg(b, bits, re_)
@@ -397,7 +427,9 @@ class ElementalEmitter:
                 body_fn(ivs)
                 return
             d, n = dims_extents[k]
-            with for_range(self.b, 0, n, name=f"r{d}") as i:
+            last = k == len(dims_extents) - 1
+            with for_range(self.b, 0, n, name=f"r{d}",
+                           interleave=self.inner_interleave if last else None) as i:
                 ivs[d] = i
                 rec(k + 1)
 
@@ -436,6 +468,10 @@ class ElementalEmitter:
                 for d in dims:
                     full[d] = ivs[d]
                 xs = [self.at(v, full) for v in inputs]
+                for v, x in zip(inputs, xs):
+                    sink = self.reduce_input_sinks.get(v)
+                    if sink is not None:
+                        sink(full, x)
                 cur = [b.load(a, typ=t.type) for a, t in zip(accs, init_vals)]
                 new = self.scalar_region(body, cur + xs, reassoc=True)
                 for a, v in zip(accs, new):

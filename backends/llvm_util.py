@@ -202,15 +202,15 @@ def load_reg(b: ir.IRBuilder, ptr: ir.Value, et: ElementType, align: Optional[in
 
 
 def store_reg(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, et: ElementType,
-              align: Optional[int] = None) -> None:
-    """Store a register-form value to memory in storage form."""
+              align: Optional[int] = None) -> ir.Instruction:
+    """Store a register-form value to memory in storage form; returns the store."""
     if et.is_pred:
         v = b.zext(v, I8)
     elif et.name == "f16":
         v = b.fptrunc(v, F16)
     elif et.name == "bf16":
         v = f32_to_bf16_bits(b, v)
-    b.store(v, ptr, align=align or storage_align(et))
+    return b.store(v, ptr, align=align or storage_align(et))
 
 
 def reg_to_bits(b: ir.IRBuilder, v: ir.Value, et: ElementType) -> ir.Value:
@@ -266,10 +266,38 @@ def elem_ptr(b: ir.IRBuilder, base: ir.Value, et: ElementType, offset: ir.Value)
     return b.gep(base, [offset], inbounds=True, source_etype=mem_type(et))
 
 
+class _LoopID(ir.values.MDValue):
+    """A loop's identity metadata, ``!N = distinct !{!N, hints...}``: it refers to itself, so it
+    is hashed by identity (llvmlite's MDValue hashes its operands, which would recurse)."""
+
+    def __init__(self, module: ir.Module, hints: Sequence[ir.values.MDValue]):
+        super().__init__(module, [], name=str(len(module.metadata)))
+        self.operands = (self,) + tuple(hints)
+
+    __hash__ = object.__hash__
+
+    def __eq__(self, other):
+        return self is other
+
+    def descr(self, buf):
+        ops = ", ".join(o.get_reference() for o in self.operands)
+        buf += ("distinct !{{ {0} }}".format(ops), "\n")
+
+
+def loop_hints(module: ir.Module, interleave: int) -> ir.values.MDValue:
+    """Loop metadata asking the loop vectorizer to interleave ``interleave`` vector iterations
+    (independent dependency chains in flight: a long per-element chain, such as fused
+    transcendentals, otherwise leaves the out-of-order core waiting on latency)."""
+    hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.interleave.count"),
+                                ir.Constant(I32, int(interleave))])
+    return _LoopID(module, [hint])
+
+
 @contextlib.contextmanager
-def for_range(b: ir.IRBuilder, lo, hi, name: str = "i"):
+def for_range(b: ir.IRBuilder, lo, hi, name: str = "i", interleave: Optional[int] = None):
     """``for (i = lo; i < hi; ++i)``: yields the induction variable; the builder ends after the
-    loop when the block exits."""
+    loop when the block exits. ``interleave``: the loop vectorizer's interleave count for this
+    loop (default: LLVM's cost model decides)."""
     lo = lo if isinstance(lo, ir.Value) else i64(lo)
     hi = hi if isinstance(hi, ir.Value) else i64(hi)
     fn = b.function
@@ -286,7 +314,9 @@ def for_range(b: ir.IRBuilder, lo, hi, name: str = "i"):
     yield phi
     nxt = b.add(phi, i64(1), flags=NSW)
     phi.add_incoming(nxt, b.block)
-    b.branch(header)
+    latch = b.branch(header)
+    if interleave:
+        latch.set_metadata("llvm.loop", loop_hints(b.module, interleave))
     b.position_at_end(exit_)
 
 

@@ -2,8 +2,8 @@
 
 LLVM's ``llvm.exp``/``llvm.log`` on f32 lower to scalar libm calls, which stops the loop
 vectorizer. These versions are branch-free (selects only), so a loop that uses them vectorizes
-at the host's full width. exp and log follow Cephes' single-precision algorithms (Cody-Waite
-range reduction + minimax polynomials, <= 2 ulp); tanh is a rational minimax approximation
+at the host's full width. exp uses Cody-Waite range reduction and a degree-6 polynomial (<= 1.1
+ulp), log Cephes' single-precision algorithm (<= 2 ulp); tanh is a rational minimax approximation
 (Eigen's / XLA's, <= 5 ulp, 3-4x cheaper than going through exp); logistic uses exp (<= 4 ulp,
 accurate down to subnormal results). ``tests/backends/test_cpu_mathlib.py`` checks them against
 numpy in float64.
@@ -40,25 +40,39 @@ def _select_nan(b, x, y):
     return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
 
+def _clamp(b, x, lo: float, hi: float):
+    """min(max(x, lo), hi) that keeps a NaN (compare-and-select: one vminps/vmaxps each on x86,
+    where llvm.minnum/maxnum would turn a NaN into the bound and need a fix-up select)."""
+    x = b.select(b.fcmp_ordered(">", x, _c(hi)), _c(hi), x)
+    return b.select(b.fcmp_ordered("<", x, _c(lo)), _c(lo), x)
+
+
+_ROUND_MAGIC = 12582912.0  # 1.5 * 2**23: adding it rounds to an integer kept in the low bits
+_ROUND_MAGIC_BITS = 0x4B400000
+# exp(r) on [-ln2/2, ln2/2] as 1 + r*(1 + r*(c1 + ...)): a least-squares-minimax fit (relative
+# error 2e-9 in exact arithmetic; <= 1.1 ulp with the f32 roundings, checked by the tests).
+_EXP_POLY = [1.3843606e-3, 8.3741965e-3, 4.1668005e-2, 1.666643e-1, 4.9999994e-1, 1.0, 1.0]
+
+
 def exp_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """exp(x) = 2**n * exp(r), n = round(x / ln2), r = x - n*ln2 (Cody-Waite, two parts).
+    The rounding adds a magic constant, so n's integer is read from the sum's low bits (no
+    round/convert instructions); 2**n is applied as two factors 2**(n//2) * 2**(n - n//2), so
+    results in the subnormal range (down to x = -104) and up to the overflow point come out
+    right. NaN propagates through the clamps and the arithmetic."""
     fma = ctx.intrinsic("fmuladd", F32, 3)
-    xc = b.call(ctx.intrinsic("minnum", F32, 2), [x, _c(88.8)])
-    xc = b.call(ctx.intrinsic("maxnum", F32, 2), [xc, _c(-104.0)])
-    n = b.call(ctx.intrinsic("roundeven", F32), [b.fmul(xc, _c(1.44269504088896341))])
+    xc = _clamp(b, x, -104.0, 88.8)
+    t = b.call(fma, [xc, _c(1.44269504088896341), _c(_ROUND_MAGIC)])
+    n = b.fsub(t, _c(_ROUND_MAGIC))
     r = b.call(fma, [n, _c(-0.693359375), xc])
     r = b.call(fma, [n, _c(2.12194440e-4), r])
-    p = _poly(ctx, b, r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
-                          4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1])
-    r2 = b.fmul(r, r)
-    p = b.call(fma, [p, r2, r])
-    p = b.fadd(p, _c(1.0))
-    ni = b.fptosi(n, I32)
+    p = _poly(ctx, b, r, _EXP_POLY)
+    ni = b.sub(b.bitcast(t, I32), _i(_ROUND_MAGIC_BITS))
     n1 = b.ashr(ni, _i(1))
     n2 = b.sub(ni, n1)
     s1 = b.bitcast(b.shl(b.add(n1, _i(127)), _i(23)), F32)
     s2 = b.bitcast(b.shl(b.add(n2, _i(127)), _i(23)), F32)
-    res = b.fmul(b.fmul(p, s1), s2)
-    return _select_nan(b, x, res)
+    return b.fmul(b.fmul(p, s1), s2)
 
 
 def log_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
@@ -91,23 +105,19 @@ def log_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 
 def tanh_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """Rational minimax approximation p(x)/q(x) on [-7.9, 7.9] (Eigen's coefficients; tanh
-    rounds to +-1 beyond), one division and no exp: about a third of the exp-based cost."""
-    fabs = ctx.intrinsic("fabs", F32)
+    """Rational minimax approximation x * P(x^2)/Q(x^2) on [-7.9, 7.9] (Eigen's coefficients;
+    tanh rounds to +-1 beyond), one division and no exp: about a third of the exp-based cost.
+    Multiplying by x last keeps tiny and subnormal x exact to an ulp without a special case
+    (P/Q is within an ulp of 1 there), and -0 stays -0."""
     c = 7.90531110763549805
-    xc = b.call(ctx.intrinsic("minnum", F32, 2), [x, _c(c)])
-    xc = b.call(ctx.intrinsic("maxnum", F32, 2), [xc, _c(-c)])
+    xc = _clamp(b, x, -c, c)  # keeps a NaN, which then flows through to the result
     x2 = b.fmul(xc, xc)
     p = _poly(ctx, b, x2, [-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
                            5.12229709037114e-08, 1.48572235717979e-05, 6.37261928875436e-04,
                            4.89352455891786e-03])
-    p = b.fmul(p, xc)
     q = _poly(ctx, b, x2, [1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
                            4.89352518554385e-03])
-    res = b.fdiv(p, q)
-    tiny = b.fcmp_ordered("<", b.call(fabs, [x]), _c(0.0004))
-    res = b.select(tiny, x, res)
-    return _select_nan(b, x, res)
+    return b.fmul(b.fdiv(p, q), xc)
 
 
 def logistic_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:

@@ -197,11 +197,13 @@ def build_pool_module() -> str:
 
 
 class _Pool:
-    def __init__(self):
-        from hlo.backends.cpu.target import compile_ir
+    def __init__(self, object_code=None):
         from .loader import LoadedObject
-        obj, _, _ = compile_ir(build_pool_module(), opt_level=2)
-        self.obj = LoadedObject(obj, [SYMBOL])
+        if object_code is None:
+            from hlo.backends.cpu.target import compile_ir
+            object_code, _, _ = compile_ir(build_pool_module(), opt_level=2)
+        self.object_code = bytes(object_code)
+        self.obj = LoadedObject(self.object_code, [SYMBOL])
         self.address = self.obj.address(SYMBOL)
 
 
@@ -209,10 +211,18 @@ _lock = threading.Lock()
 _pool = None
 
 
-def pool_address() -> int:
-    """The address of the process-wide ``parallel_for`` (compiled on first use)."""
+def pool_address(object_code=None) -> int:
+    """The address of the process-wide ``parallel_for`` (compiled on first use). A saved
+    executable passes the pool's ``object_code`` it carries, so that loading it links the pool
+    instead of compiling it (``hlo.aot``)."""
     global _pool
     with _lock:
         if _pool is None:
-            _pool = _Pool()
+            _pool = _Pool(object_code)
         return _pool.address
+
+
+def pool_object_code() -> bytes:
+    """The pool's object code (what ``hlo.aot`` stores beside an executable's own)."""
+    pool_address()
+    return _pool.object_code

@@ -3,8 +3,8 @@
 Looked for, in order: the ``scipy-openblas32`` / ``scipy-openblas64`` wheels (if installed),
 then the OpenBLAS bundled inside numpy's own wheel (numpy is a dependency of hlo, so this is
 always there on the platforms numpy ships wheels for). ``HLO_CPU_GEMM=generated`` turns the
-BLAS path off and uses the generated loop kernels instead (for measurements and as the path
-on a numpy without a bundled BLAS).
+BLAS path off and runs every product on the generated tiled GEMM (``gemm_tiled.py``; for
+measurements, and the path on a numpy without a bundled BLAS).
 """
 from __future__ import annotations
 

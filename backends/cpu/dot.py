@@ -1,19 +1,40 @@
 """dot_general on the CPU.
 
-Every dot_general is brought to the canonical batched form C[B,M,N] = A[B,M,K] x B[B,K,N]
-(batch, free and contracting dimension groups flattened). Operands already laid out that way
-in memory (or as the transposed [B,K,M] / [B,N,K]) are used in place; anything else (fused
-producers, other layouts, f16/bf16 needing f32) is first written to a scratch buffer in
-canonical form by a loop kernel.
+Every dot_general is seen as the batched product C[b, m, n] = sum_k A[b, m, k] B[b, k, n]
+(batch, free and contracting dimension groups). Each of A, B and C is a strided view
+(``gemm_view.py``): an operand that is a buffer in any layout, or a chain of reshapes and
+transposes of one inside a fusion (attention's head split), is read where it is, with one
+stride per batch dimension and a leading dimension per matrix; only what the kernel cannot
+read that way (fused elementwise producers, f16/bf16 needing f32, groups that do not flatten
+to one stride) is first written to a canonical scratch copy by a loop kernel. A result the
+kernel cannot write in place (another dtype, a layout that interleaves the groups) goes to
+scratch and is laid out by one more loop kernel; a column-major result is computed as
+C^T = B^T A^T instead.
 
-Floats then call a BLAS sgemm/dgemm (see ``blas.py``), split over our threads by blocks of
-rows (BLAS itself kept to one thread inside each call). Integers, pred and the
-``HLO_CPU_GEMM=generated`` setting use a generated i-k-j loop kernel vectorized over N.
-Measured on the development machine, BLAS beats the generated kernel for f32 by a wide
-margin (see bench/cpu_kernels.py), so it is the default where available.
+Floats run one of two kernels (``choose_gemm``), split over our thread pool by (batch, row
+block, column block) items, with an output fusion's epilogue applied to each block right after
+it is computed:
+
+* ``blas``: numpy's bundled OpenBLAS ``?gemm`` (``blas.py``), one call per item, BLAS itself
+  kept to one thread inside each call (our pool does the splitting: it balances load on a busy
+  machine, where OpenBLAS's own threads measured far slower);
+* ``tiled``: the generated register-tiled GEMM (``gemm_tiled.py``), for small products (at
+  most ``TILED_MAX_WORK`` multiply-adds per batch: attention's 64^3 heads) and short ones (at
+  most ``TILED_MAX_ROWS`` rows: a batch of rows times a weight matrix), where BLAS's per-call
+  set-up and packing cost as much as the arithmetic. Measured side by side (2 threads of an
+  AVX-512 Xeon, quiet): generated/BLAS GFLOP/s 150/118 at 32x512x256, 173/145 at 32x512x1024,
+  264/230 at 128x784x512; 278/275 at 1024x512x512, 217/255 at 1024x512x2048, 229/264 at
+  16384x512x512 (those stay on BLAS); on the loaded 2-core AVX2 machine the generated kernel's
+  best times matched or beat BLAS on every short shape.
+
+``HLO_CPU_GEMM=generated`` selects the generated kernel for every float product and
+``HLO_CPU_GEMM=blas`` BLAS (for measurements; ``python -m hlo.backends.cpu.gemm_profile``
+times a workload's kernels next to numpy's BLAS). Integers and pred use a generated i-k-j loop
+kernel over canonical copies.
 """
 from __future__ import annotations
 
+import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -22,13 +43,30 @@ import llvmlite.ir as ir
 from hlo.ir.core import Region, Value
 from hlo.ir.types import TensorType, f32 as F32_T, f64 as F64_T
 from .. import llvm_util as U
-from ..llvm_util import F32, F64, I32, I64, PTR, for_range, i64
+from ..llvm_util import F32, F64, I32, PTR, for_range, i64
 from .blas import find_blas
 from .kernels import (Codegen, KernelBuilder, Root, collect_reads, emit_loop_kernel,
-                      make_emitter, physical_order, PARALLEL_MIN_WORK)
+                      make_emitter)
+from .gemm_tiled import emit_tiled_gemm, supports as tiled_supports, vector_lanes
+from .gemm_view import MatrixView, canonical_view, matrix_view
 from .program import BufRef
 
 CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_TRANS = 101, 111, 112
+# Which float products run the generated tiled GEMM rather than BLAS (measured side by side,
+# 2 threads, on the AVX2 development machine and an AVX-512 Xeon; see the module docstring):
+# small ones (at most TILED_MAX_WORK multiply-adds per batch: attention's 64^3 heads, where
+# BLAS's per-call set-up and packing cost as much as the arithmetic) and short ones (at most
+# TILED_MAX_ROWS rows: a batch of rows times a weight matrix, 15-27% faster generated: BLAS
+# packs the weights for a few rows' use). Tall products (1024 rows and up) stay on BLAS: equal
+# at 1024 x 512 x 512, BLAS up to 15% faster at 1024 x 512 x 2048 and 16384 x 512 x 512.
+TILED_MAX_WORK = 1 << 19
+TILED_MAX_ROWS = 256
+# The tiled kernel packs a K x (2 vectors) panel of B on the stack: past this K, BLAS (or, with
+# no BLAS, the i-k-j loop kernel) runs the product.
+TILED_MAX_K = 4096
+# Products under this many flops run on one thread, as one item per matrix: ~40 us of work at
+# the single-core rate, a few times what handing half of it to a pool thread costs.
+GEMM_PARALLEL_MIN_FLOPS = 1 << 22
 
 
 def _prod(xs):
@@ -83,16 +121,15 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
     M = _prod(lhs.shape[d] for d in lfree)
     K = _prod(lhs.shape[d] for d in lc)
     N = _prod(rhs.shape[d] for d in rfree)
+    bsizes = [lhs.shape[d] for d in lb]
     et = lhs.dtype
     blas = find_blas()
-    if et.is_float and blas is not None:
+    if et.is_float:
         comp = F64_T if et.name == "f64" else F32_T
-        kind = "blas"
+        kind = choose_gemm(blas, Bn, M, N, K, vector_lanes(comp))
     else:
-        comp = out.dtype if not et.is_pred else out.dtype
+        comp = out.dtype
         kind = "loop"
-        if et.is_float:
-            comp = F64_T if et.name == "f64" else F32_T
     what = f"dot_general [{Bn}x{M}x{K}] x [{Bn}x{K}x{N}] {et}->{out.dtype} ({kind})"
     if out.type.size == 0:
         return False
@@ -101,48 +138,59 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
         lw.steps.append(lw.copy_step(dest, cg.const_ref(zero), out.type.nbytes))
         return False
 
-    def operand(v: Value, groups_plain, groups_trans, canon_shape, allow_trans):
-        """(ref, transposed) for an operand, materializing a canonical copy if needed."""
+    def canonical(v: Value, groups_plain, canon_shape) -> MatrixView:
+        """A row-major [B, R, C] copy of an operand (in the compute type)."""
         t = v.type
-        if v in env and t.dtype == comp:
-            order = physical_order(t)
-            flat = lambda gs: [d for g in gs for d in g]
-            if order == flat(groups_plain):
-                return env[v], False
-            if allow_trans and order == flat(groups_trans):
-                return env[v], True
         ct = TensorType(canon_shape, comp)
         ref = lw.scratch(ct.nbytes)
         groups = [[(d, t.shape[d]) for d in g] for g in groups_plain]
         lw.steps.append(emit_loop_kernel(cg, [Root(v, ref, ct, _group_index_fn(groups, t.rank))], env,
                                          name="dot_operand", what=f"canonical {ct} for dot operand"))
-        return ref, False
+        return canonical_view(ref, bsizes, *canon_shape[1:])
 
-    allow_t = kind == "blas"
-    a_ref, ta = operand(lhs, [lb, lfree, lc], [lb, lc, lfree], (Bn, M, K), allow_t)
-    b_ref, tb = operand(rhs, [rb, rc, rfree], [rb, rfree, rc], (Bn, K, N), allow_t)
-    out_default = physical_order(out.type) == list(range(out.type.rank))
-    direct = out.dtype == comp and out_default and not any(
-        dest == r or dest.overlaps(r) for r in (a_ref, b_ref))
+    def operand(v: Value, groups, canon_shape, role) -> MatrixView:
+        """The operand read in place when it is a strided view of a buffer a GEMM can read,
+        else a canonical copy."""
+        if kind != "loop" and v.dtype == comp:
+            mv = matrix_view(v, env, *groups)
+            if mv is not None and _readable(kind, mv, role):
+                return mv
+        return canonical(v, groups, canon_shape)
+
+    A = operand(lhs, [lb, lfree, lc], (Bn, M, K), "a")
+    Bv = operand(rhs, [rb, rc, rfree], (Bn, K, N), "b")
+    nb = len(lb)
+    ogroups = [list(range(nb)), list(range(nb, nb + len(lfree))),
+               list(range(nb + len(lfree), out.type.rank))]
+    C = None
+    if out.dtype == comp and not any(dest == r or dest.overlaps(r) for r in (A.ref, Bv.ref)):
+        C = matrix_view(out, {out: dest}, *ogroups)
+        if kind == "loop" and C is not None and C != canonical_view(dest, bsizes, M, N):
+            C = None
+        if C is not None and not _readable(kind, C, "c"):
+            C = None
+    direct = C is not None
     c_t = TensorType((Bn, M, N), comp)
-    c_ref = dest if direct else lw.scratch(c_t.nbytes)
+    if not direct:
+        C = canonical_view(lw.scratch(c_t.nbytes), bsizes, M, N)
     fused = False
-    if kind == "blas":
+    if kind != "loop":
         epi = None
         if epilogue is not None and direct:
             env2 = dict(env)
             env2[out] = dest
             epi = (epilogue, env2, [len(lb), len(lfree), len(rfree)])
             fused = True
-        lw.steps.append(_blas_kernel(cg, blas, comp, c_ref, a_ref, ta, b_ref, tb, Bn, M, N, K, what, epi))
+        if kind == "blas":
+            lw.steps.append(_blas_kernel(cg, blas, comp, C, A, Bv, Bn, M, N, K, what, epi))
+        else:
+            lw.steps.append(emit_tiled_gemm(cg, comp, C, A, Bv, Bn, M, N, K, _blocks(cg, Bn, M, N, K), what,
+                                            epi, _block_epilogue))
     else:
-        lw.steps.append(_loop_gemm_kernel(cg, comp, c_ref, a_ref, b_ref, Bn, M, N, K, what))
+        lw.steps.append(_loop_gemm_kernel(cg, comp, C.ref, A.ref, Bv.ref, Bn, M, N, K, what))
     if not direct:
         cv = _canon_value(c_t)
-        nb = len(lb)
-        groups = [[(d, out.shape[d]) for d in range(nb)],
-                  [(nb + k, out.shape[nb + k]) for k in range(len(lfree))],
-                  [(nb + len(lfree) + k, out.shape[nb + len(lfree) + k]) for k in range(len(rfree))]]
+        groups = [[(d, out.shape[d]) for d in g] for g in ogroups]
 
         def out_to_canon(b, idx):
             res = []
@@ -154,39 +202,111 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
             return tuple(res)
 
         env2 = dict(env)
-        env2[cv] = c_ref
+        env2[cv] = C.ref
         lw.steps.append(emit_loop_kernel(cg, [Root(cv, dest, out.type, out_to_canon)], env2,
                                          name="dot_result", what=f"dot result -> {out.type}"))
     return fused
 
 
-def _blocks(cg: Codegen, Bn: int, M: int, N: int):
-    """(rows, cols) per parallel item: enough items to keep every thread busy. Small-M products
-    (a batch of rows times a weight matrix) split columns, so each thread packs only its part
-    of the weights; tall ones split rows."""
-    want = 4 * cg.threads
-    if Bn >= want:
+def choose_gemm(blas, Bn: int, M: int, N: int, K: int, lanes: int = 8) -> str:
+    """Which kernel runs a floating-point product: "blas", the generated "tiled" GEMM, or the
+    i-k-j "loop" kernel (no BLAS and a K too long for the tiled kernel's panel).
+    ``HLO_CPU_GEMM``: unset/"auto" decides by shape, "generated" or "blas" forces one."""
+    mode = gemm_mode()
+    if blas is None or mode == "generated":
+        return "tiled" if K <= TILED_MAX_K else "loop"
+    if mode == "blas" or K > TILED_MAX_K:
+        return "blas"
+    if N < 2 * lanes:
+        return "blas"      # no whole register panel: the tiled kernel would run scalar columns
+    return "tiled" if M * N * K <= TILED_MAX_WORK or M <= TILED_MAX_ROWS else "blas"
+
+
+def gemm_mode() -> str:
+    mode = os.environ.get("HLO_CPU_GEMM", "").strip().lower() or "auto"
+    if mode not in ("auto", "generated", "blas"):
+        raise ValueError(f"HLO_CPU_GEMM must be 'auto', 'generated' or 'blas', got {mode!r}")
+    return mode
+
+
+def _readable(kind: str, v: MatrixView, role: str) -> bool:
+    """Whether a kernel of ``kind`` reads operand ``role`` ("a", "b") or writes the result
+    ("c") in place: BLAS needs one contiguous dimension in each; the tiled kernel needs C's
+    columns contiguous and reads A and B with any strides."""
+    if kind == "blas":
+        return v.blas_form() is not None
+    return role != "c" or tiled_supports(v, v, v)
+
+
+def _blocks(cg: Codegen, Bn: int, M: int, N: int, K: int = 0):
+    """(rows, cols) per parallel item. A batch with enough matrices to keep every thread busy
+    takes whole matrices. Otherwise each matrix is cut into a grid of blocks, 2 per thread (a
+    spare block each, so a thread slowed by other work does not hold the rest up), shaped to
+    pack the least: every ?gemm call packs its block of A (rows x K) and of B (K x cols), so a
+    grid of mb x nb blocks packs nb*M*K + mb*K*N elements. (The earlier fixed split, 8 row
+    blocks of a tall product, packed B 8 times; this grid measured 8% faster on
+    ln_linear_gelu_res' 16384 x 512 x 512, 2 threads of an AVX-512 Xeon, and the same on
+    1024 x 512 x 512.)"""
+    T = cg.threads
+    if T <= 1 or Bn >= 2 * T or 2 * Bn * M * N * max(K, 1) < GEMM_PARALLEL_MIN_FLOPS:
         return M, N
-    per = -(-want // Bn)
-    if M >= N or N < 128:
-        if M <= 16:
-            return M, N
-        blocks = min(-(-M // 16), per)
-        mb = -(-M // blocks)
-        return -(-mb // 8) * 8, N
-    blocks = min(-(-N // 64), per)
-    nb = -(-N // blocks)
-    return M, -(-nb // 16) * 16
+    want = -(-2 * T // Bn)
+    best = None
+    for mb in range(1, want + 1):
+        if want % mb:
+            continue
+        nb = want // mb
+        rows = -(-M // mb)
+        cols = -(-N // nb)
+        rows = -(-rows // 8) * 8 if mb > 1 else M    # whole register tiles
+        cols = -(-cols // 16) * 16 if nb > 1 else N
+        if rows * (mb - 1) >= M or cols * (nb - 1) >= N:
+            continue                                  # fewer blocks than asked for: skip
+        cost = nb * M * max(K, 1) + mb * max(K, 1) * N
+        if best is None or cost < best[0]:
+            best = (cost, rows, cols)
+    if best is None:
+        return M, N
+    return best[1], best[2]
 
 
-def _blas_kernel(cg, blas, comp, c_ref, a_ref, ta, b_ref, tb, Bn, M, N, K, what, epi=None):
+def _batch_offsets(b, bi, batch_dims: List[Tuple[int, int, int, int]]):
+    """Element offsets (A, B, C) of linear batch index ``bi``: batch_dims lists (size, A stride,
+    B stride, C stride) per batch dimension, major first."""
+    offs = [i64(0), i64(0), i64(0)]
+    rem = bi
+    for k in range(len(batch_dims) - 1, -1, -1):
+        n, *st = batch_dims[k]
+        if k == 0:
+            digit = rem
+        else:
+            digit = b.urem(rem, i64(n))
+            rem = b.udiv(rem, i64(n))
+        offs = [o if s == 0 else b.add(o, b.mul(digit, i64(s))) for o, s in zip(offs, st)]
+    return offs
+
+
+def _blas_kernel(cg, blas, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn, M, N, K, what, epi=None):
+    """One kernel calling ?gemm per (batch, block) item: C[b] = A[b] x B[b], each operand a
+    strided view. A result whose rows are contiguous (a column-major C) is computed as
+    C^T = B^T A^T."""
     cg.uses_blas = True
+    swapped = C.blas_form()[0]
+    if swapped:
+        A, Bv, C = Bv.transposed(), A.transposed(), C.transposed()
+        M, N = N, M
+    ta, lda = A.blas_form()
+    tb, ldb = Bv.blas_form()
+    _, ldc = C.blas_form()
+    rsA = (A.rs or 0) if not ta else 1   # element step of one row of A
+    csB = (Bv.cs or 0) if tb else 1     # element step of one column of B
+    rsC = C.rs or 0
     ity = ir.IntType(blas.int_bits)
     fty = F64 if comp.name == "f64" else F32
     es = comp.itemsize
     gemm = cg.ctx.declare(blas.dgemm if comp.name == "f64" else blas.sgemm, U.VOID,
                           [I32, I32, I32, ity, ity, ity, fty, PTR, ity, PTR, ity, fty, PTR, ity])
-    refs, writes = [c_ref, a_ref, b_ref], [True, False, False]
+    refs, writes = [C.ref, A.ref, Bv.ref], [True, False, False]
     if epi is not None:
         root, env2, _ = epi
         ereads, _ = collect_reads([root], env2)
@@ -194,9 +314,11 @@ def _blas_kernel(cg, blas, comp, c_ref, a_ref, ta, b_ref, tb, Bn, M, N, K, what,
         writes += [False] * len(ereads)
     kb = KernelBuilder(cg, "gemm", refs, writes)
     b = kb.b
-    C, A, Bp = kb.ptr(c_ref), kb.ptr(a_ref), kb.ptr(b_ref)
+    Cp, Ap, Bp = kb.ptr(C.ref), kb.ptr(A.ref), kb.ptr(Bv.ref)
     em = make_emitter(kb, ereads, env2) if epi is not None else None
-    MB, NB = _blocks(cg, Bn, M, N)
+    assert len(A.batch) == len(Bv.batch) == len(C.batch)
+    batch_dims = [(n, sa, sb, sc) for (n, sa), (_, sb), (_, sc) in zip(A.batch, Bv.batch, C.batch)]
+    MB, NB = _blocks(cg, Bn, M, N, K)
     mblocks, nblocks = -(-M // MB), -(-N // NB)
     per_batch = mblocks * nblocks
     old = None
@@ -213,26 +335,26 @@ def _blas_kernel(cg, blas, comp, c_ref, a_ref, ta, b_ref, tb, Bn, M, N, K, what,
         n0 = b.mul(b.urem(r, i64(nblocks)), i64(NB))
         rows = clip(m0, MB, M)
         cols = clip(n0, NB, N)
-        a_off = b.add(b.mul(bi, i64(M * K)), m0 if ta else b.mul(m0, i64(K)))
-        ap = b.gep(A, [b.mul(a_off, i64(es))], source_etype=U.I8)
-        b_off = b.add(b.mul(bi, i64(K * N)), b.mul(n0, i64(K)) if tb else n0)
-        bp = b.gep(Bp, [b.mul(b_off, i64(es))], source_etype=U.I8)
-        c_off = b.add(b.add(b.mul(bi, i64(M * N)), b.mul(m0, i64(N))), n0)
-        cp = b.gep(C, [b.mul(c_off, i64(es))], source_etype=U.I8)
-        lda = M if ta else K
-        ldb = K if tb else N
+        oa, ob, oc = _batch_offsets(b, bi, batch_dims)
+        ptr_at = lambda base, off: b.gep(base, [b.mul(off, i64(es))], source_etype=U.I8)
+        ap = ptr_at(Ap, b.add(oa, b.mul(m0, i64(rsA))))
+        bp = ptr_at(Bp, b.add(ob, b.mul(n0, i64(csB))))
+        cp = ptr_at(Cp, b.add(oc, b.add(b.mul(m0, i64(rsC)), n0)))
         b.call(gemm, [ir.Constant(I32, CBLAS_ROW_MAJOR),
                       ir.Constant(I32, CBLAS_TRANS if ta else CBLAS_NO_TRANS),
                       ir.Constant(I32, CBLAS_TRANS if tb else CBLAS_NO_TRANS),
                       n_(rows), n_(cols), ir.Constant(ity, K), ir.Constant(fty, 1.0),
                       ap, ir.Constant(ity, lda), bp, ir.Constant(ity, ldb), ir.Constant(fty, 0.0),
-                      cp, ir.Constant(ity, N)])
+                      cp, ir.Constant(ity, ldc)])
         if epi is not None:
-            _block_epilogue(kb, em, epi, c_ref, bi, m0, rows, n0, cols)
+            if swapped:
+                _block_epilogue(kb, em, epi, C.ref, bi, n0, cols, m0, rows)
+            else:
+                _block_epilogue(kb, em, epi, C.ref, bi, m0, rows, n0, cols)
     if old is not None:
         b.call(stl, [old])
     flops = 2 * Bn * M * N * K
-    return kb.finish(Bn * per_batch, flops >= 8 * PARALLEL_MIN_WORK, what)
+    return kb.finish(Bn * per_batch, flops >= GEMM_PARALLEL_MIN_FLOPS, what)
 
 
 def _block_epilogue(kb, em, epi, c_ref, bi, m0, rows, n0, cols):
@@ -268,7 +390,6 @@ def _block_epilogue(kb, em, epi, c_ref, bi, m0, rows, n0, cols):
 
 def _loop_gemm_kernel(cg, comp, c_ref, a_ref, b_ref, Bn, M, N, K, what):
     """C[b,m,:] = sum_k A[b,m,k] * B[b,k,:], vectorized over the contiguous N."""
-    from ..scalar_ops import binary
     kb = KernelBuilder(cg, "gemm_loop", [c_ref, a_ref, b_ref], [True, False, False])
     b = kb.b
     C, A, Bp = kb.ptr(c_ref), kb.ptr(a_ref), kb.ptr(b_ref)
@@ -294,4 +415,4 @@ def _loop_gemm_kernel(cg, comp, c_ref, a_ref, b_ref, Bn, M, N, K, what):
                     s = b.add(cv, b.mul(av, bv))
                 U.store_reg(b, s, cp, comp)
     flops = 2 * Bn * M * N * K
-    return kb.finish(Bn * M, flops >= 8 * PARALLEL_MIN_WORK, what)
+    return kb.finish(Bn * M, flops >= GEMM_PARALLEL_MIN_FLOPS, what)

@@ -169,6 +169,35 @@ class Lowering:
     # -- fusions -------------------------------------------------------------------------
 
     def lower_fusion(self, op: Operation, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> None:
+        """Values inside a region carry no layout; the fusion's operands and results do. While
+        the fusion's kernels are emitted, each parameter takes its operand's type and each
+        computed root its result's type (layouts included), so every kernel (dot, reduction,
+        row or loop kernel) reads and writes top-level values in their stated layouts."""
+        region = op.regions[0]
+        relaid: Dict[Value, object] = {}
+        for a, v in zip(region.args, op.operands):
+            if tuple(a.type.minor_to_major) != tuple(v.type.minor_to_major):
+                relaid[a] = v.type
+        for o, r in zip(region.outputs, op.results):
+            if tuple(relaid.get(o, o.type).minor_to_major) == tuple(r.type.minor_to_major):
+                continue
+            if o.op is None or o.op.name == "constant":
+                # returned as bytes (a copy): it would need a transposing kernel instead
+                raise UnsupportedOp(f"a fusion returns its parameter or a constant {o.type} in "
+                                    f"another layout ({r.type}); the CPU backend does not relayout those")
+            if relaid.get(o, r.type) != r.type:
+                raise UnsupportedOp(f"a fusion returns one value in two layouts ({relaid[o]}, {r.type})")
+            relaid[o] = r.type
+        saved = {o: o.type for o in relaid}
+        try:
+            for o, t in relaid.items():
+                o.type = t
+            self._lower_fusion(op, dests, env)
+        finally:
+            for o, t in saved.items():
+                o.type = t
+
+    def _lower_fusion(self, op: Operation, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> None:
         cg = self.cg
         region = op.regions[0]
         fenv = dict(env)

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
+from .streaming import STREAM_TYPE, add_nontemporal_hints
+
 
 @functools.lru_cache(maxsize=None)
 def _init() -> None:
@@ -98,6 +100,10 @@ def compile_ir(ir_text: str, opt_level: int = 3):
         pto.loop_unrolling = False
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(mod, pb)
+        if STREAM_TYPE in ir_text:  # non-temporal hints on aligned streaming stores
+            hinted = add_nontemporal_hints(str(mod))
+            if hinted is not None:
+                mod = llvm.parse_assembly(hinted)
     times["llvm_opt"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     obj = tm.emit_object(mod)

@@ -1,0 +1,219 @@
+"""The generated floating-point GEMM: register tiles over a packed panel of B, epilogue per block.
+
+C[b, m, n] = sum_k A[b, m, k] * B[b, k, n] for f32/f64 operands given as strided views
+(``gemm_view.MatrixView``). C's columns must be contiguous; A and B may have any strides. For
+each panel of NV vectors' worth of B's columns, the kernel copies B[0:K, panel] into a
+contiguous stack buffer (gathering element by element when B's columns are not contiguous,
+e.g. attention's k^T), then runs every row tile of the block over it. The micro-kernel keeps
+an MR x NV-vector tile of C in registers for the whole K loop: per k, NV vector loads of the
+panel, MR broadcasts of A, MR*NV fused multiply-adds (6 x 2 x 8 f32 on AVX2: 12 accumulators,
+15 of the 16 vector registers; LLVM turns it into a loop of 2 loads, 6 broadcasts and 12 FMAs).
+Row tails run one tile of the rows left, column tails single-vector panels, then scalar
+columns (MR rows at a time).
+
+A is never packed: its rows stream through L1, which suits the small and short products of
+the seed workloads (a batch of rows times a weight matrix, attention's 64 x 64 heads), where
+BLAS's per-call packing and set-up cost as much as the arithmetic. ``dot.choose_gemm`` decides
+which of this kernel and BLAS runs a product (measured per shape class; see ``dot.py``). The
+panel lives on the stack (K x NV vectors), so products with K past ``dot.TILED_MAX_K`` go to
+another kernel.
+"""
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import llvmlite.ir as ir
+
+from .. import llvm_util as U
+from ..llvm_util import F32, F64, I64, for_range, i64
+from .gemm_view import MatrixView
+from .kernels import KernelBuilder, collect_reads, make_emitter
+from .target import host
+
+MR = 6  # rows of a register tile
+NV = 2  # vectors of a register tile
+
+
+def vector_lanes(comp) -> int:
+    return max(1, host().vector_bits // (8 * comp.itemsize))
+
+
+def supports(A: MatrixView, Bv: MatrixView, C: MatrixView) -> bool:
+    """The kernel writes C's rows as vectors (contiguous columns); it reads B's rows as vectors
+    when B's columns are contiguous, else (a transposed B, e.g. attention's k^T) it gathers
+    them into the packed panel."""
+    return C.cs in (1, None)
+
+
+def _k_loop(b: ir.IRBuilder, K: int, init: List[ir.Value], step) -> List[ir.Value]:
+    """``for k in [0, K): accs = step(k, accs)`` with the accumulators as loop phis."""
+    fn = b.function
+    pre = b.block
+    head = fn.append_basic_block("k.head")
+    body = fn.append_basic_block("k.body")
+    done = fn.append_basic_block("k.done")
+    b.branch(head)
+    b.position_at_end(head)
+    k = b.phi(I64, name="k")
+    k.add_incoming(i64(0), pre)
+    phis = []
+    for v in init:
+        p = b.phi(v.type)
+        p.add_incoming(v, pre)
+        phis.append(p)
+    b.cbranch(b.icmp_signed("<", k, i64(K)), body, done)
+    b.position_at_end(body)
+    new = step(k, phis)
+    k1 = b.add(k, i64(1), flags=U.NSW)
+    latch = b.block
+    for p, v in zip(phis, new):
+        p.add_incoming(v, latch)
+    k.add_incoming(k1, latch)
+    b.branch(head)
+    b.position_at_end(done)
+    return phis
+
+
+def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: int, M: int, N: int,
+                    K: int, blocks: Tuple[int, int], what: str, epi=None, epilogue_fn=None):
+    """A kernel over (batch, row block, column block) items computing C = A x B by register
+    tiles, then ``epilogue_fn`` (``dot._block_epilogue``) on each block while it is in cache."""
+    from .dot import _batch_offsets
+    fty = F64 if comp.name == "f64" else F32
+    W = vector_lanes(comp)
+    vty = ir.VectorType(fty, W)
+    fma_v = cg.ctx.intrinsic("fma", vty, 3)
+    fma_s = cg.ctx.intrinsic("fma", fty, 3)
+    refs, writes = [C.ref, A.ref, Bv.ref], [True, False, False]
+    ereads = []
+    if epi is not None:
+        root, env2, _ = epi
+        ereads, _ = collect_reads([root], env2)
+        refs += [env2[v] for v in ereads]
+        writes += [False] * len(ereads)
+    kb = KernelBuilder(cg, "gemm_tiled", refs, writes)
+    b = kb.b
+    Cp, Ap, Bp = kb.ptr(C.ref), kb.ptr(A.ref), kb.ptr(Bv.ref)
+    em = make_emitter(kb, ereads, epi[1]) if epi is not None else None
+    rsA, csA = A.rs or 0, A.cs or 0
+    ldb, ldc = Bv.rs or 0, C.rs or 0
+    csB = Bv.cs or 0
+    b_contig = Bv.cs in (1, None)
+    batch_dims = [(n, sa, sb, sc) for (n, sa), (_, sb), (_, sc) in zip(A.batch, Bv.batch, C.batch)]
+    MB, NB = blocks
+    mblocks, nblocks = -(-M // MB), -(-N // NB)
+    per_batch = mblocks * nblocks
+    zero_v = ir.Constant(vty, [ir.Constant(fty, 0.0)] * W)
+    zero_s = ir.Constant(fty, 0.0)
+    shuf0 = ir.Constant(ir.VectorType(ir.IntType(32), W), [ir.Constant(ir.IntType(32), 0)] * W)
+    undef_v = ir.Constant(vty, ir.Undefined)
+
+    def elem(base, off):
+        return b.gep(base, [off], source_etype=fty)
+
+    with b.goto_entry_block():
+        bpanel = b.alloca(vty, size=i64(K * NV), name="bpanel")
+        bpanel.align = 64
+
+    def panel_at(k, v):
+        return b.gep(bpanel, [b.add(b.mul(k, i64(NV)), i64(v))], source_etype=vty)
+
+    def tile(oa, ob, oc, i0, j0, mr: int, nv: int, packed: bool = False):
+        """C[i0:i0+mr, j0:j0+nv*W] (nv = 0: one scalar column); ``packed``: B's columns
+        j0.. were copied to the contiguous panel (row k at vectors k*NV ..)."""
+        arow = [b.add(oa, b.mul(b.add(i0, i64(r)), i64(rsA))) for r in range(mr)]
+
+        def step(k, accs):
+            ak = b.mul(k, i64(csA))
+            brow = b.add(b.add(ob, b.mul(k, i64(ldb))), j0)
+            if packed:
+                bvs = [b.load(panel_at(k, v), typ=vty) for v in range(nv)]
+            elif nv:
+                bvs = [b.load(elem(Bp, b.add(brow, i64(v * W))), typ=vty, align=comp.itemsize)
+                       for v in range(nv)]
+            else:
+                bvs = [b.load(elem(Bp, b.add(b.add(ob, b.mul(k, i64(ldb))), b.mul(j0, i64(csB)))), typ=fty)]
+            out = []
+            for r in range(mr):
+                a = b.load(elem(Ap, b.add(arow[r], ak)), typ=fty)
+                if nv:
+                    a = b.shuffle_vector(b.insert_element(undef_v, a, ir.Constant(ir.IntType(32), 0)),
+                                         undef_v, shuf0)
+                for v in range(len(bvs)):
+                    out.append(b.call(fma_v if nv else fma_s, [a, bvs[v], accs[r * len(bvs) + v]]))
+            return out
+
+        init = [zero_v if nv else zero_s] * (mr * max(nv, 1))
+        accs = _k_loop(b, K, init, step)
+        for r in range(mr):
+            crow = b.add(b.add(oc, b.mul(b.add(i0, i64(r)), i64(ldc))), j0)
+            for v in range(max(nv, 1)):
+                p = elem(Cp, b.add(crow, i64(v * W)) if nv else crow)
+                b.store(accs[r * max(nv, 1) + v], p, align=comp.itemsize)
+
+    def row_tiles(oa, ob, oc, m0, m1, j0, nv, packed=False):
+        """Row tiles of MR for the column panel at j0, then one tile of the 1..MR-1 rows left
+        (a tile per remainder, so a tail row keeps MR-way independent accumulation chains
+        where it can rather than running one latency-bound chain per row)."""
+        rem = b.urem(b.sub(m1, m0), i64(MR))
+        full_end = b.sub(m1, rem)
+        with for_range(b, i64(0), b.udiv(b.sub(full_end, m0), i64(MR)), "it") as it:
+            tile(oa, ob, oc, b.add(m0, b.mul(it, i64(MR))), j0, MR, nv, packed)
+        fn = b.function
+        done = fn.append_basic_block("tail.done")
+        sw = b.switch(rem, done)
+        for r in range(1, MR):
+            blk = fn.append_basic_block(f"tail{r}")
+            sw.add_case(ir.Constant(I64, r), blk)
+            b.position_at_end(blk)
+            tile(oa, ob, oc, full_end, j0, r, nv, packed)
+            b.branch(done)
+        b.position_at_end(done)
+
+    def pack(ob, j0, nv):
+        """Copy B[0:K, j0:j0+nv*W] into the panel (sequential reads for every row tile);
+        gathered element by element when B's columns are not contiguous."""
+        with for_range(b, i64(0), i64(K), "pk") as k:
+            src = b.add(ob, b.mul(k, i64(ldb)))
+            for v in range(nv):
+                if b_contig:
+                    x = b.load(elem(Bp, b.add(b.add(src, j0), i64(v * W))), typ=vty, align=comp.itemsize)
+                else:
+                    x = undef_v
+                    for l in range(W):
+                        col = b.add(j0, i64(v * W + l))
+                        e = b.load(elem(Bp, b.add(src, b.mul(col, i64(csB)))), typ=fty)
+                        x = b.insert_element(x, e, ir.Constant(ir.IntType(32), l))
+                b.store(x, panel_at(k, v))
+
+    clip = lambda start, size, total: b.select(b.icmp_signed("<", b.sub(i64(total), start), i64(size)),
+                                               b.sub(i64(total), start), i64(size))
+    with for_range(b, kb.lo, kb.hi, "item") as t:
+        bi = b.udiv(t, i64(per_batch))
+        r = b.urem(t, i64(per_batch))
+        m0 = b.mul(b.udiv(r, i64(nblocks)), i64(MB))
+        n0 = b.mul(b.urem(r, i64(nblocks)), i64(NB))
+        rows = clip(m0, MB, M)
+        cols = clip(n0, NB, N)
+        m1, n1 = b.add(m0, rows), b.add(n0, cols)
+        oa, ob, oc = _batch_offsets(b, bi, batch_dims)
+        panel = NV * W
+        # whole panels of NV vectors, then single vectors, then scalar columns
+        n_panels_end = b.sub(n1, b.urem(cols, i64(panel)))
+        with for_range(b, i64(0), b.udiv(b.sub(n_panels_end, n0), i64(panel)), "jp") as jp:
+            j0 = b.add(n0, b.mul(jp, i64(panel)))
+            pack(ob, j0, NV)
+            row_tiles(oa, ob, oc, m0, m1, j0, NV, True)
+        n_vec_end = b.sub(n1, b.urem(b.sub(n1, n_panels_end), i64(W)))
+        with for_range(b, i64(0), b.udiv(b.sub(n_vec_end, n_panels_end), i64(W)), "jv") as jv:
+            j0 = b.add(n_panels_end, b.mul(jv, i64(W)))
+            if not b_contig:
+                pack(ob, j0, 1)
+            row_tiles(oa, ob, oc, m0, m1, j0, 1, not b_contig)
+        with for_range(b, n_vec_end, n1, "js") as j:
+            row_tiles(oa, ob, oc, m0, m1, j, 0)
+        if epi is not None:
+            epilogue_fn(kb, em, epi, C.ref, bi, m0, rows, n0, cols)
+    flops = 2 * Bn * M * N * K
+    from .dot import GEMM_PARALLEL_MIN_FLOPS
+    return kb.finish(Bn * per_batch, flops >= GEMM_PARALLEL_MIN_FLOPS, what)

@@ -1,0 +1,143 @@
+"""Strided views: reading a dot_general operand (or writing its result) in place.
+
+A GEMM (BLAS ``?gemm``) reads a matrix from any base pointer with one stride per row (the
+leading dimension) and contiguous columns, or the transpose. A batched product adds one stride
+per batch dimension. Many dot operands are such views of a buffer that already exists: the
+buffer itself in a permuted layout, or a chain of reshapes and transposes of it inside a
+fusion (attention's ``[B,S,H*D] -> [B,H,S,D]`` head split is one). ``element_strides`` follows
+those chains to the buffer and gives the element stride of each of the value's dimensions, so
+the product reads the bytes where they are instead of copying them into canonical form first.
+``MatrixView`` then groups those strides into the (batch, row, column) shape of one operand.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from hlo.ir.core import Value
+from ..llvm_util import strides_of
+from .program import BufRef
+
+_VIEW_OPS = ("reshape", "transpose", "copy")
+
+
+def element_strides(v: Value, env: Dict[Value, BufRef]) -> Optional[Tuple[Value, List[int]]]:
+    """(buffered value, element stride of each dimension of ``v``) when ``v`` reads a buffer in
+    ``env`` at an affine index (a chain of reshapes and transposes of it); None otherwise."""
+    if v in env:
+        return v, strides_of(v.type)
+    op = v.op
+    if op is None or op.name not in _VIEW_OPS or len(op.operands) != 1:
+        return None
+    x = op.operands[0]
+    if x.dtype != v.dtype:
+        return None
+    inner = element_strides(x, env)
+    if inner is None:
+        return None
+    base, s = inner
+    if op.name == "copy":
+        return base, s
+    if op.name == "transpose":
+        perm = op.attrs["permutation"]
+        return base, [s[p] for p in perm]
+    r = _reshape_strides(list(x.shape), s, list(v.shape))
+    return None if r is None else (base, r)
+
+
+def _reshape_strides(shape: List[int], strides: List[int], new: List[int]) -> Optional[List[int]]:
+    """Strides of ``new`` viewing the same elements as (shape, strides) in row-major index order,
+    or None when some group of merged dimensions is not evenly strided (numpy's no-copy rule)."""
+    old = [(n, s) for n, s in zip(shape, strides) if n != 1]
+    out = [0] * len(new)
+    nz = [i for i, n in enumerate(new) if n != 1]
+    i = j = 0
+    while i < len(old) and j < len(nz):
+        # smallest groups old[i:i2], new[j:j2] with equal products
+        i2, j2 = i + 1, j + 1
+        po, pn = old[i][0], new[nz[j]]
+        while po != pn:
+            if po < pn:
+                po *= old[i2][0]
+                i2 += 1
+            else:
+                pn *= new[nz[j2]]
+                j2 += 1
+        for k in range(i, i2 - 1):  # the old group must be one evenly strided run
+            if old[k][1] != old[k + 1][1] * old[k + 1][0]:
+                return None
+        st = old[i2 - 1][1]
+        for k in range(j2 - 1, j - 1, -1):
+            out[nz[k]] = st
+            st *= new[nz[k]]
+        i, j = i2, j2
+    if i != len(old) or j != len(nz):
+        return None
+    return out
+
+
+def merge_group(sizes: Sequence[int], strides: Sequence[int]) -> Optional[Tuple[int, Optional[int]]]:
+    """(size, stride) of dimensions flattened in row-major order, or None if they are not one
+    evenly strided run. The stride is None when the size is 1 (any stride will do)."""
+    kept = [(n, s) for n, s in zip(sizes, strides) if n != 1]
+    size = 1
+    for n in sizes:
+        size *= n
+    if not kept:
+        return size, None
+    for (n0, s0), (n1, s1) in zip(kept, kept[1:]):
+        if s0 != s1 * n1:
+            return None
+    return size, kept[-1][1]
+
+
+@dataclass
+class MatrixView:
+    """One GEMM operand in memory: ``batch`` is (size, stride) per batch dimension (row-major
+    order of the batch index), then a rows x cols matrix with element strides ``rs``, ``cs``
+    (None: that dimension has size 1)."""
+
+    ref: BufRef
+    batch: List[Tuple[int, int]]
+    rows: int
+    cols: int
+    rs: Optional[int]
+    cs: Optional[int]
+
+    def blas_form(self) -> Optional[Tuple[bool, int]]:
+        """(transposed, leading dimension) for a row-major BLAS call, or None: either the
+        columns are contiguous (lda = row stride) or the rows are (transposed, lda = column
+        stride), with lda at least the contiguous dimension's size."""
+        rs, cs = self.rs, self.cs
+        if cs in (1, None) and (rs is None or rs >= max(1, self.cols)):
+            return False, max(1, self.cols) if rs is None else rs
+        if rs in (1, None) and (cs is None or cs >= max(1, self.rows)):
+            return True, max(1, self.rows) if cs is None else cs
+        return None
+
+    def transposed(self) -> "MatrixView":
+        return MatrixView(self.ref, self.batch, self.cols, self.rows, self.cs, self.rs)
+
+
+def matrix_view(v: Value, env: Dict[Value, BufRef], batch_dims, row_dims, col_dims) -> Optional[MatrixView]:
+    """``v`` as a batched matrix (dimension groups given) read in place, or None."""
+    r = element_strides(v, env)
+    if r is None:
+        return None
+    base, s = r
+    rows = merge_group([v.shape[d] for d in row_dims], [s[d] for d in row_dims])
+    cols = merge_group([v.shape[d] for d in col_dims], [s[d] for d in col_dims])
+    if rows is None or cols is None:
+        return None
+    batch = [(v.shape[d], s[d]) for d in batch_dims if v.shape[d] != 1]
+    return MatrixView(env[base], batch, rows[0], cols[0], rows[1], cols[1])
+
+
+def canonical_view(ref: BufRef, batch: Sequence[int], R: int, C: int) -> MatrixView:
+    """A contiguous row-major [*batch, R, C] buffer."""
+    dims, st = [], R * C
+    for n in reversed(list(batch)):
+        if n != 1:
+            dims.append((n, st))
+        st *= n
+    return MatrixView(ref, list(reversed(dims)), R, C, C if R != 1 else None, 1 if C != 1 else None)

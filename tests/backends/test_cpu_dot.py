@@ -1,0 +1,370 @@
+"""dot_general on the CPU backend against the reference interpreter: IR text in, outputs compared.
+
+Covers the operand and result layouts the dot kernel reads in place (strided views through
+reshapes and transposes inside a fusion, permuted layouts of fusion parameters and results),
+regressions, and random dimension numbers (batch and contracting dimensions anywhere,
+transposed operands, f32/f64/s32) through a hypothesis search.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from cpu_helpers import check, compile_through_pipeline, assert_close
+from hlo.ir import parse_module
+from hlo.ir.interpreter import run as interpret
+from hlo.backends.cpu.blas import find_blas
+
+
+def _t(dt, shape, layout=None):
+    s = f"{dt}[{','.join(map(str, shape))}]"
+    return s + ("{" + ",".join(map(str, layout)) + "}" if layout is not None and shape else "")
+
+
+def _rand(rng, dt, shape):
+    if dt == "s32":
+        return rng.integers(-4, 5, size=shape).astype(np.int32)
+    return rng.standard_normal(shape).astype(np.float32 if dt == "f32" else np.float64)
+
+
+# ------------------------------------------------------------------------------------------
+# Regressions
+# ------------------------------------------------------------------------------------------
+
+# matmul(b.T, c) with b: [4,5], c: [2,4,3] as the passes fused it: the output fusion's result is
+# laid out {2,0,1} so that the transpose after it is a bitcast. The dot used to write it
+# row-major (region values carry no layout), and the result came out permuted.
+MATRIX_TIMES_BATCH = """module @m
+
+func @main(%arg0: f32[4,5]{1,0}, %arg1: f32[2,4,3]{2,1,0}) -> (f32[2,5,3]{2,1,0}) {
+  %0 = fusion(%arg0, %arg1) {kind = "output"} : f32[5,2,3]{2,0,1} {
+    ^fused(%1: f32[4,5], %2: f32[2,4,3]):
+      %3 = transpose(%1) {permutation = [1, 0]} : f32[5,4]
+      %4 = dot_general(%3, %2) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]} : f32[5,2,3]
+      return(%4)
+  }
+  %5 = transpose(%0) {permutation = [1, 0, 2]} : f32[2,5,3]{2,1,0}
+  return(%5)
+}
+"""
+
+
+def test_output_fusion_result_in_permuted_layout():
+    rng = np.random.default_rng(0)
+    b, c = _rand(rng, "f32", (4, 5)), _rand(rng, "f32", (2, 4, 3))
+    got = check(MATRIX_TIMES_BATCH, [b, c], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[0], np.matmul(b.T, c), rtol=1e-5, atol=1e-6)
+
+
+def test_output_fusion_result_in_permuted_layout_through_pipeline():
+    rng = np.random.default_rng(1)
+    b, c = _rand(rng, "f32", (4, 5)), _rand(rng, "f32", (2, 4, 3))
+    got = compile_through_pipeline(MATRIX_TIMES_BATCH).run([b, c])[0]
+    np.testing.assert_allclose(got, np.matmul(b.T, c), rtol=1e-5, atol=1e-6)
+
+
+def test_loop_fusion_result_and_parameter_in_permuted_layouts():
+    """A loop fusion writes {0,1}; the next fusion reads that value through its parameter."""
+    src = """module @m
+
+func @main(%arg0: f32[4,5]) -> (f32[5,4], f32[4,5]) {
+  %0 = fusion(%arg0) {kind = "loop"} : f32[4,5]{0,1} {
+    ^fused(%1: f32[4,5]):
+      %2 = exponential(%1) : f32[4,5]
+      return(%2)
+  }
+  %3 = transpose(%0) {permutation = [1, 0]} : f32[5,4]{1,0}
+  %4 = fusion(%0) {kind = "loop"} : f32[4,5] {
+    ^fused(%5: f32[4,5]):
+      %6 = negate(%5) : f32[4,5]
+      return(%6)
+  }
+  return(%3, %4)
+}
+"""
+    x = _rand(np.random.default_rng(2), "f32", (4, 5))
+    check(src, [x], rtol=1e-6, atol=0)
+
+
+# Attention's two products as the passes fuse them: q and k are head-split views
+# ([B,S,H*D] -> [B,H,S,D]) of the projections, read in place (strided batches, lda = H*D); the
+# second product's result is laid out {3,1,2,0} ([B,S,H,D] in memory), the row-major
+# [B,S,H*D] that the output projection reads.
+ATTENTION = """module @m
+
+func @main(%q: f32[2,5,12], %k: f32[2,5,12], %v: f32[2,5,12]) -> (f32[2,5,12]) {
+  %0 = fusion(%q, %k) {kind = "output"} : f32[2,3,5,5] {
+    ^fused(%1: f32[2,5,12], %2: f32[2,5,12]):
+      %3 = reshape(%1) : f32[2,5,3,4]
+      %4 = transpose(%3) {permutation = [0, 2, 1, 3]} : f32[2,3,5,4]
+      %5 = reshape(%2) : f32[2,5,3,4]
+      %6 = transpose(%5) {permutation = [0, 2, 3, 1]} : f32[2,3,4,5]
+      %7 = dot_general(%4, %6) {lhs_batching_dimensions = [0, 1], lhs_contracting_dimensions = [3], rhs_batching_dimensions = [0, 1], rhs_contracting_dimensions = [2]} : f32[2,3,5,5]
+      return(%7)
+  }
+  %8 = fusion(%0, %v) {kind = "output"} : f32[2,3,5,4]{3,1,2,0} {
+    ^fused(%9: f32[2,3,5,5], %10: f32[2,5,12]):
+      %11 = reshape(%10) : f32[2,5,3,4]
+      %12 = transpose(%11) {permutation = [0, 2, 1, 3]} : f32[2,3,5,4]
+      %13 = dot_general(%9, %12) {lhs_batching_dimensions = [0, 1], lhs_contracting_dimensions = [3], rhs_batching_dimensions = [0, 1], rhs_contracting_dimensions = [2]} : f32[2,3,5,4]
+      return(%13)
+  }
+  %14 = transpose(%8) {permutation = [0, 2, 1, 3]} : f32[2,5,3,4]
+  %15 = reshape(%14) : f32[2,5,12]
+  return(%15)
+}
+"""
+
+
+def test_attention_products_read_head_views_in_place():
+    rng = np.random.default_rng(3)
+    args = [_rand(rng, "f32", (2, 5, 12)) for _ in range(3)]
+    check(ATTENTION, args, rtol=1e-5, atol=1e-5)
+    exe = compile_through_pipeline(ATTENTION)
+    assert_close(exe.run(args)[0], interpret(parse_module(ATTENTION), args)[0], rtol=1e-5, atol=1e-5)
+
+
+needs_blas = pytest.mark.skipif(find_blas() is None, reason="the generated GEMM reads canonical copies")
+
+
+@needs_blas
+def test_head_views_need_no_operand_copies():
+    """The strided views are read where they are: no canonical copy kernels for q, k, v."""
+    from cpu_helpers import compile_text
+    exe = compile_text(ATTENTION)
+    assert "canonical" not in exe.steps_text, exe.steps_text
+    assert "dot result" not in exe.steps_text, exe.steps_text
+
+
+def test_column_major_result_is_computed_transposed():
+    """A 2-D product whose result is laid out {0,1}: C^T = B^T A^T, no relayout kernel."""
+    from cpu_helpers import compile_text
+    src = """module @m
+
+func @main(%a: f32[6,8], %b: f32[8,7]) -> (f32[7,6]) {
+  %0 = fusion(%a, %b) {kind = "output"} : f32[6,7]{0,1} {
+    ^fused(%1: f32[6,8], %2: f32[8,7]):
+      %3 = dot_general(%1, %2) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[6,7]
+      %4 = exponential(%3) : f32[6,7]
+      return(%4)
+  }
+  %5 = transpose(%0) {permutation = [1, 0]} : f32[7,6]
+  return(%5)
+}
+"""
+    rng = np.random.default_rng(4)
+    check(src, [_rand(rng, "f32", (6, 8)) * 0.3, _rand(rng, "f32", (8, 7)) * 0.3], rtol=1e-5, atol=1e-6)
+    if find_blas() is not None:
+        assert "dot result" not in compile_text(src).steps_text
+
+
+# ------------------------------------------------------------------------------------------
+# Random dimension numbers
+# ------------------------------------------------------------------------------------------
+
+@st.composite
+def dot_programs(draw):
+    dt = draw(st.sampled_from(["f32", "f64", "s32"]))
+    nb, nc = draw(st.integers(0, 2)), draw(st.integers(0, 2))
+    nl, nr = draw(st.integers(0, 2)), draw(st.integers(0, 2))
+    size = st.integers(1, 4)
+    bs = [draw(size) for _ in range(nb)]
+    cs = [draw(size) for _ in range(nc)]
+    ls = [draw(size) for _ in range(nl)]
+    rs = [draw(size) for _ in range(nr)]
+    # where each group's dimensions sit in the operands
+    lperm = draw(st.permutations(range(nb + nc + nl)))
+    rperm = draw(st.permutations(range(nb + nc + nr)))
+    lkinds = [("b", i) for i in range(nb)] + [("c", i) for i in range(nc)] + [("f", i) for i in range(nl)]
+    rkinds = [("b", i) for i in range(nb)] + [("c", i) for i in range(nc)] + [("f", i) for i in range(nr)]
+    lhs_dims = [lkinds[p] for p in lperm]
+    rhs_dims = [rkinds[p] for p in rperm]
+    sz = {"b": bs, "c": cs}
+    lshape = [(sz.get(k) or ls)[i] for k, i in lhs_dims]
+    rshape = [(sz.get(k) or rs)[i] for k, i in rhs_dims]
+    attrs = {
+        "lhs_batching_dimensions": [lhs_dims.index(("b", i)) for i in range(nb)],
+        "rhs_batching_dimensions": [rhs_dims.index(("b", i)) for i in range(nb)],
+        "lhs_contracting_dimensions": [lhs_dims.index(("c", i)) for i in range(nc)],
+        "rhs_contracting_dimensions": [rhs_dims.index(("c", i)) for i in range(nc)],
+    }
+    out_shape = bs + [lshape[d] for d in range(len(lshape)) if lhs_dims[d][0] == "f"] + \
+        [rshape[d] for d in range(len(rshape)) if rhs_dims[d][0] == "f"]
+    # operands as transposes of parameters (read in place or copied), result in a random layout
+    ltr = draw(st.permutations(range(len(lshape))))
+    rtr = draw(st.permutations(range(len(rshape))))
+    olay = draw(st.permutations(range(len(out_shape))))
+    epilogue = draw(st.booleans())
+    return dt, lshape, rshape, attrs, out_shape, ltr, rtr, olay, epilogue
+
+
+def _dot_src(dt, lshape, rshape, attrs, out_shape, ltr, rtr, olay, epilogue):
+    inv = lambda p: [p.index(i) for i in range(len(p))]
+    # parameter shapes: transpose(param, ltr) has shape lshape
+    lp = [lshape[i] for i in inv(ltr)]
+    rp = [rshape[i] for i in inv(rtr)]
+    at = ", ".join(f"{k} = {v}" for k, v in sorted(attrs.items()))
+    ot = _t(dt, out_shape)
+    ep = ""
+    res = "%5"
+    extra_arg, extra_param = "", ""
+    if epilogue:
+        extra_arg, extra_param = ", %arg2", f", %p2: {ot}"
+        ep = f"      %6 = add(%5, %p2) : {ot}\n"
+        res = "%6"
+    args = f"%arg0: {_t(dt, lp)}, %arg1: {_t(dt, rp)}" + (f", %arg2: {ot}" if epilogue else "")
+    return f"""module @m
+
+func @main({args}) -> ({ot}) {{
+  %0 = fusion(%arg0, %arg1{extra_arg}) {{kind = "output"}} : {_t(dt, out_shape, list(reversed(olay)))} {{
+    ^fused(%p0: {_t(dt, lp)}, %p1: {_t(dt, rp)}{extra_param}):
+      %3 = transpose(%p0) {{permutation = {list(ltr)}}} : {_t(dt, lshape)}
+      %4 = transpose(%p1) {{permutation = {list(rtr)}}} : {_t(dt, rshape)}
+      %5 = dot_general(%3, %4) {{{at}}} : {ot}
+{ep}      return({res})
+  }}
+  %7 = transpose(%0) {{permutation = {list(range(len(out_shape)))}}} : {ot}
+  return(%7)
+}}
+""", [lp, rp] + ([out_shape] if epilogue else [])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dot_programs(), st.sampled_from(["generated", "blas"]), st.integers(0, 2 ** 31 - 1))
+def test_random_dimension_numbers(prog, gemm, seed):
+    """Through the generated tiled GEMM and through BLAS (``HLO_CPU_GEMM``)."""
+    dt = prog[0]
+    src, shapes = _dot_src(*prog)
+    rng = np.random.default_rng(seed)
+    args = [_rand(rng, dt, s) for s in shapes]
+    tol = {"f32": 1e-5, "f64": 1e-12, "s32": 0}[dt]
+    old = os.environ.get("HLO_CPU_GEMM")
+    os.environ["HLO_CPU_GEMM"] = gemm
+    try:
+        check(src, args, rtol=tol, atol=tol)
+    finally:
+        if old is None:
+            del os.environ["HLO_CPU_GEMM"]
+        else:
+            os.environ["HLO_CPU_GEMM"] = old
+
+
+@pytest.mark.parametrize("dt", ["f32", "f64", "s32"])
+def test_batched_products_through_pipeline(dt):
+    """Batch dims in the middle, contracting dims first: the passes then the backend."""
+    src = f"""module @m
+
+func @main(%a: {_t(dt, [3, 2, 4])}, %b: {_t(dt, [4, 2, 5])}) -> ({_t(dt, [2, 3, 5])}) {{
+  %0 = dot_general(%a, %b) {{lhs_batching_dimensions = [1], lhs_contracting_dimensions = [2], rhs_batching_dimensions = [1], rhs_contracting_dimensions = [0]}} : {_t(dt, [2, 3, 5])}
+  return(%0)
+}}
+"""
+    rng = np.random.default_rng(5)
+    args = [_rand(rng, dt, (3, 2, 4)), _rand(rng, dt, (4, 2, 5))]
+    want = np.einsum("mbk,kbn->bmn", *args)
+    got = compile_through_pipeline(src).run(args)[0]
+    tol = 1e-5 if dt == "f32" else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("gemm", ["generated", "blas"])
+@pytest.mark.parametrize("dt", ["f32", "f64"])
+@pytest.mark.parametrize("m,k,n", [(13, 9, 37), (6, 33, 16), (1, 5, 8), (25, 1, 3), (7, 64, 24),
+                                   (301, 40, 203)])  # the last is split over threads in blocks
+@pytest.mark.parametrize("b_transposed", [False, True])
+def test_gemm_kernels_on_odd_shapes(monkeypatch, gemm, dt, m, k, n, b_transposed):
+    """Both float kernels (the generated tiled GEMM and BLAS) on shapes that exercise whole
+    register tiles, row and column tails and scalar columns, with a fused epilogue."""
+    if gemm == "blas" and find_blas() is None:
+        pytest.skip("no BLAS")
+    monkeypatch.setenv("HLO_CPU_GEMM", gemm)
+    bsrc, bdim = ("%6", 1) if b_transposed else ("%2", 0)
+    src = f"""module @m
+
+func @main(%a: {_t(dt, [2, m, k])}, %b: {_t(dt, [k, n])}, %c: {_t(dt, [2, m, n])}) -> ({_t(dt, [2, m, n])}) {{
+  %0 = fusion(%a, %b, %c) {{kind = "output"}} : {_t(dt, [2, m, n])} {{
+    ^fused(%1: {_t(dt, [2, m, k])}, %2: {_t(dt, [k, n])}, %3: {_t(dt, [2, m, n])}):
+      %6 = transpose(%2) {{permutation = [1, 0]}} : {_t(dt, [n, k])}
+      %4 = dot_general(%1, {bsrc}) {{lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [{bdim}]}} : {_t(dt, [2, m, n])}
+      %5 = add(%4, %3) : {_t(dt, [2, m, n])}
+      return(%5)
+  }}
+  return(%0)
+}}
+"""
+    rng = np.random.default_rng(m * 100 + n)
+    args = [_rand(rng, dt, (2, m, k)), _rand(rng, dt, (k, n)), _rand(rng, dt, (2, m, n))]
+    tol = 1e-5 if dt == "f32" else 1e-12
+    check(src, args, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("gemm", ["generated", "auto"])
+def test_long_contraction_past_the_tiled_panel(monkeypatch, gemm):
+    """K past TILED_MAX_K: the tiled kernel's stack panel would be too big, another kernel runs."""
+    from hlo.backends.cpu.dot import TILED_MAX_K
+    monkeypatch.setenv("HLO_CPU_GEMM", gemm)
+    k = TILED_MAX_K + 5
+    src = f"""module @m
+
+func @main(%a: f32[3,{k}], %b: f32[{k},17]) -> (f32[3,17]) {{
+  %0 = dot_general(%a, %b) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]}} : f32[3,17]
+  return(%0)
+}}
+"""
+    rng = np.random.default_rng(6)
+    a, b = _rand(rng, "f32", (3, k)), _rand(rng, "f32", (k, 17))
+    check(src, [a, b], rtol=1e-4, atol=1e-3)
+
+
+def test_bad_gemm_setting_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("HLO_CPU_GEMM", "fastest")
+    with pytest.raises(ValueError, match="HLO_CPU_GEMM"):
+        check(MATRIX_TIMES_BATCH, [np.zeros((4, 5), np.float32), np.zeros((2, 4, 3), np.float32)])
+
+
+def test_gemm_profile_times_each_kernel():
+    """The profiling tool compiles each top-level op alone and reports the product's shape."""
+    from hlo.backends.cpu.gemm_profile import profile, report
+    from hlo.passes.pipeline import optimize
+    src = """module @m
+
+func @main(%x: f32[8,16], %w: f32[16,24], %b: f32[24]) -> (f32[8,24]) {
+  %0 = dot_general(%x, %w) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[8,24]
+  %1 = broadcast_in_dim(%b) {broadcast_dimensions = [1]} : f32[8,24]
+  %2 = add(%0, %1) : f32[8,24]
+  %3 = exponential(%2) : f32[8,24]
+  return(%3)
+}
+"""
+    rows = profile(optimize(parse_module(src), target="cpu"), min_time=0.0)
+    assert [r.gemm for r in rows if r.gemm] == [(1, 8, 16, 24)]
+    assert all(r.seconds > 0 for r in rows)
+    assert "gemm[1x8x16x24]" in report(rows)
+
+
+@pytest.mark.parametrize("gemm", ["generated", "blas"])
+@pytest.mark.parametrize("lt,rt,ot", [("f16", "f16", "f16"), ("bf16", "bf16", "bf16"), ("f16", "f16", "f32"),
+                                      ("s8", "s8", "s32"), ("f32", "f32", "f32")])
+def test_mixed_and_narrow_types(monkeypatch, gemm, lt, rt, ot):
+    """Narrow floats are computed in f32 (canonical copies), a preferred result type is
+    converted on the way out; batch dims in the middle, a transposed rhs."""
+    if gemm == "blas" and find_blas() is None:
+        pytest.skip("no BLAS")
+    import ml_dtypes
+    monkeypatch.setenv("HLO_CPU_GEMM", gemm)
+    src = f"""module @m
+
+func @main(%a: {_t(lt, [5, 3, 20])}, %b: {_t(rt, [3, 17, 20])}) -> ({_t(ot, [3, 5, 17])}) {{
+  %0 = dot_general(%a, %b) {{lhs_batching_dimensions = [1], lhs_contracting_dimensions = [2], rhs_batching_dimensions = [0], rhs_contracting_dimensions = [2]}} : {_t(ot, [3, 5, 17])}
+  return(%0)
+}}
+"""
+    np_t = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "s8": np.int8}
+    rng = np.random.default_rng(7)
+    mk = lambda t, s: (rng.integers(-4, 5, size=s) if t == "s8" else rng.standard_normal(s)).astype(np_t[t])
+    args = [mk(lt, (5, 3, 20)), mk(rt, (3, 17, 20))]
+    tol = {"f16": 2e-2, "bf16": 5e-2, "f32": 1e-5, "s32": 0}[ot]
+    check(src, args, rtol=tol, atol=tol)
