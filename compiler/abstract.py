@@ -7,6 +7,7 @@ exports DLPack (``__dlpack__``) or ``__array__`` (jax arrays, torch CPU tensors,
 """
 from __future__ import annotations
 
+import operator
 from typing import Tuple
 
 import numpy as np
@@ -101,6 +102,20 @@ class ShapeDtypeStruct:
     def __repr__(self):
         w = ", weak_type=True" if self.weak_type else ""
         return f"ShapeDtypeStruct(shape={self.shape}, dtype={dtypes.dtype_name(self.dtype)}{w})"
+
+
+# ``(type, shape, dtype, strides)`` of a numpy array or scalar, in one C call: the fast paths of
+# ``hlo.jit`` and ``Compiled`` compare or hash these instead of abstractifying each argument.
+array_key = operator.attrgetter("__class__", "shape", "dtype", "strides")
+
+
+def c_strides(shape, dtype) -> Tuple[int, ...]:
+    """The strides of a C-contiguous numpy array of ``shape`` and ``dtype``."""
+    out, step = [], np.dtype(dtype).itemsize
+    for d in reversed(tuple(shape)):
+        out.append(step)
+        step *= d
+    return tuple(reversed(out))
 
 
 def is_arraylike(x) -> bool:

@@ -8,27 +8,48 @@ miss. When a function that was already compiled misses, and ``hlo.config.log_rec
 (or ``HLO_LOG=recompiles``), the logger ``hlo.recompiles`` says which argument changed and how.
 
 Inside another trace, a JitFunction is inlined (its body is traced into the caller).
-"""
+
+The fast path (what makes a cache hit cost about as much as the executable itself): a call
+with positional arguments only, each an exact ``numpy.ndarray``, a numpy scalar or a Python
+``bool``/``int``/``float``, is looked up by a key made in one ``map`` over the arguments —
+``(type, shape, dtype, strides)`` per array, the type per Python number — plus the target, in a
+table that maps it straight to the executable's runner and the result's unflattening. An entry
+is added only after the full path (``_call``: flattening, abstract signature, cache) has
+handled a call with that key, so the fast path never decides anything the full path has not:
+keyword arguments, calls that pass static arguments, pytrees, other array types (jax arrays,
+``__array__``/DLPack objects, ndarray subclasses, lists) and every error case take the full
+path. Inside a trace every call takes the full path (and is inlined)."""
 from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import logging
 import threading
 import types
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
-from .abstract import ShapedArray, abstractify, concrete_arg
+import numpy as np
+
+from .abstract import ShapedArray, abstractify, array_key, c_strides, concrete_arg
 from .api_util import api_boundary, static_key
 from .errors import ArgumentTypeError
 from .source_info import function_location, function_name, user_location
 from .stages import Compiled, Lowered
-from .targets import check_target_name, resolve_target
+from .targets import check_target_name, default_target, resolve_target
+from .tracing import _state as _trace_state  # its ``stack`` is non-empty while tracing
 from .tracing import is_tracing, trace_function
 from .tree_util import (PyTreeDef, SequenceKey, describe_difference, keystr,
-                        tree_flatten_with_path, tree_unflatten)
+                        positional_treedef, tree_flatten_with_path, tree_unflatten,
+                        unflattener)
 
 log = logging.getLogger("hlo.recompiles")
+
+# The fast path keys an argument by ``array_key`` (type, shape, dtype, strides) or, for a Python
+# number (no ``shape``), by its type (``_mixed_key``).
+_ARRAY_KEY = array_key
+_PY_NUMBERS = frozenset((bool, int, float))
+_FAST_TABLE_LIMIT = 256  # fast entries per function (a strided view makes a key of its own)
 
 
 class CacheInfo(NamedTuple):
@@ -76,21 +97,24 @@ class JitFunction:
             self._sig = inspect.signature(fun)
         except (TypeError, ValueError):
             self._sig = None
+        # computed once: the full path names every argument leaf on every call
+        self._pos_params = [] if self._sig is None else [
+            p for p in self._sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         self._static_argnums, self._static_argnames = self._resolve_static(
             _as_tuple(static_argnums, "static_argnums", int), _as_tuple(static_argnames, "static_argnames", str))
         self._donate_argnums = _as_tuple(donate_argnums, "donate_argnums", int)
         self._lock = threading.RLock()
         self._cache: Dict[Any, Tuple[Compiled, _Signature]] = {}
-        self._hits = 0
+        self._fast: Dict[Any, Tuple[Callable, Callable]] = {}  # (target, key) -> (run, finish)
+        self._hit_counter = itertools.count()  # next() is one atomic C call: no lock per hit
+        self._fast_limit = _FAST_TABLE_LIMIT  # 0 turns the fast path off (the tests compare both)
+        self._numbers_keyed = False  # True once a fast entry takes a Python number
         self._misses = 0
         functools.update_wrapper(self, fun, updated=())
 
     # --- static arguments ----------------------------------------------------------------
     def _positional_params(self) -> List[inspect.Parameter]:
-        if self._sig is None:
-            return []
-        return [p for p in self._sig.parameters.values()
-                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        return self._pos_params
 
     def _has_varargs(self) -> bool:
         return self._sig is None or any(p.kind == p.VAR_POSITIONAL for p in self._sig.parameters.values())
@@ -212,20 +236,75 @@ class JitFunction:
 
     @api_boundary
     def __call__(self, *args, **kwargs):
+        __tracebackhide__ = True  # noqa: F841
+        if not kwargs and not getattr(_trace_state, "stack", None):
+            # The fast path (module docstring): one key, one lookup, the executable.
+            if self._numbers_keyed:  # some entry takes Python numbers: no AttributeError to pay
+                key = _mixed_key(args)
+            else:
+                try:
+                    key = tuple(map(_ARRAY_KEY, args))
+                except Exception:  # a Python number (no .shape) or an odd object
+                    key = None
+            try:
+                entry = self._fast.get((self.target or default_target(), key))
+            except Exception:  # an unhashable attribute, a bad HLO_TARGET: the full path says
+                entry = None
+            if entry is not None:
+                run, finish = entry
+                try:
+                    outs = run(args)
+                except _NotFast:
+                    return self._call(args, kwargs)
+                next(self._hit_counter)
+                return finish(outs)
+        return self._call(args, kwargs)
+
+    def _call(self, args, kwargs):
+        """The full path: flatten, check, look up (or compile), run, unflatten."""
         if is_tracing():
             return self.fun(*args, **kwargs)  # jit inside jit: trace the body inline
         sig = self._signature(args, kwargs, allow_struct=False)
         with self._lock:
             hit = self._cache.get(sig.key)
-            if hit is not None:
-                self._hits += 1
         if hit is None:
             compiled = self._compile_miss(sig)
         else:
+            next(self._hit_counter)
             compiled = hit[0]
         flat = [concrete_arg(x, a, n) for x, a, n in zip(sig.leaves, sig.avals, sig.names)]
         outs = compiled.run_flat(flat)
+        if not kwargs:
+            self._add_fast_entry(args, sig, compiled)
         return tree_unflatten(compiled.lowered.out_tree, outs)
+
+    def _add_fast_entry(self, args: tuple, sig: _Signature, compiled: Compiled) -> None:
+        """Let later calls whose fast key equals this call's skip ``_call`` (if they can)."""
+        if sig.static_pos or sig.static_kw or len(sig.leaves) != len(args) \
+                or len(self._fast) >= self._fast_limit:
+            return
+        convert, contiguous = [], True
+        for i, (a, aval) in enumerate(zip(args, sig.avals)):
+            t = type(a)
+            if t is np.ndarray:
+                contiguous = contiguous and a.strides == c_strides(a.shape, a.dtype)
+            elif t in _PY_NUMBERS or isinstance(a, np.generic):
+                convert.append((i, aval.dtype))
+            else:
+                return
+        if sig.in_tree != positional_treedef(len(args)):
+            return  # e.g. a registered pytree class among the arguments
+        key = _mixed_key(args)
+        if key is None:
+            return
+        run, run_unchecked = compiled.runners()
+        if contiguous and run_unchecked is not None:
+            run = run_unchecked  # converted numbers are exact, contiguous arrays too
+        if convert:
+            run = _converting_runner(run, tuple(convert))
+        if any(k in _PY_NUMBERS for k in key):
+            self._numbers_keyed = True
+        self._fast[(sig.target, key)] = (run, unflattener(compiled.lowered.out_tree))
 
     def _compile_miss(self, sig: _Signature) -> Compiled:
         from . import config
@@ -251,12 +330,15 @@ class JitFunction:
 
     def cache_info(self) -> CacheInfo:
         with self._lock:
-            return CacheInfo(self._hits, self._misses, len(self._cache))
+            return CacheInfo(_count_value(self._hit_counter), self._misses, len(self._cache))
 
     def clear_cache(self) -> None:
         with self._lock:
+            self._fast.clear()
+            self._numbers_keyed = False
             self._cache.clear()
-            self._hits = self._misses = 0
+            self._hit_counter = itertools.count()
+            self._misses = 0
 
     def __get__(self, obj, objtype=None):
         if obj is None:
@@ -265,6 +347,42 @@ class JitFunction:
 
     def __repr__(self):
         return f"<hlo.jit({self._name})>"
+
+
+def _mixed_key(args) -> Optional[tuple]:
+    """The fast key of arguments that include Python numbers (keyed by their type), or None
+    when some argument is neither a number nor has array attributes."""
+    try:
+        return tuple([t if (t := type(a)) in _PY_NUMBERS else _ARRAY_KEY(a) for a in args])
+    except Exception:
+        return None
+
+
+def _count_value(counter: "itertools.count") -> int:
+    """How many times ``next`` was called on a fresh ``itertools.count()`` (read, not consumed)."""
+    return int(repr(counter)[len("count("):-1])
+
+
+class _NotFast(Exception):
+    """Raised by a fast entry for arguments it cannot take after all (the full path then
+    handles the call)."""
+
+
+def _converting_runner(run: Callable, convert: tuple) -> Callable:
+    """``run`` after turning the numbers at ``convert``'s positions into arrays of their
+    dtypes, as ``concrete_arg`` does; a Python int out of its dtype's range goes back to the
+    full path, which raises the error that names it."""
+    asarray = np.asarray
+
+    def run_converted(args):
+        flat = list(args)
+        try:
+            for i, dt in convert:
+                flat[i] = asarray(flat[i], dt)
+        except OverflowError:
+            raise _NotFast from None
+        return run(tuple(flat))
+    return run_converted
 
 
 def _strip(sig: _Signature) -> _Signature:

@@ -72,7 +72,7 @@ def _is_dynamic(x) -> bool:
 
 def _eager_call(fn: Callable, args, kwargs):
     __tracebackhide__ = True  # noqa: F841
-    from .jit import jit
+    from .api import jit
     from .tree_util import tree_flatten, tree_unflatten
     from .tracing import Tracer, leaked_tracer_error
     leaves, tree = tree_flatten((args, kwargs))

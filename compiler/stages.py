@@ -15,11 +15,12 @@ import numpy as np
 
 from hlo.ir import Module, print_module
 
-from .abstract import ShapedArray, abstractify, aval_of_type, concrete_arg
+from .abstract import ShapedArray, abstractify, array_key, aval_of_type, c_strides, concrete_arg
 from .api_util import api_boundary
 from .errors import SignatureMismatchError
 from .targets import Artifact, compile_module, resolve_target
-from .tree_util import PyTreeDef, describe_difference, tree_flatten, tree_unflatten
+from .tree_util import (PyTreeDef, describe_difference, positional_treedef, tree_flatten,
+                        tree_unflatten, unflattener)
 
 
 class Lowered:
@@ -79,6 +80,25 @@ class Compiled:
         self.lowered = lowered
         self._artifact = artifact
         self.target = artifact.target
+        self._fast = None  # (expected argument keys, run, finish), made on the first call
+
+    def _fast_path(self):
+        """For calls with only positional arguments that are exactly the compiled arrays
+        (numpy, C-contiguous, same shapes and dtypes): the ``array_key`` tuple they have, the
+        executable's unchecked runner and the results' unflattening. False where the signature
+        has containers or keyword arguments, or the artifact has no unchecked runner."""
+        low = self.lowered
+        n = len(low.in_avals)
+        run = self._artifact.runners()[1]
+        if run is None or (low.in_tree is not None and low.in_tree != positional_treedef(n)):
+            return False
+        expected = tuple((np.ndarray, a.shape, a.dtype, c_strides(a.shape, a.dtype)) for a in low.in_avals)
+        finish = list if low.out_tree is None else unflattener(low.out_tree)
+        return expected, run, finish
+
+    def runners(self):
+        """``(run, run_unchecked)`` of the artifact (``hlo.targets.Artifact.runners``)."""
+        return self._artifact.runners()
 
     @property
     def ir(self) -> Module:
@@ -105,7 +125,25 @@ class Compiled:
         return self._artifact.memory_analysis()
 
     @api_boundary
+    def save(self, path) -> None:
+        """Write this executable to ``path`` (an ``.hlox`` file that ``hlo.load`` runs in any
+        process without compiling again); see ``hlo.aot``."""
+        from .aot import save
+        save(self, path)
+
+    @api_boundary
     def __call__(self, *args, **kwargs):
+        __tracebackhide__ = True  # noqa: F841
+        fast = self._fast
+        if fast is None:
+            fast = self._fast = self._fast_path()
+        if fast and not kwargs:
+            try:
+                ok = tuple(map(array_key, args)) == fast[0]
+            except Exception:  # a Python number, a list, ...: the full path below
+                ok = False
+            if ok:
+                return fast[2](fast[1](args))
         flat = self.flatten_args(args, kwargs)
         outs = self.run_flat(flat)
         if self.lowered.out_tree is None:

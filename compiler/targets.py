@@ -16,11 +16,13 @@ Contracts with the other layers (kept small on purpose):
   callable as ``exe(*flat_numpy_arrays) -> list of arrays``.
 - ``hlo.passes.analysis.cost_analysis(optimized) -> dict`` and ``memory_analysis(optimized)``.
 
-The default target is "cuda" when a usable NVIDIA GPU is present, else "cpu";
-``HLO_TARGET`` / ``hlo.config.update("target", ...)`` override it.
+The default target is "cuda" when the CUDA backend (``hlo.backends.cuda``) exists and a usable
+NVIDIA GPU is present, else "cpu"; ``HLO_TARGET`` / ``hlo.config.update("target", ...)`` override
+it.
 """
 from __future__ import annotations
 
+import contextvars
 import ctypes
 import importlib
 import importlib.util
@@ -31,6 +33,7 @@ import numpy as np
 
 from hlo.ir import Module
 
+from . import config
 from .errors import TargetUnavailableError
 
 TARGETS = ("cpu", "cuda", "interpreter")
@@ -60,12 +63,20 @@ def has_usable_nvidia_gpu() -> bool:
     return False
 
 
+@lru_cache(maxsize=1)
+def has_cuda_backend() -> bool:
+    """True if this installation has a CUDA backend (``hlo.backends.cuda``)."""
+    return _module_exists("hlo.backends.cuda")
+
+
 def default_target() -> str:
-    from . import config
+    """``hlo.config`` ``target`` (``HLO_TARGET``) if set; else "cuda" when there is a CUDA
+    backend and a usable NVIDIA GPU, else "cpu". Cheap: ``hlo.jit`` calls it on every call of a
+    function that was not given a target."""
     t = config.read("target")
     if t:
         return check_target_name(t)
-    return "cuda" if has_usable_nvidia_gpu() else "cpu"
+    return "cuda" if has_cuda_backend() and has_usable_nvidia_gpu() else "cpu"
 
 
 def resolve_target(target: Optional[str]) -> str:
@@ -90,6 +101,22 @@ class Artifact:
         self.optimize_result = optimize_result
         self.run = run
 
+    def runners(self):
+        """``(run, run_unchecked)`` for ``hlo.jit``'s fast path. Both take a tuple of flat
+        arguments and return a sequence of outputs: ``run`` checks them (the executable's own
+        ``run`` when there is one, else ``self.run``); ``run_unchecked`` is the native call
+        alone, for a tuple of exact C-contiguous numpy arrays of the right shapes and dtypes,
+        or None where the artifact has no such entry (the interpreter, a non-row-major input
+        or output layout)."""
+        exe = getattr(self, "executable", None)  # set by compile_module / the compilation cache
+        run = getattr(exe, "run", None)
+        unchecked = getattr(exe, "run_unchecked", None)
+        if run is None or not callable(run):
+            return self.run, None
+        if not getattr(exe, "row_major", False):
+            unchecked = None  # the executable permutes some input or output layout
+        return run, unchecked
+
     def cost_analysis(self) -> Dict[str, Any]:
         return _analysis("cost_analysis", self)
 
@@ -111,6 +138,17 @@ def _optimize(module: Module, target: str, options: Optional[dict], dump_dir: Op
         return None
     from hlo.passes.pipeline import optimize
     return optimize(module.clone(), target, dump_dir=dump_dir, options=options or None)
+
+
+_progress: "contextvars.ContextVar[Optional[Callable[[str], None]]]" = contextvars.ContextVar(
+    "hlo_compile_progress", default=None)
+
+
+def report_progress(stage: str) -> None:
+    """Tell a listener (``hlo compile`` prints stage names and times) that ``stage`` begins."""
+    cb = _progress.get()
+    if cb is not None:
+        cb(stage)
 
 
 def compile_module(module: Module, target: str, *, donated: Sequence[int] = (),
@@ -148,9 +186,21 @@ def compile_module(module: Module, target: str, *, donated: Sequence[int] = (),
         raise TargetUnavailableError(
             f"target {target!r} has no backend yet ({backend}.compile does not exist); use "
             "target='interpreter' (or HLO_TARGET=interpreter) to run on the reference interpreter")
+    from .compile_cache import begin as cache_begin  # the persistent cache (compile_cache.py)
+    report_progress("cache")
+    pending = cache_begin(module, target, opts, dump_dir)
+    if pending is not None and pending.hit is not None:
+        return pending.hit
+    report_progress("passes")
     res = _optimize(module, target, opts, dump_dir)
+    report_progress("codegen")
     exe = compile_fn(res)
 
     def run(flat, _exe=exe):
         return list(_exe(*flat))
-    return Artifact(target, res.module, res, run)
+    art = Artifact(target, res.module, res, run)
+    art.executable = exe
+    if pending is not None:
+        report_progress("cache write")
+        pending.store(art, module)
+    return art

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Any, Callable, Hashable, Iterable, List, NamedTuple, Optional, Tuple
+import functools
+import operator
+from typing import Any, Callable, Hashable, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 
 class _NodeType(NamedTuple):
@@ -168,32 +170,37 @@ class PyTreeDef:
         return f"{getattr(self.kind, '__name__', self.kind)}(" + ", ".join(inner) + ")"
 
 
-def _flatten_node(x):
-    """``(kind, aux, children, keys)`` for a container, or None for a leaf."""
+_LEAF_DEF = PyTreeDef(_LEAF, None, ())  # every leaf's treedef (immutable, so shared)
+
+
+def _flatten_node(x, with_keys: bool = True):
+    """``(kind, aux, children, keys)`` for a container, or None for a leaf. ``keys`` (one key
+    object per child, for paths) is None unless ``with_keys``: plain flattening skips them."""
     t = type(x)
-    if x is None:
-        return type(None), None, (), ()
-    if t is tuple:
-        return tuple, None, x, [SequenceKey(i) for i in range(len(x))]
-    if t is list:
-        return list, None, x, [SequenceKey(i) for i in range(len(x))]
+    if t is tuple or t is list:
+        return t, None, x, [SequenceKey(i) for i in range(len(x))] if with_keys else None
     if t is dict:
         ks = _sorted_keys(x)
-        return dict, tuple(ks), [x[k] for k in ks], [DictKey(k) for k in ks]
+        return dict, tuple(ks), [x[k] for k in ks], [DictKey(k) for k in ks] if with_keys else None
+    if x is None:
+        return type(None), None, (), ()
     node = _REGISTRY.get(t)
     if node is not None:
         children, aux = node.flatten(x)
         children = list(children)
-        keys = node.keys(x, aux) if node.keys else [FlattenedIndexKey(i) for i in range(len(children))]
+        keys = None
+        if with_keys:
+            keys = node.keys(x, aux) if node.keys else [FlattenedIndexKey(i) for i in range(len(children))]
         return t, aux, children, keys
     if t is collections.OrderedDict:
         ks = list(x)
-        return t, tuple(ks), [x[k] for k in ks], [DictKey(k) for k in ks]
+        return t, tuple(ks), [x[k] for k in ks], [DictKey(k) for k in ks] if with_keys else None
     if t is collections.defaultdict:
         ks = _sorted_keys(x)
-        return t, (x.default_factory, tuple(ks)), [x[k] for k in ks], [DictKey(k) for k in ks]
+        return (t, (x.default_factory, tuple(ks)), [x[k] for k in ks],
+                [DictKey(k) for k in ks] if with_keys else None)
     if _is_namedtuple(x):
-        return t, None, tuple(x), [GetAttrKey(f) for f in t._fields]
+        return t, None, tuple(x), [GetAttrKey(f) for f in t._fields] if with_keys else None
     return None
 
 
@@ -219,7 +226,7 @@ def _rebuild(kind, aux, children):
 def tree_flatten(tree, is_leaf: Optional[Callable[[Any], bool]] = None):
     """``(leaves, treedef)``: leaves in order, and the structure to rebuild the tree."""
     leaves: List[Any] = []
-    return leaves, _flatten(tree, is_leaf, leaves, None, ())
+    return leaves, _flatten_leaves(tree, is_leaf, leaves)
 
 
 def tree_flatten_with_path(tree, is_leaf=None):
@@ -227,6 +234,15 @@ def tree_flatten_with_path(tree, is_leaf=None):
     out: List[Any] = []
     td = _flatten(tree, is_leaf, None, out, ())
     return out, td
+
+
+def _flatten_leaves(x, is_leaf, leaves):
+    node = None if is_leaf is not None and is_leaf(x) else _flatten_node(x, False)
+    if node is None:
+        leaves.append(x)
+        return _LEAF_DEF
+    kind, aux, children, _ = node
+    return PyTreeDef(kind, aux, tuple([_flatten_leaves(c, is_leaf, leaves) for c in children]))
 
 
 def _flatten(x, is_leaf, leaves, paths, path):
@@ -239,7 +255,7 @@ def _flatten(x, is_leaf, leaves, paths, path):
             leaves.append(x)
         if paths is not None:
             paths.append((path, x))
-        return PyTreeDef(_LEAF, None, ())
+        return _LEAF_DEF
     kind, aux, children, keys = node
     return PyTreeDef(kind, aux, tuple(_flatten(c, is_leaf, leaves, paths, path + (k,))
                                        for c, k in zip(children, keys)))
@@ -289,7 +305,7 @@ def treedef_is_leaf(td: PyTreeDef) -> bool:
 
 
 def leaf_treedef() -> PyTreeDef:
-    return PyTreeDef(_LEAF, None, ())
+    return _LEAF_DEF
 
 
 def treedef_tuple(children: Iterable[PyTreeDef]) -> PyTreeDef:
@@ -298,6 +314,22 @@ def treedef_tuple(children: Iterable[PyTreeDef]) -> PyTreeDef:
 
 def treedef_children(td: PyTreeDef) -> List[PyTreeDef]:
     return list(td.children)
+
+
+@functools.lru_cache(maxsize=64)
+def positional_treedef(n: int) -> PyTreeDef:
+    """The structure of ``(args, kwargs)`` for ``n`` positional leaves and no keywords."""
+    return tree_structure((tuple(range(n)), {}))
+
+
+def unflattener(td: PyTreeDef) -> Callable[[Sequence[Any]], Any]:
+    """A function of the leaves that rebuilds ``td`` (no tree walk for one leaf or a flat
+    tuple of leaves: ``hlo.jit``'s fast path returns its results through this)."""
+    if td.kind is _LEAF:
+        return operator.itemgetter(0)
+    if td.kind is tuple and all(c.kind is _LEAF for c in td.children):
+        return tuple
+    return functools.partial(tree_unflatten, td)
 
 
 def describe_difference(a: PyTreeDef, b: PyTreeDef, path=()) -> Optional[str]:

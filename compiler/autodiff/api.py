@@ -111,7 +111,7 @@ class _EagerCache:
         self.jits: Dict[Any, Callable] = {}
 
     def __call__(self, args, kwargs, dynamic_args: Sequence[int]):
-        from ..jit import jit
+        from ..api import jit
         leaves_paths, tree = tree_flatten_with_path((tuple(args), dict(kwargs)))
         dyn = []
         statics = []
@@ -347,7 +347,7 @@ def _cotangent(api: str, c, like: Tracer, what: str) -> Optional[Tracer]:
 
 
 def _vjp_eager(fun, api, primals, has_aux):
-    from ..jit import jit
+    from ..api import jit
     name = function_name(fun)
 
     def forward(*ps):
@@ -396,7 +396,7 @@ def jvp(fun: Callable, primals, tangents, has_aux: bool = False):
         raise ArgumentTypeError(f"{api}: {len(primals)} primals but {len(tangents)} tangents")
     if is_tracing():
         return _jvp_traced(fun, api, tuple(primals), tuple(tangents), has_aux)
-    from ..jit import jit
+    from ..api import jit
 
     def run(ps, ts):
         return _jvp_traced(fun, api, tuple(ps), tuple(ts), has_aux)
