@@ -59,12 +59,16 @@ def parse_args(argv):
 
 
 def _setup_environment(gpu: bool) -> None:
-    """Settings that must precede importing torch / jax: Inductor compiles in-process with one
-    thread into a fresh cache (its worker pool would otherwise stall what runs next, and a warm
-    cache would hide compile time); jax must not grab most of the GPU that torch also uses."""
+    """Settings that must precede importing torch / jax / hlo: Inductor and hlo compile into fresh
+    caches (a warm cache would hide compile time; Inductor in-process with one thread, since its
+    worker pool would otherwise stall what runs next); jax must not grab most of the GPU that
+    torch also uses."""
     os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-inductor-")
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    # hlo's persistent compilation cache would turn hlo's first call into a cache hit on a
+    # second run; jax's and Inductor's first calls compile cold, so hlo's does too.
+    os.environ["HLO_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-hlo-cache-")
     if gpu:
         try:
             import jax

@@ -13,13 +13,70 @@
 __version__ = "0.1.0"
 
 from . import config  # noqa: E402  (hlo.config.update(...), hlo.config.<setting>)
-from . import errors, tree_util, dtypes  # noqa: E402
-from .abstract import ShapeDtypeStruct  # noqa: E402
-from .jit import jit, make_ir, JitFunction  # noqa: E402
-from .stages import Lowered, Compiled  # noqa: E402
-from .targets import TARGETS, default_target  # noqa: E402
-from . import numpy, lax, nn  # noqa: E402
-from . import random  # noqa: E402  (hlo.random: jax.random's bits on uint32[2] keys)
+from . import tree_util  # noqa: E402
 
-from .stablehlo_loader import load_stablehlo  # noqa: E402
-from .autodiff import grad, value_and_grad, vjp, jvp  # noqa: E402
+# ``import hlo`` stays light so that ``hlo.load(path)`` runs a saved executable without
+# importing the tracer, the passes or a code generator. The first use of any other public name
+# imports the whole frontend at once (the imports below, as before), side effects included
+# (hlo.numpy installs the operators of traced values).
+_AOT_NAMES = {
+    "load": ("hlo.aot", "load"),
+    "aot": ("hlo.aot", None),
+    "LoadedExecutable": ("hlo.aot", "LoadedExecutable"),
+    "ExecutableError": ("hlo.runtime.hlox", "ExecutableError"),
+    "LoadError": ("hlo.runtime.hlox", "LoadError"),
+}
+# (public name, module it comes from, attribute of that module or None for the module itself),
+# in the order the frontend has always been imported.
+_FRONTEND = (
+    ("errors", "hlo.errors", None), ("dtypes", "hlo.dtypes", None),
+    ("ShapeDtypeStruct", "hlo.abstract", "ShapeDtypeStruct"),
+    ("jit", "hlo.api", "jit"), ("make_ir", "hlo.api", "make_ir"), ("JitFunction", "hlo.api", "JitFunction"),
+    ("Lowered", "hlo.stages", "Lowered"), ("Compiled", "hlo.stages", "Compiled"),
+    ("TARGETS", "hlo.targets", "TARGETS"), ("default_target", "hlo.targets", "default_target"),
+    ("numpy", "hlo.numpy", None), ("lax", "hlo.lax", None), ("nn", "hlo.nn", None),
+    ("random", "hlo.random", None),  # hlo.random: jax.random's bits on uint32[2] keys
+    ("load_stablehlo", "hlo.stablehlo_loader", "load_stablehlo"),
+    ("grad", "hlo.autodiff", "grad"), ("value_and_grad", "hlo.autodiff", "value_and_grad"),
+    ("vjp", "hlo.autodiff", "vjp"), ("jvp", "hlo.autodiff", "jvp"),
+    ("explain_cache_miss", "hlo.compile_cache", "explain_cache_miss"),  # the persistent cache
+)
+_FRONTEND_NAMES = {n for n, _, _ in _FRONTEND}
+_loading = False
+
+
+def _get(module: str, attr):
+    import importlib
+    m = importlib.import_module(module)
+    return m if attr is None else getattr(m, attr)
+
+
+def _load_frontend():
+    global _loading
+    if _loading:
+        return
+    _loading = True
+    try:
+        g = globals()
+        for name, module, attr in _FRONTEND:
+            g[name] = _get(module, attr)
+    finally:
+        _loading = False
+
+
+def __getattr__(name):
+    if name in _AOT_NAMES:
+        return _get(*_AOT_NAMES[name])
+    if name in _FRONTEND_NAMES:
+        for n, module, attr in _FRONTEND:
+            # A submodule (``from hlo import dtypes`` inside the frontend, or ``hlo.numpy``) is
+            # imported by itself; any other name loads the whole frontend.
+            if n == name and (attr is None or _loading):
+                return _get(module, attr)
+        _load_frontend()
+        return globals()[name]
+    raise AttributeError(f"module 'hlo' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | _FRONTEND_NAMES | set(_AOT_NAMES))

@@ -7,10 +7,19 @@ Settings and the environment variables that seed them:
   for a new signature, log (logger ``hlo.recompiles``, level WARNING) which argument changed and
   how.
 - ``target`` (str or None; ``HLO_TARGET``): the target used when ``hlo.jit`` is not given one,
-  and by hlo.numpy functions called outside ``hlo.jit``. None means: "cuda" when a usable NVIDIA
-  GPU is present, else "cpu".
+  and by hlo.numpy functions called outside ``hlo.jit``. None means: "cuda" when the CUDA backend
+  exists and a usable NVIDIA GPU is present, else "cpu".
 - ``traceback_filtering`` (bool, default True): hide hlo's own frames from the tracebacks of hlo
   errors, so the user's lines are what remains.
+- ``cache`` (bool or None; ``HLO_CACHE``, ``0`` turns it off): the persistent compilation cache
+  (``hlo.compile_cache``). None means: on unless ``HLO_CACHE`` says 0/false/off.
+- ``cache_dir`` (str or None; ``HLO_CACHE_DIR``): where the persistent cache lives. None means:
+  ``HLO_CACHE_DIR``, else ``$XDG_CACHE_HOME/hlo``, else ``~/.cache/hlo``.
+- ``cache_max_bytes`` (int or None; ``HLO_CACHE_MAX_BYTES``): the cache's size bound; the least
+  recently used entries are evicted past it. None means: the variable, else 1 GiB.
+
+The three cache settings are read when a compile happens (not at import), so setting the
+environment variables at any time before the first compile works.
 """
 from __future__ import annotations
 
@@ -30,12 +39,18 @@ _DEFAULTS: Dict[str, Any] = {
     "log_recompiles": "recompiles" in _env_log_flags(),
     "target": os.environ.get("HLO_TARGET") or None,
     "traceback_filtering": True,
+    "cache": None,
+    "cache_dir": None,
+    "cache_max_bytes": None,
 }
 
 _CHECKS = {
     "log_recompiles": lambda v: isinstance(v, bool),
     "target": lambda v: v is None or isinstance(v, str),
     "traceback_filtering": lambda v: isinstance(v, bool),
+    "cache": lambda v: v is None or isinstance(v, bool),
+    "cache_dir": lambda v: v is None or isinstance(v, (str, os.PathLike)),
+    "cache_max_bytes": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v > 0),
 }
 
 _values: Dict[str, Any] = dict(_DEFAULTS)

@@ -60,6 +60,7 @@ class Trace:
 
     def __init__(self, region: Region, parent: Optional["Trace"], description: str,
                  arg_names: Optional[Sequence[str]] = None, arg_params: Optional[Sequence[str]] = None):
+        from . import numpy as _  # noqa: F401  (Tracer's operators, however the tracer was imported)
         self.region = region
         self.parent = parent
         self.builder = Builder(region)

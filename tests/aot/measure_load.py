@@ -1,0 +1,82 @@
+"""Measures how fast a saved executable starts: ``import hlo`` + ``hlo.load`` + the first call, in
+fresh processes (the figure the AOT issue asks for). Not a test: timings are never asserted.
+
+    python3 tests/aot/measure_load.py [--workload transformer_layer] [--mode cpu] [--repeats 11]
+
+Compiles the bench workload at the mode's sizes once (in this process), saves it, then starts
+``--repeats`` fresh interpreters that each import numpy, import hlo, load the file, call it twice
+and report the phases and the modules they imported. Prints the median of each phase.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import numpy as np
+t1 = time.perf_counter()
+import hlo
+t2 = time.perf_counter()
+exe = hlo.load(sys.argv[1])
+t3 = time.perf_counter()
+d = np.load(sys.argv[2])
+args = [d[f"arr_{i}"].view(a.dtype).reshape(a.shape) for i, a in enumerate(exe.in_avals)]
+t4 = time.perf_counter()
+exe(*args)
+t5 = time.perf_counter()
+exe(*args)
+t6 = time.perf_counter()
+print(json.dumps({"import numpy": t1 - t0, "import hlo": t2 - t1, "hlo.load": t3 - t2,
+                  "first call": t5 - t4, "second call": t6 - t5, "load + first call": t3 - t2 + t5 - t4,
+                  "modules": sorted(m for m in sys.modules if m.startswith("hlo"))}))
+"""
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workload", default="transformer_layer")
+    ap.add_argument("--mode", default="cpu")
+    ap.add_argument("--dtype", default="f32")
+    ap.add_argument("--repeats", type=int, default=11)
+    a = ap.parse_args(argv)
+    sys.path.insert(0, str(REPO))
+    import numpy as np
+    import hlo
+    import hlo.numpy as hnp
+    from bench.workloads import BY_ID, Case, Ops
+    case = Case(BY_ID[a.workload], a.mode, a.dtype)
+    inputs = case.inputs()
+
+    def fn(*xs):
+        return case.workload.fn(Ops(hnp, hlo.grad), *xs)
+    compiled = hlo.aot.compile(fn, *[hlo.ShapeDtypeStruct(x.shape, x.dtype) for x in inputs], target="cpu")
+    with tempfile.TemporaryDirectory() as d:
+        path, data = os.path.join(d, "w.hlox"), os.path.join(d, "in.npz")
+        compiled.save(path)
+        np.savez(data, *[x.reshape(-1).view(np.uint8) for x in inputs])
+        runs = []
+        for _ in range(a.repeats):
+            p = subprocess.run([sys.executable, "-c", CHILD, path, data], capture_output=True, text=True,
+                               check=True)
+            runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
+        size = os.path.getsize(path)
+    print(f"{case.name} {case.shapes(inputs)}: {size} bytes, {a.repeats} fresh processes, "
+          f"{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.2f}")
+    for k in ("import numpy", "import hlo", "hlo.load", "first call", "second call", "load + first call"):
+        xs = [r[k] * 1e3 for r in runs]
+        print(f"  {k:18s} median {statistics.median(xs):7.1f} ms   (min {min(xs):.1f}, max {max(xs):.1f})")
+    print("  hlo modules imported:", ", ".join(runs[0]["modules"]))
+
+
+if __name__ == "__main__":
+    main()
