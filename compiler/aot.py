@@ -23,12 +23,12 @@ from __future__ import annotations
 import collections
 import os
 import struct
-from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from hlo.runtime import hlox
+from hlo.runtime.memory_analysis import MemoryAnalysis
 from hlo.runtime.hlox import (CorruptFileError, FormatVersionError, InputMismatchError, LoadError,
                               SaveError, TargetMismatchError)
 
@@ -265,21 +265,6 @@ def save(compiled, path) -> None:
 # --------------------------------------------------------------------------------------------
 # Loading
 # --------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class MemoryAnalysis:
-    """The memory analysis stored at save time (the same fields as the passes' analysis)."""
-    argument_size_in_bytes: int
-    output_size_in_bytes: int
-    temp_size_in_bytes: int
-    alias_size_in_bytes: int
-    constant_size_in_bytes: int
-
-    def __str__(self) -> str:
-        return (f"MemoryAnalysis(argument={self.argument_size_in_bytes}, output={self.output_size_in_bytes}, "
-                f"temp={self.temp_size_in_bytes}, alias={self.alias_size_in_bytes}, "
-                f"constant={self.constant_size_in_bytes})")
-
 
 class ArraySpec:
     """Shape and dtype of one flat argument or result of a loaded executable."""

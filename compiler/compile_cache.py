@@ -41,7 +41,6 @@ and everything when the cache is off (``HLO_CACHE=0`` or ``hlo.config.update("ca
 """
 from __future__ import annotations
 
-import difflib
 import functools
 import hashlib
 import json
@@ -50,7 +49,6 @@ import os
 import re
 import threading
 import time
-import uuid
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .targets import Artifact
@@ -285,22 +283,6 @@ def _discard(path: str, error: BaseException) -> None:
         pass
 
 
-def _atomic_write(path: str, data: bytes) -> None:
-    folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".tmp-{os.getpid()}-{uuid.uuid4().hex}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-
-
 _size_lock = threading.Lock()
 _known_size: Dict[str, int] = {}   # entries folder -> bytes believed to be in it
 
@@ -494,8 +476,9 @@ class Pending:
         except Exception as e:  # an executable the format cannot hold is simply not cached
             log.info("hlo.cache: not caching %s: %s", self.path, e)
             return
+        from hlo.runtime import hlox
         try:
-            _atomic_write(self.path, data)
+            hlox.atomic_write(self.path, data)
         except OSError as e:
             folder = os.path.dirname(self.path)
             if folder not in _unwritable:  # once per folder, not on every compile

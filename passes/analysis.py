@@ -13,12 +13,12 @@ arguments) and constant sizes in bytes.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Dict
 
 import numpy as np
 
 from hlo.ir.core import Operation
+from hlo.runtime.memory_analysis import MemoryAnalysis
 
 from .layout import is_bitcast
 from .util import ELEMENTWISE, TRANSCENDENTAL, inputs_of, nbytes
@@ -85,20 +85,6 @@ def cost_analysis(optimized) -> dict:
         bytes_accessed += sum(nbytes(r.type) for r in op.results)
     return {"kernels": kernels, "fusions": fusions, "unfused kernels": kernels - fusions,
             "flops": flops, "transcendentals": trans, "bytes accessed": bytes_accessed}
-
-
-@dataclass(frozen=True)
-class MemoryAnalysis:
-    argument_size_in_bytes: int
-    output_size_in_bytes: int
-    temp_size_in_bytes: int
-    alias_size_in_bytes: int
-    constant_size_in_bytes: int
-
-    def __str__(self) -> str:
-        return (f"MemoryAnalysis(argument={self.argument_size_in_bytes}, output={self.output_size_in_bytes}, "
-                f"temp={self.temp_size_in_bytes}, alias={self.alias_size_in_bytes}, "
-                f"constant={self.constant_size_in_bytes})")
 
 
 def memory_analysis(optimized) -> MemoryAnalysis:

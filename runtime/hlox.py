@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import struct
+import uuid
 from dataclasses import dataclass, field
 from typing import Dict
 
@@ -200,16 +201,25 @@ def loads(data: bytes, *, what: str = "the data") -> Payload:
 def write(path, payload: Payload) -> None:
     """Write ``payload`` to ``path`` atomically (a temporary file in the same folder, then a
     rename), so a reader never sees a half-written file."""
-    data = dumps(payload)
-    path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
+    atomic_write(os.fspath(path), dumps(payload))
+
+
+def atomic_write(path: str, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path`` (unique per process and thread), then
+    rename it over ``path``: readers see the old file or the new one, never a partial one."""
+    folder = os.path.dirname(path) or "."
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".tmp-{os.getpid()}-{uuid.uuid4().hex}")
     try:
         with open(tmp, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
-            os.unlink(tmp)
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 def read(path) -> Payload:

@@ -35,7 +35,7 @@ kernel over canonical copies.
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import llvmlite.ir as ir
@@ -48,7 +48,7 @@ from .blas import find_blas
 from .kernels import (Codegen, KernelBuilder, Root, collect_reads, emit_loop_kernel,
                       make_emitter)
 from .gemm_tiled import emit_tiled_gemm, supports as tiled_supports, vector_lanes
-from .gemm_view import MatrixView, canonical_view, matrix_view
+from .gemm_view import MatrixView, block_item, canonical_view, matrix_view
 from .program import BufRef
 
 CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_TRANS = 101, 111, 112
@@ -270,22 +270,6 @@ def _blocks(cg: Codegen, Bn: int, M: int, N: int, K: int = 0):
     return best[1], best[2]
 
 
-def _batch_offsets(b, bi, batch_dims: List[Tuple[int, int, int, int]]):
-    """Element offsets (A, B, C) of linear batch index ``bi``: batch_dims lists (size, A stride,
-    B stride, C stride) per batch dimension, major first."""
-    offs = [i64(0), i64(0), i64(0)]
-    rem = bi
-    for k in range(len(batch_dims) - 1, -1, -1):
-        n, *st = batch_dims[k]
-        if k == 0:
-            digit = rem
-        else:
-            digit = b.urem(rem, i64(n))
-            rem = b.udiv(rem, i64(n))
-        offs = [o if s == 0 else b.add(o, b.mul(digit, i64(s))) for o, s in zip(offs, st)]
-    return offs
-
-
 def _blas_kernel(cg, blas, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn, M, N, K, what, epi=None):
     """One kernel calling ?gemm per (batch, block) item: C[b] = A[b] x B[b], each operand a
     strided view. A result whose rows are contiguous (a column-major C) is computed as
@@ -326,16 +310,8 @@ def _blas_kernel(cg, blas, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, B
         stl = cg.ctx.declare(blas.set_threads_local, I32, [I32])
         old = b.call(stl, [ir.Constant(I32, 1)])
     n_ = lambda v: b.trunc(v, ity) if blas.int_bits < 64 else v
-    clip = lambda start, size, total: b.select(b.icmp_signed("<", b.sub(i64(total), start), i64(size)),
-                                               b.sub(i64(total), start), i64(size))
     with for_range(b, kb.lo, kb.hi, "item") as t:
-        bi = b.udiv(t, i64(per_batch))
-        r = b.urem(t, i64(per_batch))
-        m0 = b.mul(b.udiv(r, i64(nblocks)), i64(MB))
-        n0 = b.mul(b.urem(r, i64(nblocks)), i64(NB))
-        rows = clip(m0, MB, M)
-        cols = clip(n0, NB, N)
-        oa, ob, oc = _batch_offsets(b, bi, batch_dims)
+        bi, oa, ob, oc, m0, n0, rows, cols = block_item(b, t, per_batch, nblocks, MB, NB, M, N, batch_dims)
         ptr_at = lambda base, off: b.gep(base, [b.mul(off, i64(es))], source_etype=U.I8)
         ap = ptr_at(Ap, b.add(oa, b.mul(m0, i64(rsA))))
         bp = ptr_at(Bp, b.add(ob, b.mul(n0, i64(csB))))

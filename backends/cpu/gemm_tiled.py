@@ -26,7 +26,7 @@ import llvmlite.ir as ir
 
 from .. import llvm_util as U
 from ..llvm_util import F32, F64, I64, for_range, i64
-from .gemm_view import MatrixView
+from .gemm_view import MatrixView, block_item
 from .kernels import KernelBuilder, collect_reads, make_emitter
 from .target import host
 
@@ -78,7 +78,6 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
                     K: int, blocks: Tuple[int, int], what: str, epi=None, epilogue_fn=None):
     """A kernel over (batch, row block, column block) items computing C = A x B by register
     tiles, then ``epilogue_fn`` (``dot._block_epilogue``) on each block while it is in cache."""
-    from .dot import _batch_offsets
     fty = F64 if comp.name == "f64" else F32
     W = vector_lanes(comp)
     vty = ir.VectorType(fty, W)
@@ -186,17 +185,9 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
                         x = b.insert_element(x, e, ir.Constant(ir.IntType(32), l))
                 b.store(x, panel_at(k, v))
 
-    clip = lambda start, size, total: b.select(b.icmp_signed("<", b.sub(i64(total), start), i64(size)),
-                                               b.sub(i64(total), start), i64(size))
     with for_range(b, kb.lo, kb.hi, "item") as t:
-        bi = b.udiv(t, i64(per_batch))
-        r = b.urem(t, i64(per_batch))
-        m0 = b.mul(b.udiv(r, i64(nblocks)), i64(MB))
-        n0 = b.mul(b.urem(r, i64(nblocks)), i64(NB))
-        rows = clip(m0, MB, M)
-        cols = clip(n0, NB, N)
+        bi, oa, ob, oc, m0, n0, rows, cols = block_item(b, t, per_batch, nblocks, MB, NB, M, N, batch_dims)
         m1, n1 = b.add(m0, rows), b.add(n0, cols)
-        oa, ob, oc = _batch_offsets(b, bi, batch_dims)
         panel = NV * W
         # whole panels of NV vectors, then single vectors, then scalar columns
         n_panels_end = b.sub(n1, b.urem(cols, i64(panel)))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from hlo.ir.core import Value
-from ..llvm_util import strides_of
+from ..llvm_util import i64, strides_of
 from .program import BufRef
 
 _VIEW_OPS = ("reshape", "transpose", "copy")
@@ -141,3 +141,34 @@ def canonical_view(ref: BufRef, batch: Sequence[int], R: int, C: int) -> MatrixV
             dims.append((n, st))
         st *= n
     return MatrixView(ref, list(reversed(dims)), R, C, C if R != 1 else None, 1 if C != 1 else None)
+
+
+def batch_offsets(b, bi, batch_dims: List[Tuple[int, int, int, int]]):
+    """Element offsets (A, B, C) of linear batch index ``bi``: batch_dims lists (size, A stride,
+    B stride, C stride) per batch dimension, major first."""
+    offs = [i64(0), i64(0), i64(0)]
+    rem = bi
+    for k in range(len(batch_dims) - 1, -1, -1):
+        n, *st = batch_dims[k]
+        if k == 0:
+            digit = rem
+        else:
+            digit = b.urem(rem, i64(n))
+            rem = b.udiv(rem, i64(n))
+        offs = [o if s == 0 else b.add(o, b.mul(digit, i64(s))) for o, s in zip(offs, st)]
+    return offs
+
+
+def block_item(b, t, per_batch: int, nblocks: int, MB: int, NB: int, M: int, N: int,
+               batch_dims: List[Tuple[int, int, int, int]]):
+    """Where work item ``t`` of a blocked product lies: its linear batch index, the element
+    offsets (A, B, C) of that batch, its first row and column, and its row and column counts (clipped at M and N). Items
+    run batch-major, then row blocks, then column blocks of ``nblocks`` per row of blocks."""
+    clip = lambda start, size, total: b.select(b.icmp_signed("<", b.sub(i64(total), start), i64(size)),
+                                               b.sub(i64(total), start), i64(size))
+    bi = b.udiv(t, i64(per_batch))
+    r = b.urem(t, i64(per_batch))
+    m0 = b.mul(b.udiv(r, i64(nblocks)), i64(MB))
+    n0 = b.mul(b.urem(r, i64(nblocks)), i64(NB))
+    oa, ob, oc = batch_offsets(b, bi, batch_dims)
+    return bi, oa, ob, oc, m0, n0, clip(m0, MB, M), clip(n0, NB, N)

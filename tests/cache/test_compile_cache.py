@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import hlo
+from hlo.runtime import hlox
 import hlo.numpy as hnp
 from hlo import compile_cache as cc
 from hlo import config
@@ -268,7 +269,7 @@ def test_atomic_writes_from_many_threads(tmp_path):
     def writer(data):
         try:
             for _ in range(10):
-                cc._atomic_write(path, data)
+                hlox.atomic_write(path, data)
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
     ts = [threading.Thread(target=writer, args=(c,)) for c in contents]
