@@ -26,4 +26,20 @@ from .contractions import (dot_general, dot, conv_general_dilated, conv, ConvDim
                            conv_dimension_numbers)
 from .indexing import (gather, scatter, scatter_add, scatter_mul, scatter_min, scatter_max,
                        scatter_apply, GatherDimensionNumbers, ScatterDimensionNumbers)
-from ..control_flow import cond, switch, while_loop, fori_loop, scan, map  # noqa: E402
+from . import linalg  # noqa: E402,F401  (hlo.lax.linalg: lu, cholesky, qr, eigh, svd, triangular_solve)
+
+
+# Control flow lives in hlo.control_flow, which itself builds on hlo.lax; re-exporting it lazily
+# lets either module be imported first (an eager import here is a cycle when control_flow is).
+_CONTROL_FLOW = ("cond", "switch", "while_loop", "fori_loop", "scan", "map")
+
+
+def __getattr__(name):
+    if name in _CONTROL_FLOW:
+        from .. import control_flow
+        return getattr(control_flow, name)
+    raise AttributeError(f"module 'hlo.lax' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_CONTROL_FLOW))

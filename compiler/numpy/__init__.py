@@ -35,6 +35,9 @@ from .shapes import (reshape, ravel, transpose, permute_dims, matrix_transpose, 
 from .shapes import broadcast_shapes_ as broadcast_shapes
 from .products import matmul, dot, vdot, inner, outer, tensordot, einsum, kron
 from .sorting import sort, argsort, msort
+from .search import searchsorted, digitize, interp, unique
+from .differences import diff, ediff1d, cross
+from . import linalg
 from . import array_methods as _array_methods  # installs operators and methods on Tracer
 
 bool_ = _dtypes.bool_.type
