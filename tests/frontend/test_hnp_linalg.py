@@ -44,16 +44,8 @@ def _jax_or_none(fn, args, grad_argnums=None):
         return None
 
 
-def _skip_slow_compile(target, dtype):
-    """The factorizations' loop programs are slow to compile for cpu (LLVM): float64 runs on
-    the interpreter only, float32 on every target (eigh/svd of float32 iterate in float64)."""
-    if target != "interpreter" and dtype == np.float64:
-        pytest.skip("float64 factorization programs run on the interpreter only (compile time)")
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_lu_family_against_numpy(target, dtype):
-    _skip_slow_compile(target, dtype)
     rng = np.random.default_rng(11)
     a = rng.standard_normal((2, 3, 5, 5)).astype(dtype)  # general: partial pivoting matters
     a[0, 0, 0, 0] = 0.0
@@ -130,7 +122,6 @@ def _check_eigh(got_w, got_v, a64, tol):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_eigh_svd_small_batched(target, dtype):
-    _skip_slow_compile(target, dtype)
     rng = np.random.default_rng(14)
     x = rng.standard_normal((2, 7, 7))
     a = ((x + np.swapaxes(x, -1, -2)) / 2).astype(dtype)  # odd size: padded internally
@@ -188,7 +179,6 @@ def test_eigh_svd_accuracy_n64_float32():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_pinv_lstsq_rank_power_multidot_cond(target, dtype):
-    _skip_slow_compile(target, dtype)
     rng = np.random.default_rng(16)
     m = rng.standard_normal((2, 5, 3)).astype(dtype)
     low = (rng.standard_normal((6, 2)) @ rng.standard_normal((2, 4))).astype(dtype)
@@ -228,7 +218,6 @@ def test_pinv_lstsq_rank_power_multidot_cond(target, dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_norms(target, dtype):
-    _skip_slow_compile(target, dtype)
     rng = np.random.default_rng(17)
     x = rng.standard_normal((3, 4, 5)).astype(dtype)
     v = rng.standard_normal(6).astype(dtype)
