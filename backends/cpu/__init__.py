@@ -9,11 +9,12 @@ fallback buffer plan.
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from hlo.ir.core import Module
-from hlo.ir.verifier import verify_module
 from .target import compile_ir, default_threads, host
+
+if TYPE_CHECKING:
+    from hlo.ir.core import Module
 
 
 def __getattr__(name):
@@ -27,6 +28,7 @@ def __getattr__(name):
 
 def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
     """Compile an optimized module (or a plain ``Module``) to an ``Executable``."""
+    from hlo.ir.core import Module
     from hlo.runtime.executable import Executable, FORMAT_VERSION
     from ..llvm_util import ModuleContext
     from .kernels import Codegen
@@ -87,6 +89,7 @@ def compile_module(module: Module, threads: Optional[int] = None, opt_level: int
     except ImportError:
         optimize = None
     if optimize is None:
+        from hlo.ir.verifier import verify_module
         from .fallback_plan import Unoptimized
         verify_module(module)
         return compile(Unoptimized(module), threads=threads, opt_level=opt_level)
