@@ -363,10 +363,7 @@ class LoadedExecutable:
         try:
             target = m["target"]
             runtime = m["runtime"]
-            # a compilation-cache entry has no call signature: flat arrays in and out
-            sig = m.get("signature") or {
-                "name": "main", "in_tree": None, "out_tree": None, "inputs": runtime["inputs"],
-                "outputs": runtime["outputs"], "arg_names": [f"argument {i}" for i in range(len(runtime["inputs"]))]}
+            sig = m["signature"]
             _require(isinstance(target, dict) and isinstance(sig, dict) and isinstance(runtime, dict),
                      "target, signature and runtime must be objects")
             self.in_tree = tree_from_json(sig["in_tree"])

@@ -477,7 +477,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     show_tb = os.environ.get("HLO_CLI_TRACEBACK", "") not in ("", "0")
-    if argv and argv[0] == "--traceback":
+    if "--traceback" in argv:
         show_tb = True
     # ``hlo opt ...`` hands everything after "opt" to the passes tool unchanged.
     rest = [x for x in argv if x != "--traceback"]
@@ -486,7 +486,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return opt_main(rest[1:])
     try:
         parser = build_parser()
-        a = parser.parse_args(argv)
+        a = parser.parse_args(rest)
         if a.command is None:
             parser.print_help(sys.stderr)
             return 2

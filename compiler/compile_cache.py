@@ -340,26 +340,6 @@ def _account(folder: str, added: int) -> None:
         _known_size[folder] = total
 
 
-def evict(bound: Optional[int] = None) -> int:
-    """Evict least recently used entries until the cache is under ``bound`` bytes (default: the
-    configured bound); return the bytes left."""
-    folder = entries_dir()
-    entries = sorted(_scan(folder))
-    total = sum(s for _, s, _ in entries)
-    limit = max_bytes() if bound is None else bound
-    for _, size, path in entries:
-        if total <= limit:
-            break
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-        total -= size
-    with _size_lock:
-        _known_size[folder] = total
-    return total
-
-
 def clear() -> None:
     """Delete every entry of the cache."""
     folder = entries_dir()
