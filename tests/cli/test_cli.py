@@ -249,7 +249,15 @@ def test_cache_command(capsys, tmp_path):
         assert main(["cache"]) == 0
         out = capsys.readouterr().out
         assert str(tmp_path / "c") in out and "0 entries" in out
+        import hlo
+        import hlo.numpy as hnp
+        hlo.jit(lambda x: hnp.sin(x) + 1, target="cpu")(np.ones(3, np.float32))
+        assert main(["cache"]) == 0
+        assert "1 entry" in capsys.readouterr().out
         assert main(["cache", "clear"]) == 0
+        capsys.readouterr()
+        assert main(["cache"]) == 0
+        assert "0 entries" in capsys.readouterr().out
 
 
 def test_no_command_prints_usage(capsys):
