@@ -104,6 +104,15 @@ def log_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return _select_nan(b, x, res)
 
 
+def _div_estimate(b: ir.IRBuilder, p: ir.Value, q: ir.Value) -> ir.Value:
+    """p / q for our own approximations, whose divisor is finite and bounded away from zero:
+    ``arcp ninf`` lets the x86 backend use a reciprocal estimate and one Newton step in vector
+    loops (about 1 ulp). Only for internal divisions (a user's ``divide`` stays correctly
+    rounded), and only where measured faster: logistic 6.7 -> 6.0 ms on f32[4096,4096], while
+    tanh's got slower (3.7 -> 4.1 ms: its divide overlaps the polynomials' FMAs)."""
+    return b.fdiv(p, q, flags=("arcp", "ninf"))
+
+
 def tanh_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """Rational minimax approximation x * P(x^2)/Q(x^2) on [-7.9, 7.9] (Eigen's coefficients;
     tanh rounds to +-1 beyond), one division and no exp: about a third of the exp-based cost.
@@ -124,7 +133,7 @@ def logistic_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     # e = exp(-|x|) never overflows: 1/(1+e) for x >= 0, e/(1+e) for x < 0 (keeps subnormal
     # results accurate where 1/(1+exp(-x)) would give 0).
     e = exp_f32(ctx, b, b.fneg(b.call(ctx.intrinsic("fabs", F32), [x])))
-    r = b.fdiv(_c(1.0), b.fadd(_c(1.0), e))
+    r = _div_estimate(b, _c(1.0), b.fadd(_c(1.0), e))
     return b.select(b.fcmp_ordered(">=", x, _c(0.0)), r, b.fmul(e, r))
 
 

@@ -48,10 +48,27 @@ func @main(%arg0: f32[37,101]) -> (f32[37,101]) {
 }
 """
     exe = compile_text(src)
-    assert 'llvm.loop.interleave.count", i32 4' in exe.ir_text
+    # exp and tanh weigh 4 ops each (serial polynomial chains): 11 in all, a long chain -> 8
+    assert 'llvm.loop.interleave.count", i32 8' in exe.ir_text
     x = f32(37, 101) * 4
     x[0, :5] = [np.nan, np.inf, -np.inf, 0.0, -0.0]
     check(src, [x], rtol=4e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("op,copies", [("exponential", 4), ("tanh", 4), ("logistic", 8)])
+def test_lone_transcendental_is_interleaved(op, copies):
+    """One exp/tanh is a ~20-instruction serial chain: it gets independent copies in flight."""
+    src = f"""module @m
+func @main(%arg0: f32[64,128]) -> (f32[64,128]) {{
+  %0 = {op}(%arg0) : f32[64,128]
+  return(%0)
+}}
+"""
+    exe = compile_text(src)
+    assert f'llvm.loop.interleave.count", i32 {copies}' in exe.ir_text
+    x = f32(64, 128) * 8
+    x[0, :5] = [np.nan, np.inf, -np.inf, 0.0, -0.0]
+    check(src, [x], rtol=4e-6, atol=1e-30)
 
 
 def test_short_loop_keeps_llvm_choice():
