@@ -301,6 +301,26 @@ func @main(%a: {_t(dt, [2, m, k])}, %b: {_t(dt, [k, n])}, %c: {_t(dt, [2, m, n])
     check(src, args, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("blocks", [(7, 20), (12, 16), (5, 9), (6, 45)])
+def test_tiled_gemm_emits_the_tiles_every_block_needs(monkeypatch, blocks):
+    """The tiled GEMM emits only the row-tail tiles and column loops that the (compile-time)
+    block sizes can produce: blocks whose last row/column block is shorter must still get
+    theirs (23 rows in blocks of 7 leave 2; 45 columns in blocks of 20 leave 5: a scalar tail)."""
+    import hlo.backends.cpu.dot as dot
+    monkeypatch.setenv("HLO_CPU_GEMM", "generated")
+    monkeypatch.setattr(dot, "_blocks", lambda cg, Bn, M, N, K=0: blocks)
+    m, k, n = 23, 17, 45
+    src = f"""module @m
+
+func @main(%a: {_t("f32", [m, k])}, %b: {_t("f32", [k, n])}) -> ({_t("f32", [m, n])}) {{
+  %0 = dot_general(%a, %b) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]}} : {_t("f32", [m, n])}
+  return(%0)
+}}
+"""
+    rng = np.random.default_rng(7)
+    check(src, [_rand(rng, "f32", (m, k)), _rand(rng, "f32", (k, n))], rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("gemm", ["generated", "auto"])
 def test_long_contraction_past_the_tiled_panel(monkeypatch, gemm):
     """K past TILED_MAX_K: the tiled kernel's stack panel would be too big, another kernel runs."""
