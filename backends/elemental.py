@@ -102,6 +102,22 @@ def _key(v: Value, idx) -> tuple:
 REASSOC_OPS = ("fadd", "fmul")
 
 
+def _float_minmax_body(op) -> Optional[str]:
+    """"maximum" / "minimum" if ``op`` is a one-input float reduce whose body is exactly that op
+    of its two arguments (the LLVM intrinsic's name), else None."""
+    if len(op.operands) != 2 or not op.operands[0].type.dtype.is_float:
+        return None
+    body = op.regions[0]
+    if len(body.ops) != 1 or len(body.outputs) != 1:
+        return None
+    bop = body.ops[0]
+    if bop.name not in ("maximum", "minimum") or body.outputs[0] is not bop.results[0]:
+        return None
+    if set(bop.operands) != set(body.args) or len(set(bop.operands)) != 2:
+        return None
+    return bop.name
+
+
 class ElementalEmitter:
     def __init__(self, ctx: ModuleContext, builder: ir.IRBuilder, sources: Dict[Value, object]):
         self.ctx = ctx
@@ -460,8 +476,9 @@ class ElementalEmitter:
         # Loop over reduced dims in physical order (major first) so the innermost is contiguous.
         order = [d for d in reversed(in_t.minor_to_major) if d in dims]
         loops = [(d, in_t.shape[d]) for d in order]
+        minmax = _float_minmax_body(op)
         if in_t.size > 0:
-            def body_fn(ivs):
+            def body_fn(ivs, exact=True, sinks=True):
                 full = [None] * in_t.rank
                 for k, d in enumerate(kept):
                     full[d] = idx[k]
@@ -469,14 +486,27 @@ class ElementalEmitter:
                     full[d] = ivs[d]
                 xs = [self.at(v, full) for v in inputs]
                 for v, x in zip(inputs, xs):
-                    sink = self.reduce_input_sinks.get(v)
+                    sink = self.reduce_input_sinks.get(v) if sinks else None
                     if sink is not None:
                         sink(full, x)
                 cur = [b.load(a, typ=t.type) for a, t in zip(accs, init_vals)]
-                new = self.scalar_region(body, cur + xs, reassoc=True)
+                if exact:
+                    new = self.scalar_region(body, cur + xs, reassoc=True)
+                else:
+                    fn = self.ctx.intrinsic(minmax, cur[0].type, 2)
+                    new = [b.call(fn, [cur[0], xs[0]], fastmath=("nsz", "reassoc"))]
                 for a, v in zip(accs, new):
                     b.store(v, a)
-            self._reduce_loop(loops, body_fn)
+            self._reduce_loop(loops, lambda ivs: body_fn(ivs, exact=minmax is None))
+            if minmax is not None:
+                # ``nsz`` lets a vectorized max/min skip ordering -0 below +0 (3 instructions a
+                # vector instead of 10 on AVX2); only a zero result can have the wrong sign, and
+                # then the reduction runs again exactly (rare: the extreme itself is a zero).
+                zero = b.fcmp_ordered("==", b.load(accs[0], typ=init_vals[0].type),
+                                      ir.Constant(init_vals[0].type, 0.0))
+                with b.if_then(zero, likely=False):
+                    b.store(init_vals[0], accs[0])
+                    self._reduce_loop(loops, lambda ivs: body_fn(ivs, exact=True, sinks=False))
         outs = [b.load(a, typ=t.type) for a, t in zip(accs, init_vals)]
         for k, r in enumerate(op.results):
             self._remember(r, idx, outs[k])
