@@ -42,6 +42,17 @@ def load_average():
         return None
 
 
+def cpu_steal_seconds():
+    """CPU time the hypervisor gave to other guests (``steal`` in /proc/stat, all CPUs), or
+    None where the kernel does not report it. A row timed while it grew ran on less than the
+    machine (a 2-core VM losing a core looks like a kernel gone single-threaded)."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def machine_slug(info: dict, gpu: bool) -> str:
     name = info.get("gpu") if gpu and info.get("gpu") else f"{info['cpu']} {info['cores']}c"
     name = re.sub(r"\(r\)|\(tm\)|processor|\d+-core", "", name.lower())
