@@ -42,15 +42,20 @@ def load_average():
         return None
 
 
-def cpu_steal_seconds():
-    """CPU time the hypervisor gave to other guests (``steal`` in /proc/stat, all CPUs), or
-    None where the kernel does not report it. A row timed while it grew ran on less than the
-    machine (a 2-core VM losing a core looks like a kernel gone single-threaded)."""
+def cpu_seconds_elsewhere():
+    """(CPU seconds the machine spent busy outside this process, CPU seconds the hypervisor
+    gave to other guests) so far, or None where /proc/stat is missing. Their growth while a
+    row is timed shows that the row ran on less than the whole machine: another process (or
+    guest) holding one of two cores makes a two-thread kernel run at one-thread speed."""
     try:
-        fields = Path("/proc/stat").read_text().splitlines()[0].split()
-        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+        f = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
     except (OSError, IndexError, ValueError):
         return None
+    tick = os.sysconf("SC_CLK_TCK")
+    user, nice, system, idle, iowait, irq, softirq, steal = f
+    busy = (user + nice + system + irq + softirq) / tick
+    mine = sum(os.times()[:2])  # this process's user + system time
+    return busy - mine, steal / tick
 
 
 def machine_slug(info: dict, gpu: bool) -> str:

@@ -25,7 +25,7 @@ if __package__ in (None, ""):                       # `python bench/run.py`: mak
 
 from bench import limits as limits_mod               # noqa: E402
 from bench.check import check_outputs                # noqa: E402
-from bench.report import (cpu_steal_seconds, format_table, geomean_summary, load_average,  # noqa: E402
+from bench.report import (cpu_seconds_elsewhere, format_table, geomean_summary, load_average,  # noqa: E402
                           machine_info, machine_slug, now_utc, write_json)
 from bench.systems import make_systems               # noqa: E402
 from bench.timing import measure                     # noqa: E402
@@ -33,7 +33,7 @@ from bench.workloads import WORKLOADS, np_dtype, reference, select  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 HLO_TARGETS = ("interpreter", "cpu", "cuda")
-STEAL_NOTE_FRACTION = 0.05  # of one CPU stolen by the hypervisor while a row was timed: noted
+BUSY_NOTE_CPU = 0.2  # of one CPU used elsewhere while a row was timed: the row gets a note
 
 
 def parse_args(argv):
@@ -115,7 +115,7 @@ def run_one(case, system, inputs, refs, min_time, max_time) -> dict:
         r.update(status="wrong", note=f"does not match the float64 reference: {chk.message}")
         return r
     del out, outs
-    steal0, wall0 = cpu_steal_seconds(), time.perf_counter()
+    busy0, wall0 = cpu_seconds_elsewhere(), time.perf_counter()
     try:
         t = measure(bound.call, bound.sync, min_time=min_time, max_time=max_time)
     except Exception as e:  # noqa: BLE001
@@ -123,13 +123,15 @@ def run_one(case, system, inputs, refs, min_time, max_time) -> dict:
         return r
     r.update(median_s=t.median_s, min_s=t.min_s, max_s=t.max_s, calls=t.calls, batch=t.batch)
     notes = [t.note] if t.note else []
-    steal1 = cpu_steal_seconds()
-    if steal0 is not None and steal1 is not None:
-        # the fraction of one CPU the hypervisor took while this row was timed
-        r["steal_fraction"] = round((steal1 - steal0) / max(time.perf_counter() - wall0, 1e-9), 3)
-        if r["steal_fraction"] >= STEAL_NOTE_FRACTION:
-            notes.append(f"the hypervisor took {r['steal_fraction']:.0%} of a CPU while this row "
-                         "was timed: it ran on less than the whole machine")
+    busy1 = cpu_seconds_elsewhere()
+    if busy0 is not None and busy1 is not None:
+        wall = max(time.perf_counter() - wall0, 1e-9)
+        # fractions of one CPU used outside this process / stolen by the hypervisor meanwhile
+        r["other_cpu"] = round(max(busy1[0] - busy0[0], 0.0) / wall, 3)
+        r["steal_cpu"] = round((busy1[1] - busy0[1]) / wall, 3)
+        if r["other_cpu"] + r["steal_cpu"] >= BUSY_NOTE_CPU:
+            notes.append(f"other processes used {r['other_cpu']:.0%} and the hypervisor "
+                         f"{r['steal_cpu']:.0%} of a CPU while this row was timed")
     try:
         r.update(bound.stats())
     except NotImplementedError as e:
