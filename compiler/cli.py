@@ -233,8 +233,7 @@ def cmd_compile(a) -> int:
         compiled = lowered.compile(target=a.target, dump_dir=a.dump_dir)
         progress("writing")
         compiled.save(out)
-        hit = [s for s, _ in progress.stages] == ["tracing", "cache"]
-        progress.finish("from the compilation cache" if hit else "")
+        progress.finish("from the compilation cache" if compiled.from_cache else "")
     except BaseException:
         progress.abort()
         raise

@@ -626,9 +626,8 @@ def explain_cache_miss(f: Callable, *args, **kwargs) -> str:
     ``hlo.jit`` function (or a plain function, jitted with defaults); arrays or
     ``hlo.ShapeDtypeStruct``s. Returns the explanation (it does not compile)."""
     from .api import JitFunction, jit
-    from .targets import resolve_target
+    from .targets import compile_options, resolve_target
     jf = f if isinstance(f, JitFunction) else jit(f)
     lowered = jf.lower(*args, **kwargs)
     target = resolve_target(lowered.target)
-    opts = {"donated_args": tuple(lowered.donated)} if lowered.donated else {}
-    return explain(lowered.ir, target, opts)
+    return explain(lowered.ir, target, compile_options(lowered.donated))

@@ -82,6 +82,13 @@ class Compiled:
         self.target = artifact.target
         self._fast = None  # (expected argument keys, run, finish), made on the first call
 
+    @property
+    def from_cache(self) -> bool:
+        """True when this executable was read from the persistent compilation cache (no passes
+        or code generation ran in this process)."""
+        result = getattr(self._artifact, "optimize_result", None)
+        return bool(getattr(result, "from_cache", False))
+
     def _fast_path(self):
         """For calls with only positional arguments that are exactly the compiled arrays
         (numpy, C-contiguous, same shapes and dtypes): the ``array_key`` tuple they have, the

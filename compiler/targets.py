@@ -151,15 +151,22 @@ def report_progress(stage: str) -> None:
         cb(stage)
 
 
+def compile_options(donated: Sequence[int] = (), options: Optional[dict] = None) -> dict:
+    """The options a compile passes to the pipeline and keys the persistent cache on; one place,
+    so that ``hlo.explain_cache_miss`` compares exactly what a compile would."""
+    opts = dict(options or {})
+    if donated:
+        opts["donated_args"] = tuple(donated)
+    return opts
+
+
 def compile_module(module: Module, target: str, *, donated: Sequence[int] = (),
                    options: Optional[dict] = None, dump_dir: Optional[str] = None) -> Artifact:
     """Optimize ``module`` for ``target`` and build something that runs it. With ``dump_dir``
     (or ``HLO_DUMP_DIR``), the pipeline writes the module after each pass, the fusion decisions
     and the buffer plan there."""
     check_target_name(target)
-    opts = dict(options or {})
-    if donated:
-        opts["donated_args"] = tuple(donated)
+    opts = compile_options(donated, options)
     if target == "interpreter":
         if not _module_exists("hlo.ir.interpreter"):
             raise TargetUnavailableError(

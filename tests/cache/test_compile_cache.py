@@ -45,10 +45,10 @@ def artifact(jf, *args):
 
 def test_hit_in_process_matches_a_fresh_compile(cache):
     fresh = hlo.jit(f).lower(X, W).compile()
-    assert not isinstance(fresh._artifact, cc.CachedArtifact)
+    assert not isinstance(fresh._artifact, cc.CachedArtifact) and not fresh.from_cache
     assert len(entries(cache)) == 1
     hit = hlo.jit(f).lower(X, W).compile()
-    assert isinstance(hit._artifact, cc.CachedArtifact)
+    assert isinstance(hit._artifact, cc.CachedArtifact) and hit.from_cache
     np.testing.assert_array_equal(hit(X, W), fresh(X, W))
     np.testing.assert_allclose(hit(X, W), np.tanh(X.astype(np.float64) @ W) + 1.0, rtol=1e-5)
     assert hit.as_text() == fresh.as_text()
@@ -90,12 +90,18 @@ def test_key_parts_name_what_differs(cache, monkeypatch):
         msg = hlo.explain_cache_miss(f, X, W)
         assert "differs in environment:" in msg and "HLO_CPU_GEMM=generated" in msg
 
-    if cc._environment_part("cpu").startswith("threads=1 "):
-        pytest.skip("one core: cannot change the thread count")
     with monkeypatch.context() as m:
-        m.setenv("HLO_CPU_THREADS", "1")
+        # a thread count other than this machine's (HLO_CPU_THREADS can only lower it, so a
+        # one-core machine gets a pretend second core)
+        import hlo.backends.cpu.target as cpu_target
+        other = 2 if cpu_target.default_threads() == 1 else 1
+        m.setattr(cpu_target, "default_threads", lambda: other)
         msg = hlo.explain_cache_miss(f, X, W)
-        assert "differs in environment:" in msg and "threads=1" in msg
+        assert "differs in environment:" in msg and f"threads={other}" in msg
+
+    # a donated compile is a hit for the same donation: compile and explain use one options dict
+    hlo.jit(f, donate_argnums=0).lower(X, W).compile()
+    assert hlo.explain_cache_miss(hlo.jit(f, donate_argnums=0), X, W).startswith("cache hit")
 
     # the target part: the cache holds only the cpu entry; a key for another target
     key = cc.make_key(hlo.jit(f).lower(X, W).ir, "cpu", {})

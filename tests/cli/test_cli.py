@@ -260,6 +260,19 @@ def test_cache_command(capsys, tmp_path):
         assert "0 entries" in capsys.readouterr().out
 
 
+def test_compile_says_when_it_came_from_the_cache(capsys, tmp_path, model):
+    """The second ``hlo compile`` of the same function is served by the persistent cache, and
+    says so (from the executable's own ``from_cache``, not from which stages it reported)."""
+    from hlo import config
+    argv = ["compile", f"{model}:mlp", "--arg", "f32[4,8]", "--arg", "f32[8,3]", "--arg", "f32[3]",
+            "--static", "scale=2.0", "-o", str(tmp_path / "m.hlox")]
+    with config.override(cache_dir=str(tmp_path / "c")):
+        assert main(argv) == 0
+        assert "from the compilation cache" not in capsys.readouterr().err
+        assert main(argv) == 0
+        assert "from the compilation cache" in capsys.readouterr().err
+
+
 def test_no_command_prints_usage(capsys):
     assert main([]) == 2
     assert "compile" in capsys.readouterr().err
