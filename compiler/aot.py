@@ -143,33 +143,20 @@ def _plain(name: str) -> str:
 def object_symbols(obj: bytes):
     """``(defined, undefined)`` symbol names of an ELF64 little-endian relocatable object, or
     None for another object format (then loading cannot check its imports in advance)."""
-    if len(obj) < 64 or obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
+    from hlo.runtime import elf
+    return elf.symbols(obj)
+
+
+def _symbols_or_none(obj: bytes):
+    try:
+        return object_symbols(obj)
+    except (struct.error, IndexError, ValueError):
         return None
-    shoff, = struct.unpack_from("<Q", obj, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
-    heads = [struct.unpack_from("<IIQQQQIIQQ", obj, shoff + i * shentsize) for i in range(shnum)]
-    defined, undefined = set(), set()
-    for h in heads:
-        if h[1] != 2:  # SHT_SYMTAB
-            continue
-        off, size, entsize = h[4], h[5], h[9] or 24
-        stroff = heads[h[6]][4]
-        for k in range(1, size // entsize):
-            name_off, _info, _other, shndx = struct.unpack_from("<IBBH", obj, off + k * entsize)
-            if not name_off:
-                continue
-            end = obj.index(b"\x00", stroff + name_off)
-            name = obj[stroff + name_off:end].decode("ascii", "replace")
-            (undefined if shndx == 0 else defined).add(name)
-    return sorted(defined), sorted(undefined)
 
 
 def object_imports(obj: bytes) -> Optional[List[str]]:
     """The external symbols an object calls (None if its format is not understood)."""
-    try:
-        syms = object_symbols(obj)
-    except (struct.error, IndexError, ValueError):
-        return None
+    syms = _symbols_or_none(obj)
     return None if syms is None else syms[1]
 
 
@@ -183,7 +170,6 @@ def _analysis_json(art) -> dict:
 def artifact_payload(art) -> hlox.Payload:
     """The payload of a compiled ``Artifact`` (no call signature: flat arrays in and out)."""
     import hlo
-    from hlo.ir import print_module
     exe = getattr(art, "executable", None)
     if exe is None or getattr(exe, "object_code", None) is None:
         raise SaveError(f"an executable for target {art.target!r} has no native code to save; "
@@ -199,14 +185,15 @@ def artifact_payload(art) -> hlox.Payload:
         "buffer_plan": {"arena_size": int(rt.get("arena_size", 0)), "text": plan.splitlines()},
         "call_sequence": (exe.steps_text or "").splitlines(),
         "analyses": _analysis_json(art),
-        "imports": object_imports(exe.object_code),
     }
+    syms = _symbols_or_none(exe.object_code)
+    manifest["imports"] = None if syms is None else syms[1]
     code = f"code.{manifest['target']['kind']}"
     manifest["hlo_version"] = hlo.__version__
     manifest["sections"] = {code: "native code: a relocatable object file for the target triple",
                             "ir": "the optimized module (hlo IR text)"}
-    sections = {code: exe.object_code, "ir": print_module(art.optimized_module).encode("utf-8")}
-    pool = _pool_object_if_used(exe.object_code)
+    sections = {code: exe.object_code, "ir": art.module_text().encode("utf-8")}
+    pool = _pool_object_if_used(syms)
     if pool is not None:
         sections[POOL_SECTION] = pool
         manifest["sections"][POOL_SECTION] = ("native code: the runtime's worker pool that parallel "
@@ -218,15 +205,12 @@ def artifact_payload(art) -> hlox.Payload:
 POOL_SECTION = "code.cpu.pool"
 
 
-def _pool_object_if_used(obj: bytes) -> Optional[bytes]:
-    """The worker pool's object code if the executable's code has the pool pointer, so that a
-    loading process links the pool instead of compiling it."""
+def _pool_object_if_used(syms) -> Optional[bytes]:
+    """The worker pool's object code if the executable's code (its ``syms``, None when they
+    could not be read) has the pool pointer, so that a loading process links the pool
+    instead of compiling it."""
     from hlo.backends.cpu.program import POOL_PTR
     from hlo.runtime.thread_pool import pool_object_code
-    try:
-        syms = object_symbols(obj)
-    except (struct.error, IndexError, ValueError):
-        syms = None
     if syms is not None and POOL_PTR not in syms[0]:
         return None
     return pool_object_code()

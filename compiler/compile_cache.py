@@ -420,6 +420,9 @@ class CachedArtifact(Artifact):
             return list(_exe(*flat))
         self.run = run
 
+    def module_text(self) -> str:
+        return self.ir_text  # the stored text itself: no parse and print to save or show it
+
     @property
     def optimized_module(self):
         if self._module is None:

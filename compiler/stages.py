@@ -121,7 +121,7 @@ class Compiled:
         return self.lowered.out_avals
 
     def as_text(self) -> str:
-        return print_module(self._artifact.optimized_module)
+        return self._artifact.module_text()
 
     @api_boundary
     def cost_analysis(self) -> Dict[str, Any]:

@@ -117,6 +117,12 @@ class Artifact:
             unchecked = None  # the executable permutes some input or output layout
         return run, unchecked
 
+    def module_text(self) -> str:
+        """The optimized module as IR text (what ``Compiled.as_text`` shows and ``hlo.aot``
+        saves)."""
+        from hlo.ir import print_module
+        return print_module(self.optimized_module)
+
     def cost_analysis(self) -> Dict[str, Any]:
         return _analysis("cost_analysis", self)
 

@@ -36,8 +36,6 @@ def load_library(path: str) -> None:
 # checks that from the object's ELF headers; objects that fail it (none that hlo emits now: every
 # executable has a small writable global) get the default memory manager.
 
-_SHF_WRITE, _SHF_ALLOC, _SHF_EXECINSTR, _SHF_TLS = 0x1, 0x2, 0x4, 0x400
-_SHT_RELA = 4
 # x86-64 relocations that may take a GOT entry: PLT32 (a stub per external callee, through the
 # GOT), GOTPCREL, GOTPCRELX, REX_GOTPCRELX.
 _GOT_RELOCS = frozenset({4, 9, 41, 42})
@@ -48,22 +46,19 @@ def one_block_fits(obj: bytes) -> bool:
     """Whether llvmlite's one-block memory manager can hold ``obj`` (an x86-64 ELF relocatable
     object): its read-write reservation must leave room for the GOT entries of call stubs."""
     import struct
+    from . import elf
     try:
-        if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1 or struct.unpack_from("<H", obj, 18)[0] != 62:
+        if elf.machine(obj) != elf.EM_X86_64:
             return False  # only x86-64 little-endian ELF64 is understood here
-        shoff, = struct.unpack_from("<Q", obj, 0x28)
-        shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
         rw_sizes, rw_align, got_entries = [], 1, 0
-        for k in range(shnum):
-            (_, sh_type, flags, _, offset, size, _, _, align,
-             entsize) = struct.unpack_from("<IIQQQQIIQQ", obj, shoff + k * shentsize)
-            if sh_type == _SHT_RELA and entsize:
-                for r in range(size // entsize):  # Elf64_Rela: offset, info, addend
-                    info, = struct.unpack_from("<Q", obj, offset + r * entsize + 8)
+        for h in elf.sections(obj):
+            if h.type == elf.SHT_RELA and h.entsize:
+                for r in range(h.size // h.entsize):  # Elf64_Rela: offset, info, addend
+                    info, = struct.unpack_from("<Q", obj, h.offset + r * h.entsize + 8)
                     got_entries += (info & 0xFFFFFFFF) in _GOT_RELOCS
-            elif flags & _SHF_ALLOC and flags & _SHF_WRITE and not flags & (_SHF_EXECINSTR | _SHF_TLS):
-                rw_sizes.append(max(size, 1))
-                rw_align = max(rw_align, align or 1)
+            elif h.flags & elf.SHF_ALLOC and h.flags & elf.SHF_WRITE and not h.flags & (elf.SHF_EXECINSTR | elf.SHF_TLS):
+                rw_sizes.append(max(h.size, 1))
+                rw_align = max(rw_align, h.align or 1)
     except (struct.error, IndexError):
         return False
     if not got_entries:
