@@ -133,6 +133,10 @@ class ElementalEmitter:
         # (softmax's exp) of the current row so the row's outputs read it back instead of
         # computing it again
         self.reduce_input_sinks: Dict[Value, object] = {}
+        # reduce ops whose loop also runs a side computation on each iteration (op ->
+        # side(full index)): row kernels fold the next row's max into the current row's exp-sum
+        # pass (see kernels.emit_row_kernel)
+        self.reduce_sides: Dict[object, object] = {}
 
     # -- caching -------------------------------------------------------------------------
 
@@ -489,6 +493,9 @@ class ElementalEmitter:
                     sink = self.reduce_input_sinks.get(v) if sinks else None
                     if sink is not None:
                         sink(full, x)
+                side = self.reduce_sides.get(op) if sinks else None
+                if side is not None:
+                    side(full)
                 cur = [b.load(a, typ=t.type) for a, t in zip(accs, init_vals)]
                 if exact:
                     new = self.scalar_region(body, cur + xs, reassoc=True)
