@@ -455,7 +455,7 @@ def emit_row_kernel(cg: Codegen, k: int, reduces: Sequence[Value], outputs: Sequ
 
 
 def _row_index(b, f: ir.Value, O) -> tuple:
-    """The row-dims index of flat row ``f`` (row-major over ``O``)."""
+    """The index over dims ``O`` of row-major linear position ``f`` (a row kernel's row)."""
     ridx = []
     rem = f
     for d in range(len(O) - 1, -1, -1):
@@ -916,16 +916,7 @@ def emit_split_reduce(cg: Codegen, lw, op, dests: Sequence[BufRef], env: Dict[Va
                     b.store(v, a)
                 em.pop()
             # o is the row-major linear index of the output; store in the output's layout
-            idx = []
-            rem = o
-            shape = out_types[0].shape
-            for k in range(len(shape) - 1, -1, -1):
-                if k == 0:
-                    idx.append(rem)
-                else:
-                    idx.append(b.urem(rem, i64(shape[k])))
-                    rem = b.udiv(rem, i64(shape[k]))
-            idx = tuple(reversed(idx))
+            idx = _row_index(b, o, out_types[0].shape)
             for k in range(n):
                 _store(b, em, kb.ptr(dests[k]), out_types[k], idx, b.load(accs[k], typ=init_vals[k].type))
             em.pop()
