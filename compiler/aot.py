@@ -140,16 +140,12 @@ def _plain(name: str) -> str:
     return name[len("argument "):].strip("'") if name.startswith("argument '") else name
 
 
-def object_symbols(obj: bytes):
-    """``(defined, undefined)`` symbol names of an ELF64 little-endian relocatable object, or
-    None for another object format (then loading cannot check its imports in advance)."""
-    from hlo.runtime import elf
-    return elf.symbols(obj)
-
-
 def _symbols_or_none(obj: bytes):
+    """``(defined, undefined)`` symbol names of an object, or None where its format is not
+    understood or it is corrupt (then loading cannot check its imports in advance)."""
+    from hlo.runtime import elf
     try:
-        return object_symbols(obj)
+        return elf.symbols(obj)
     except (struct.error, IndexError, ValueError):
         return None
 

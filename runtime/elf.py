@@ -45,13 +45,13 @@ def sections(obj: bytes) -> List[Section]:
     return [Section(*struct.unpack_from("<IIQQQQIIQQ", obj, shoff + i * shentsize)) for i in range(shnum)]
 
 
-def symbols(obj: bytes, heads: Optional[List[Section]] = None) -> Optional[Tuple[List[str], List[str]]]:
+def symbols(obj: bytes) -> Optional[Tuple[List[str], List[str]]]:
     """``(defined, undefined)`` symbol names, sorted, or None for an object that is not
     ELF64 little-endian. Raises ``struct.error`` / ``IndexError`` / ``ValueError`` when
     the object is truncated or corrupt."""
     if not is_elf64_le(obj):
         return None
-    heads = sections(obj) if heads is None else heads
+    heads = sections(obj)
     defined, undefined = set(), set()
     for h in heads:
         if h.type != SHT_SYMTAB:
