@@ -34,6 +34,7 @@ from bench.workloads import WORKLOADS, np_dtype, reference, select  # noqa: E402
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 HLO_TARGETS = ("interpreter", "cpu", "cuda")
 BUSY_NOTE_CPU = 0.2  # of one CPU used elsewhere while a row was timed: the row gets a note
+BUSY_MIN_WALL_S = 0.5  # /proc/stat counts 10 ms ticks: shorter rows (--quick) are not judged
 
 
 def parse_args(argv):
@@ -124,8 +125,8 @@ def run_one(case, system, inputs, refs, min_time, max_time) -> dict:
     r.update(median_s=t.median_s, min_s=t.min_s, max_s=t.max_s, calls=t.calls, batch=t.batch)
     notes = [t.note] if t.note else []
     busy1 = cpu_seconds_elsewhere()
-    if busy0 is not None and busy1 is not None:
-        wall = max(time.perf_counter() - wall0, 1e-9)
+    wall = time.perf_counter() - wall0
+    if busy0 is not None and busy1 is not None and wall >= BUSY_MIN_WALL_S:
         # fractions of one CPU used outside this process / stolen by the hypervisor meanwhile
         r["other_cpu"] = round(max(busy1[0] - busy0[0], 0.0) / wall, 3)
         r["steal_cpu"] = round((busy1[1] - busy0[1]) / wall, 3)
