@@ -2,9 +2,9 @@
 
 Written in LLVM IR (pthreads from libc; no C compiler needed) and compiled once per process.
 Executables call it through a function pointer that the loader stores into their
-``hlo.pool_parallel_for`` global; an executable whose pointer is unset (or a pool that is busy
-with another caller's job) falls back to running the loop on the calling thread and fresh
-pthreads, so nothing depends on the pool for correctness.
+``hlo_pool_ptr`` global; an executable whose pointer is unset (or a pool that is busy with
+another caller's job) runs the loop on the calling thread alone, so nothing depends on the
+pool for correctness (and a concurrent caller does not crowd the cores the other job uses).
 
 ``parallel_for(fn, args, n, nthreads)`` runs ``fn(args, lo, hi)`` over [0, n) in chunks handed
 out through an atomic counter: the calling thread and up to ``nthreads - 1`` workers take chunks
@@ -17,7 +17,6 @@ condition variable between jobs. One job runs at a time; a concurrent caller get
 """
 from __future__ import annotations
 
-import functools
 import threading
 
 import llvmlite.ir as ir

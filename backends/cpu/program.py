@@ -8,14 +8,13 @@ whole schedule, so one call from Python runs everything.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Union
+from dataclasses import dataclass
+from typing import List, Union
 
-import numpy as np
 import llvmlite.ir as ir
 
 from .. import llvm_util as U
-from ..llvm_util import I1, I8, I32, I64, PTR, VOID, ModuleContext, for_range, i64
+from ..llvm_util import I8, I32, I64, PTR, VOID, ModuleContext, i64
 
 
 @dataclass(frozen=True)
@@ -102,78 +101,7 @@ def describe_steps(steps, depth=0) -> List[str]:
     return out
 
 
-# ------------------------------------------------------------------------------------------
-# Parallel-for runtime (pthreads, written in LLVM IR)
-# ------------------------------------------------------------------------------------------
-
 TASK_FN = ir.FunctionType(VOID, [PTR, I64, I64])
-
-
-def emit_parallel_runtime(ctx: ModuleContext) -> ir.Function:
-    """``hlo.parallel_for(fn, args, n, nthreads)``: splits [0, n) into nthreads contiguous
-    chunks; chunk 0 runs on the calling thread, the others on fresh pthreads that are joined
-    before returning. If a thread cannot be created its chunk runs inline."""
-    existing = ctx.module.globals.get("hlo.parallel_for")
-    if existing is not None:
-        return existing
-    # A task is 4 x i64: fn (as an integer), args (as an integer), lo, hi.
-    pthread_create = ctx.declare("pthread_create", I32, [PTR, PTR, PTR, PTR])
-    pthread_join = ctx.declare("pthread_join", I32, [I64, PTR])
-
-    worker = ir.Function(ctx.module, ir.FunctionType(PTR, [PTR]), name="hlo.worker")
-    worker.linkage = "internal"
-    b = ir.IRBuilder(worker.append_basic_block())
-    t = worker.args[0]
-    fld = lambda k: b.load(b.gep(t, [i64(k)], source_etype=I64), typ=I64)
-    b.call(b.inttoptr(fld(0), TASK_FN.as_pointer()), [b.inttoptr(fld(1), PTR), fld(2), fld(3)])
-    b.ret(ir.Constant(PTR, None))
-
-    pf = ir.Function(ctx.module, ir.FunctionType(VOID, [TASK_FN.as_pointer(), PTR, I64, I64]),
-                     name="hlo.parallel_for")
-    pf.linkage = "internal"
-    fn, args, n, nth = pf.args
-    entry = pf.append_basic_block("entry")
-    b = ir.IRBuilder(entry)
-    serial = pf.append_basic_block("serial")
-    par = pf.append_basic_block("par")
-    few = b.or_(b.icmp_signed("<=", nth, i64(1)), b.icmp_signed("<=", n, i64(1)))
-    b.cbranch(few, serial, par)
-    b.position_at_end(serial)
-    b.call(fn, [args, i64(0), n])
-    b.ret_void()
-    b.position_at_end(par)
-    T = b.select(b.icmp_signed("<", n, nth), n, nth)
-    chunk = b.sdiv(b.add(n, b.sub(T, i64(1))), T)
-    tasks = b.alloca(I64, size=b.mul(T, i64(4)))
-    tids = b.alloca(I64, size=T)
-    started = b.alloca(I8, size=T)
-    with for_range(b, 1, T, "spawn") as k:
-        lo = b.mul(k, chunk)
-        hi0 = b.add(lo, chunk)
-        hi = b.select(b.icmp_signed("<", hi0, n), hi0, n)
-        tk = b.gep(tasks, [b.mul(k, i64(4))], source_etype=I64)
-        for j, v in enumerate([b.ptrtoint(fn, I64), b.ptrtoint(args, I64), lo, hi]):
-            b.store(v, b.gep(tk, [i64(j)], source_etype=I64))
-        st = b.gep(started, [k], source_etype=I8)
-        b.store(ir.Constant(I8, 0), st)
-        nonempty = b.icmp_signed("<", lo, hi)
-        with b.if_then(nonempty):
-            rc = b.call(pthread_create, [b.gep(tids, [k], source_etype=I64), ir.Constant(PTR, None), worker, tk])
-            ok = b.icmp_signed("==", rc, ir.Constant(I32, 0))
-            with b.if_else(ok) as (then, otherwise):
-                with then:
-                    b.store(ir.Constant(I8, 1), st)
-                with otherwise:
-                    b.call(fn, [args, lo, hi])
-    first_hi = b.select(b.icmp_signed("<", chunk, n), chunk, n)
-    b.call(fn, [args, i64(0), first_hi])
-    with for_range(b, 1, T, "join") as k:
-        s = b.load(b.gep(started, [k], source_etype=I8), typ=I8)
-        with b.if_then(b.icmp_unsigned("!=", s, ir.Constant(I8, 0))):
-            tid = b.load(b.gep(tids, [k], source_etype=I64), typ=I64)
-            b.call(pthread_join, [tid, ir.Constant(PTR, None)])
-    b.ret_void()
-    return pf
 
 
 # ------------------------------------------------------------------------------------------
@@ -231,22 +159,26 @@ class EntryEmitter:
         b = self.b
         ptrs = [self.ptr(r) for r in s.refs]
         if s.parallel and s.extent > 1:
-            pf = emit_parallel_runtime(self.ctx)
+            # The process-wide pool (runtime/thread_pool.py) runs the items; while it is busy
+            # with another caller's job (or unset), this call runs them all on its own thread:
+            # the other job already has the cores.
             with b.goto_entry_block():
                 arr = b.alloca(PTR, size=i64(max(1, len(ptrs))))
             for k, p in enumerate(ptrs):
                 b.store(p, b.gep(arr, [i64(k)], source_etype=PTR))
-            pool = self._pool_global()
-            pp = b.load(pool, typ=I64)
-            have_pool = b.icmp_unsigned("!=", pp, i64(0))
-            with b.if_else(have_pool) as (then, otherwise):
-                with then:
-                    r = b.call(b.inttoptr(pp, POOL_FN.as_pointer()),
-                               [self.tasks[s.name], arr, i64(s.extent), self.nthreads])
-                    with b.if_then(b.icmp_signed("==", r, ir.Constant(I32, 0))):
-                        b.call(pf, [self.tasks[s.name], arr, i64(s.extent), self.nthreads])
-                with otherwise:
-                    b.call(pf, [self.tasks[s.name], arr, i64(s.extent), self.nthreads])
+            task = self.tasks[s.name]
+            pp = b.load(self._pool_global(), typ=I64)
+            pooled = self.fn.append_basic_block("pool")
+            serial = self.fn.append_basic_block("serial")
+            done = self.fn.append_basic_block("done")
+            b.cbranch(b.icmp_unsigned("!=", pp, i64(0)), pooled, serial)
+            b.position_at_end(pooled)
+            r = b.call(b.inttoptr(pp, POOL_FN.as_pointer()), [task, arr, i64(s.extent), self.nthreads])
+            b.cbranch(b.icmp_signed("==", r, ir.Constant(I32, 0)), serial, done)
+            b.position_at_end(serial)
+            b.call(task, [arr, i64(0), i64(s.extent)])
+            b.branch(done)
+            b.position_at_end(done)
         else:
             b.call(self.kernels[s.name], ptrs + [i64(0), i64(s.extent)])
 
