@@ -321,6 +321,32 @@ func @main(%a: {_t("f32", [m, k])}, %b: {_t("f32", [k, n])}) -> ({_t("f32", [m, 
     check(src, [_rand(rng, "f32", (m, k)), _rand(rng, "f32", (k, n))], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("dt,n,group,min_stride", [
+    ("f32", 123, 3, 0),      # 7 panels in groups of 3, 3, 1, then a vector and scalar columns
+    ("f64", 37, 2, 0),       # 4 panels of 8 in groups of 2, then a vector and a scalar column
+    ("f32", 1030, None, None),  # the default: rows of B 4120 bytes apart, groups of 4, 6 scalars
+])
+def test_tiled_gemm_packs_panels_in_groups(monkeypatch, dt, n, group, min_stride):
+    """Panels packed together (B's rows a page apart) give the same products as one at a time,
+    including the last, shorter group of a block."""
+    import hlo.backends.cpu.gemm_tiled as gt
+    monkeypatch.setenv("HLO_CPU_GEMM", "generated")
+    if group is not None:
+        monkeypatch.setattr(gt, "PANEL_GROUP", group)
+        monkeypatch.setattr(gt, "PANEL_GROUP_MIN_STRIDE", min_stride)
+    m, k = 13, 20
+    src = f"""module @m
+
+func @main(%a: {_t(dt, [m, k])}, %b: {_t(dt, [k, n])}) -> ({_t(dt, [m, n])}) {{
+  %0 = dot_general(%a, %b) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]}} : {_t(dt, [m, n])}
+  return(%0)
+}}
+"""
+    rng = np.random.default_rng(n)
+    tol = 1e-5 if dt == "f32" else 1e-12
+    check(src, [_rand(rng, dt, (m, k)), _rand(rng, dt, (k, n))], rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("gemm", ["generated", "auto"])
 def test_long_contraction_past_the_tiled_panel(monkeypatch, gemm):
     """K past TILED_MAX_K: the tiled kernel's stack panel would be too big, another kernel runs."""
