@@ -25,6 +25,11 @@ from hlo.backends.llvm_util import I8, I32, I64, PTR, VOID, ModuleContext, for_r
 
 MAX_WORKERS = 63
 CHUNKS_PER_THREAD = 8
+# Rounds of ``pause`` (about 20-40 ns each) that a worker watches for the next job, and that
+# the caller watches for its helpers to finish, before sleeping on a condition variable: a
+# sleeping thread takes tens of microseconds to wake. On 2 threads (Zen 3): tanh over 64K f32
+# 30 -> 16 us, 32x512x256 matmul 71 -> 56 us. 0 disables.
+SPIN_ROUNDS = 4096
 TASK_FN = ir.FunctionType(VOID, [PTR, I64, I64])
 POOL_FN = ir.FunctionType(I32, [TASK_FN.as_pointer(), PTR, I64, I64])
 SYMBOL = "hlo_pool_parallel_for"
@@ -36,6 +41,11 @@ def _global(ctx, name, ty, init=None):
     g.linkage = "internal"
     g.align = 64
     return g
+
+
+def _is_x86() -> bool:
+    from hlo.backends.cpu.target import host
+    return host().triple.startswith(("x86_64", "i686", "i386"))
 
 
 def build_pool_module() -> str:
@@ -58,6 +68,7 @@ def build_pool_module() -> str:
     is_open = _global(ctx, "pool.open", I64)  # 1 while the caller still accepts helpers
     nworkers = _global(ctx, "pool.nworkers", I64)
 
+    pause = ctx.declare("llvm.x86.sse2.pause", VOID, []) if _is_x86() else None
     lock = ctx.declare("pthread_mutex_lock", I32, [PTR])
     trylock = ctx.declare("pthread_mutex_trylock", I32, [PTR])
     unlock = ctx.declare("pthread_mutex_unlock", I32, [PTR])
@@ -115,6 +126,29 @@ def build_pool_module() -> str:
     b.cbranch(b.and_(b.and_(fresh, joined), opened), work, waitb)
     b.position_at_end(waitb)
     b.store(g, seen)  # a job this worker did not join is over for it
+    if SPIN_ROUNDS:
+        # watch ``gen`` for a while before sleeping: a program's next parallel kernel usually
+        # starts within microseconds, and a sleeping worker takes ~10-50 us to wake
+        spin = wk.append_basic_block("spin")
+        spun = wk.append_basic_block("spun")
+        sleep = wk.append_basic_block("sleep")
+        b.call(unlock, [mu])
+        pre = b.block
+        b.branch(spin)
+        b.position_at_end(spin)
+        i = b.phi(I64)
+        i.add_incoming(i64(0), pre)
+        if pause is not None:
+            b.call(pause, [])
+        cur = b.load_atomic(gen, "acquire", 8, typ=I64)
+        nxt = b.add(i, i64(1))
+        i.add_incoming(nxt, spin)
+        more = b.and_(b.icmp_unsigned("==", cur, g), b.icmp_signed("<", nxt, i64(SPIN_ROUNDS)))
+        b.cbranch(more, spin, spun)
+        b.position_at_end(spun)
+        b.call(lock, [mu])
+        b.cbranch(b.icmp_unsigned("!=", b.load(gen, typ=I64), g), check, sleep)
+        b.position_at_end(sleep)
     b.call(wait, [cv_start, mu])
     b.branch(check)
     b.position_at_end(work)
@@ -170,7 +204,7 @@ def build_pool_module() -> str:
     b.store(i64(0), active)
     b.store(i64(1), is_open)
     b.store(workers, wanted)
-    b.store(b.add(b.load(gen, typ=I64), i64(1)), gen)
+    b.store_atomic(b.add(b.load(gen, typ=I64), i64(1)), gen, "release", 8)  # spinning workers read it
     b.call(broadcast, [cv_start])
     b.call(unlock, [mu])
     b.call(rc, [])
@@ -181,6 +215,25 @@ def build_pool_module() -> str:
     wd = pf.append_basic_block("done")
     b.call(lock, [mu])
     b.store(i64(0), is_open)
+    if SPIN_ROUNDS:
+        # helpers that joined usually finish within microseconds of the caller: watch
+        # ``active`` for a while before sleeping on the condition variable
+        b.call(unlock, [mu])
+        sp = pf.append_basic_block("spin")
+        spd = pf.append_basic_block("spun")
+        pre = b.block
+        b.branch(sp)
+        b.position_at_end(sp)
+        i = b.phi(I64)
+        i.add_incoming(i64(0), pre)
+        if pause is not None:
+            b.call(pause, [])
+        busy_ = b.icmp_signed(">", b.load_atomic(active, "acquire", 8, typ=I64), i64(0))
+        nxt = b.add(i, i64(1))
+        i.add_incoming(nxt, sp)
+        b.cbranch(b.and_(busy_, b.icmp_signed("<", nxt, i64(SPIN_ROUNDS))), sp, spd)
+        b.position_at_end(spd)
+        b.call(lock, [mu])
     b.branch(wl)
     b.position_at_end(wl)
     a = b.atomic_rmw("add", active, i64(0), "seq_cst")
