@@ -23,7 +23,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from hlo.ir.types import BY_NAME
-from . import output_pool
+from . import blas_threads, output_pool
 from .loader import LoadedObject, load_library
 
 FORMAT_VERSION = 1
@@ -102,6 +102,7 @@ class Executable:
         self.steps_text = steps_text
         for lib in manifest.get("libraries", []):
             load_library(_resolve_library(lib))
+        self._blas = "blas" in manifest.get("libraries", [])
         syms = [manifest["entry"]] + ([manifest["py_entry"]] if manifest.get("py_entry") else [])
         self._obj = LoadedObject(self.object_code, syms)
         self._fn = _RUN_SIG(self._obj.address(manifest["entry"]))
@@ -230,6 +231,15 @@ class Executable:
         that; ``hlo.jit``'s fast path knows it from its cache key). Returns the tuple of new
         outputs in their physical layouts. Nothing is checked here: a wrong argument is memory
         corruption, not an error."""
+        if self._blas:
+            blas_threads.enter()
+            try:
+                return self._run_native(ins)
+            finally:
+                blas_threads.leave()
+        return self._run_native(ins)
+
+    def _run_native(self, ins: tuple) -> tuple:
         if self._out0 is not None:
             sh, dt = self._out0
             outs = (self._empty(sh, dt),)

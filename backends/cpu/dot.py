@@ -305,10 +305,6 @@ def _blas_kernel(cg, blas, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, B
     MB, NB = _blocks(cg, Bn, M, N, K)
     mblocks, nblocks = -(-M // MB), -(-N // NB)
     per_batch = mblocks * nblocks
-    old = None
-    if blas.set_threads_local:
-        stl = cg.ctx.declare(blas.set_threads_local, I32, [I32])
-        old = b.call(stl, [ir.Constant(I32, 1)])
     n_ = lambda v: b.trunc(v, ity) if blas.int_bits < 64 else v
     with for_range(b, kb.lo, kb.hi, "item") as t:
         bi, oa, ob, oc, m0, n0, rows, cols = block_item(b, t, per_batch, nblocks, MB, NB, M, N, batch_dims)
@@ -327,8 +323,6 @@ def _blas_kernel(cg, blas, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, B
                 _block_epilogue(kb, em, epi, C.ref, bi, n0, cols, m0, rows)
             else:
                 _block_epilogue(kb, em, epi, C.ref, bi, m0, rows, n0, cols)
-    if old is not None:
-        b.call(stl, [old])
     flops = 2 * Bn * M * N * K
     return kb.finish(Bn * per_batch, flops >= GEMM_PARALLEL_MIN_FLOPS, what)
 
