@@ -64,9 +64,11 @@ TILED_MAX_ROWS = 256
 # The tiled kernel packs a K x (2 vectors) panel of B on the stack: past this K, BLAS (or, with
 # no BLAS, the i-k-j loop kernel) runs the product.
 TILED_MAX_K = 4096
-# Products under this many flops run on one thread, as one item per matrix: ~40 us of work at
-# the single-core rate, a few times what handing half of it to a pool thread costs.
-GEMM_PARALLEL_MIN_FLOPS = 1 << 22
+# Products under this many flops run on one thread, as one item per matrix: ~5-10 us of work
+# at the single-core rate, a few times what handing half of it to a pool thread costs now that
+# idle workers watch for the next job before sleeping (it was 1 << 22 before: the train step's
+# N=10 products, 1.3 MFLOP each, went 34-37 -> 22 us, the whole step 1.54 -> 1.50 ms).
+GEMM_PARALLEL_MIN_FLOPS = 1 << 19
 
 
 def _prod(xs):
