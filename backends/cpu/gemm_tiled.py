@@ -186,12 +186,16 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
         """The row tiles of ``row_plan`` for the column panel at j0 (one plan per row count an
         item can have)."""
         def emit_plan(plan):
-            at = 0
-            for h in dict.fromkeys(plan):  # runs of one height share a loop (LLVM time)
-                n = plan.count(h)
-                with for_range(b, i64(0), i64(n), "it") as it:
-                    tile(oa, ob, oc, b.add(m0, b.add(i64(at), b.mul(it, i64(h)))), j0, h, nv, packed)
-                at += n * h
+            full = 0
+            while full < len(plan) and plan[full] == MR:
+                full += 1
+            if full:
+                with for_range(b, i64(0), i64(full), "it") as it:
+                    tile(oa, ob, oc, b.add(m0, b.mul(it, i64(MR))), j0, MR, nv, packed)
+            at = full * MR
+            for h in plan[full:]:
+                tile(oa, ob, oc, b.add(m0, i64(at)), j0, h, nv, packed)
+                at += h
 
         if len(row_counts) == 1:
             emit_plan(row_plan(row_counts[0]))
