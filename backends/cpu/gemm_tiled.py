@@ -9,8 +9,8 @@ or more apart, a few panels are packed at once, row by row of B. The micro-kerne
 an MR x NV-vector tile of C in registers for the whole K loop: per k, NV vector loads of the
 panel, MR broadcasts of A, MR*NV fused multiply-adds (6 x 2 x 8 f32 on AVX2: 12 accumulators,
 15 of the 16 vector registers; LLVM turns it into a loop of 2 loads, 6 broadcasts and 12 FMAs).
-Rows left over from whole tiles share the last whole tile's work as two tiles of nearly equal
-height; column tails run single-vector panels, then scalar columns (MR rows at a time).
+Row tails run one tile of the rows left, column tails single-vector panels, then scalar
+columns (MR rows at a time).
 
 A is never packed: its rows stream through L1, which suits the small and short products of
 the seed workloads (a batch of rows times a weight matrix, attention's 64 x 64 heads), where
@@ -167,47 +167,30 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
     # Block sizes are compile-time constants, so the row counts and column counts an item can
     # have are known: only the tiles they need are emitted (linear_relu's product needs 2 of
     # the 18 general ones, which cut its LLVM time by ~3x).
-    row_counts = sorted({min(MB, M - m0) for m0 in range(0, M, MB)})
+    row_counts = {min(MB, M - m0) for m0 in range(0, M, MB)}
     col_counts = {min(NB, N - n0) for n0 in range(0, N, NB)}
-
-    def row_plan(rows: int) -> List[int]:
-        """Tile heights for ``rows`` rows: whole tiles of MR, except that the last whole tile
-        and the 1..MR-1 rows left share out as two tiles of nearly equal height (32 rows: 6 x 4
-        + 4 + 4, not 6 x 5 + 2). A short tile has fewer independent accumulation chains than
-        FMA latency x pipes can overlap: 2 rows x 2 vectors keep half the FMA pipes busy, 4
-        rows all of them."""
-        full, r = divmod(rows, MR)
-        if r and full:
-            hi = (MR + r + 1) // 2
-            return [MR] * (full - 1) + [hi, MR + r - hi]
-        return [MR] * full + ([r] if r else [])
+    row_rems = sorted({r % MR for r in row_counts} - {0})
+    any_full_rows = any(r >= MR for r in row_counts)
 
     def row_tiles(oa, ob, oc, m0, m1, j0, nv, packed=False):
-        """The row tiles of ``row_plan`` for the column panel at j0 (one plan per row count an
-        item can have)."""
-        def emit_plan(plan):
-            full = 0
-            while full < len(plan) and plan[full] == MR:
-                full += 1
-            if full:
-                with for_range(b, i64(0), i64(full), "it") as it:
-                    tile(oa, ob, oc, b.add(m0, b.mul(it, i64(MR))), j0, MR, nv, packed)
-            at = full * MR
-            for h in plan[full:]:
-                tile(oa, ob, oc, b.add(m0, i64(at)), j0, h, nv, packed)
-                at += h
-
-        if len(row_counts) == 1:
-            emit_plan(row_plan(row_counts[0]))
+        """Row tiles of MR for the column panel at j0, then one tile of the 1..MR-1 rows left
+        (a tile per remainder that can occur, so a tail row keeps MR-way independent
+        accumulation chains where it can rather than one latency-bound chain per row)."""
+        rem = b.urem(b.sub(m1, m0), i64(MR))
+        full_end = b.sub(m1, rem)
+        if any_full_rows:
+            with for_range(b, i64(0), b.udiv(b.sub(full_end, m0), i64(MR)), "it") as it:
+                tile(oa, ob, oc, b.add(m0, b.mul(it, i64(MR))), j0, MR, nv, packed)
+        if not row_rems:
             return
         fn = b.function
-        done = fn.append_basic_block("rows.done")
-        sw = b.switch(b.sub(m1, m0), done)
-        for rows in row_counts:
-            blk = fn.append_basic_block(f"rows{rows}")
-            sw.add_case(ir.Constant(I64, rows), blk)
+        done = fn.append_basic_block("tail.done")
+        sw = b.switch(rem, done)
+        for r in row_rems:
+            blk = fn.append_basic_block(f"tail{r}")
+            sw.add_case(ir.Constant(I64, r), blk)
             b.position_at_end(blk)
-            emit_plan(row_plan(rows))
+            tile(oa, ob, oc, full_end, j0, r, nv, packed)
             b.branch(done)
         b.position_at_end(done)
 
