@@ -293,11 +293,23 @@ def loop_hints(module: ir.Module, interleave: int) -> ir.values.MDValue:
     return _LoopID(module, [hint])
 
 
+# ``for_range(..., interleave=SCALAR_LOOP)``: a loop the loop vectorizer leaves alone (code
+# that must exist but never runs hot, where vectorizing only costs compile time).
+SCALAR_LOOP = 0
+
+
+def scalar_hint(module: ir.Module) -> ir.values.MDValue:
+    """Loop metadata turning the loop vectorizer off for one loop."""
+    hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"),
+                                ir.Constant(ir.IntType(1), 0)])
+    return _LoopID(module, [hint])
+
+
 @contextlib.contextmanager
 def for_range(b: ir.IRBuilder, lo, hi, name: str = "i", interleave: Optional[int] = None):
     """``for (i = lo; i < hi; ++i)``: yields the induction variable; the builder ends after the
     loop when the block exits. ``interleave``: the loop vectorizer's interleave count for this
-    loop (default: LLVM's cost model decides)."""
+    loop (default: LLVM's cost model decides; ``SCALAR_LOOP``: not vectorized)."""
     lo = lo if isinstance(lo, ir.Value) else i64(lo)
     hi = hi if isinstance(hi, ir.Value) else i64(hi)
     fn = b.function
@@ -315,7 +327,9 @@ def for_range(b: ir.IRBuilder, lo, hi, name: str = "i", interleave: Optional[int
     nxt = b.add(phi, i64(1), flags=NSW)
     phi.add_incoming(nxt, b.block)
     latch = b.branch(header)
-    if interleave:
+    if interleave == SCALAR_LOOP:
+        latch.set_metadata("llvm.loop", scalar_hint(b.module))
+    elif interleave:
         latch.set_metadata("llvm.loop", loop_hints(b.module, interleave))
     b.position_at_end(exit_)
 

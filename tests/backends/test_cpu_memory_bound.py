@@ -262,6 +262,19 @@ def test_misaligned_output_takes_the_plain_loop():
     assert raw[base - 1] == 0 and raw[base + 2048 * 2048] == 0  # nothing written outside
 
 
+def test_unaligned_fallback_stays_scalar_and_the_twin_vectorizes():
+    """The plain loop of a streaming kernel runs only for buffers the runtime did not allocate:
+    it is kept out of the loop vectorizer (compile time), the ``.stream`` twin is vectorized."""
+    from hlo.backends.cpu.target import compile_ir
+    _, mod, _ = compile_ir(compile_text(BIG).ir_text)
+    fns = dict(re.findall(r'define [^\n]*@"?(k\.[\w.]+)"?\(.*?\n(.*?)\n}', str(mod), re.S))
+    plain = [n for n in fns if n.startswith("k.") and not n.endswith((".stream", ".task"))]
+    assert plain and all(n + ".stream" in fns for n in plain)
+    for n in plain:
+        assert "x float>" not in fns[n]
+        assert "<8 x float>" in fns[n + ".stream"] or "<4 x float>" in fns[n + ".stream"]
+
+
 def test_small_outputs_do_not_stream():
     src = BIG.replace("2048,2048", "256,256")
     assert "hlo.stream" not in compile_text(src).ir_text
