@@ -32,6 +32,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 import numpy as np
 
 from .abstract import ShapedArray, abstractify, array_key, c_strides, concrete_arg
+from . import gc_pause
 from .api_util import api_boundary, static_key
 from .errors import ArgumentTypeError
 from .source_info import function_location, function_name, user_location
@@ -222,9 +223,10 @@ class JitFunction:
     def _lower(self, sig: _Signature) -> Lowered:
         desc = f"hlo.jit({self._name})"
         fn_loc = self._loc.ir() if self._loc is not None else None
-        traced = trace_function(self._flat_fun(sig), sig.avals, None, description=desc,
-                                arg_names=sig.names, arg_params=sig.params,
-                                module_name=f"jit_{self._name}", fn_loc=fn_loc)
+        with gc_pause.paused():
+            traced = trace_function(self._flat_fun(sig), sig.avals, None, description=desc,
+                                    arg_names=sig.names, arg_params=sig.params,
+                                    module_name=f"jit_{self._name}", fn_loc=fn_loc)
         return Lowered(traced.module, in_tree=sig.in_tree, out_tree=traced.out_tree,
                        in_avals=sig.avals, out_avals=traced.out_avals, arg_names=sig.names,
                        donated=sig.donated, target=sig.target, fun_name=self._name)
@@ -313,7 +315,8 @@ class JitFunction:
             self._misses += 1
         if previous and not self._eager and config.read("log_recompiles"):
             log.warning(self._explain_miss(sig, previous))
-        compiled = self._lower(sig).compile()
+        with gc_pause.paused():
+            compiled = self._lower(sig).compile()
         with self._lock:
             self._cache[sig.key] = (compiled, _strip(sig))
         return compiled

@@ -33,7 +33,7 @@ import numpy as np
 
 from hlo.ir import Module
 
-from . import config
+from . import config, gc_pause
 from .errors import TargetUnavailableError
 
 TARGETS = ("cpu", "cuda", "interpreter")
@@ -171,6 +171,11 @@ def compile_module(module: Module, target: str, *, donated: Sequence[int] = (),
     """Optimize ``module`` for ``target`` and build something that runs it. With ``dump_dir``
     (or ``HLO_DUMP_DIR``), the pipeline writes the module after each pass, the fusion decisions
     and the buffer plan there."""
+    with gc_pause.paused():
+        return _compile_module(module, target, donated, options, dump_dir)
+
+
+def _compile_module(module, target, donated, options, dump_dir) -> Artifact:
     check_target_name(target)
     opts = compile_options(donated, options)
     if target == "interpreter":

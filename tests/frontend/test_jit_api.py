@@ -221,3 +221,33 @@ def test_donated_arguments_compute_the_same(target):
     x = np.arange(4, dtype=np.float32)
     np.testing.assert_array_equal(f(x.copy(), x), x * 3)
     assert f.lower(x, x).donated == (0,)
+
+
+def test_garbage_collector_is_held_off_while_compiling_and_restored_after():
+    """A compile runs with the cyclic collector off (its cost grows with the whole process,
+    not the compile); it is back on after, also when the compile fails, and a collector the
+    user turned off stays off."""
+    import gc
+    seen = []
+
+    def f(x):
+        seen.append(gc.isenabled())
+        return x + 1.0
+
+    assert gc.isenabled()
+    hlo.jit(f)(np.ones(3, np.float32))
+    assert seen == [False] and gc.isenabled()
+
+    def bad(x):
+        seen.append(gc.isenabled())
+        return x @ x  # f32[2,3] @ f32[2,3]: a shape error
+    with pytest.raises(Exception):
+        hlo.jit(bad)(np.ones((2, 3), np.float32))
+    assert seen[-1] is False and gc.isenabled()
+
+    gc.disable()
+    try:
+        hlo.jit(f)(np.ones(4, np.float32))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
