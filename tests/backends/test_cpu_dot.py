@@ -347,6 +347,35 @@ func @main(%a: {_t(dt, [m, k])}, %b: {_t(dt, [k, n])}) -> ({_t(dt, [m, n])}) {{
     check(src, [_rand(rng, dt, (m, k)), _rand(rng, dt, (k, n))], rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("m,n,fills", [(32, 256, True), (13, 40, True), (12, 48, True),
+                                        (32, 1024, False)])  # B's rows 4 KiB apart: grouped copy
+def test_tiled_gemm_fills_panels_in_their_first_tile(monkeypatch, m, n, fills):
+    """With B's rows less than a page apart, the first tile of each panel (the row tail, or a
+    whole tile when the rows divide evenly: m = 12) copies the panel while it computes, and no
+    separate copy loop is emitted; the products equal those of the copy-first kernel bit for
+    bit (the same tiles, the same order of the k loop)."""
+    import hlo.backends.cpu.gemm_tiled as gt
+    from cpu_helpers import compile_text
+    monkeypatch.setenv("HLO_CPU_GEMM", "generated")
+    k = 70
+    src = f"""module @m
+
+func @main(%a: {_t("f32", [m, k])}, %b: {_t("f32", [k, n])}) -> ({_t("f32", [m, n])}) {{
+  %0 = dot_general(%a, %b) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]}} : {_t("f32", [m, n])}
+  return(%0)
+}}
+"""
+    rng = np.random.default_rng(m + n)
+    args = [_rand(rng, "f32", (m, k)), _rand(rng, "f32", (k, n))]
+    exe = compile_text(src, threads=2)
+    assert ("fill" in exe.ir_text) == fills and ("pk.head" in exe.ir_text) == (not fills)
+    got = check(src, args, rtol=1e-5, atol=1e-5, threads=2)[0]
+    monkeypatch.setattr(gt, "FILL_PREFETCH_ROWS", 0)
+    plain = compile_text(src, threads=2)
+    assert "fill" not in plain.ir_text and "pk.head" in plain.ir_text
+    np.testing.assert_array_equal(plain.run(args)[0], got)
+
+
 @pytest.mark.parametrize("gemm", ["generated", "auto"])
 def test_long_contraction_past_the_tiled_panel(monkeypatch, gemm):
     """K past TILED_MAX_K: the tiled kernel's stack panel would be too big, another kernel runs."""
