@@ -48,6 +48,26 @@ def _is_x86() -> bool:
     return host().triple.startswith(("x86_64", "i686", "i386"))
 
 
+def _watch(b: ir.IRBuilder, pause, waiting) -> None:
+    """Emit a loop of up to SPIN_ROUNDS rounds (a ``pause`` each, where the target has one)
+    that runs while ``waiting()`` (emitted anew each round) is true; the builder ends after it."""
+    fn = b.function
+    spin = fn.append_basic_block("spin")
+    spun = fn.append_basic_block("spun")
+    pre = b.block
+    b.branch(spin)
+    b.position_at_end(spin)
+    i = b.phi(I64)
+    i.add_incoming(i64(0), pre)
+    if pause is not None:
+        b.call(pause, [])
+    still = waiting()
+    nxt = b.add(i, i64(1))
+    i.add_incoming(nxt, spin)
+    b.cbranch(b.and_(still, b.icmp_signed("<", nxt, i64(SPIN_ROUNDS))), spin, spun)
+    b.position_at_end(spun)
+
+
 def build_pool_module() -> str:
     ctx = ModuleContext("hlo_thread_pool")
     m = ctx.module
@@ -129,23 +149,9 @@ def build_pool_module() -> str:
     if SPIN_ROUNDS:
         # watch ``gen`` for a while before sleeping: a program's next parallel kernel usually
         # starts within microseconds, and a sleeping worker takes ~10-50 us to wake
-        spin = wk.append_basic_block("spin")
-        spun = wk.append_basic_block("spun")
         sleep = wk.append_basic_block("sleep")
         b.call(unlock, [mu])
-        pre = b.block
-        b.branch(spin)
-        b.position_at_end(spin)
-        i = b.phi(I64)
-        i.add_incoming(i64(0), pre)
-        if pause is not None:
-            b.call(pause, [])
-        cur = b.load_atomic(gen, "acquire", 8, typ=I64)
-        nxt = b.add(i, i64(1))
-        i.add_incoming(nxt, spin)
-        more = b.and_(b.icmp_unsigned("==", cur, g), b.icmp_signed("<", nxt, i64(SPIN_ROUNDS)))
-        b.cbranch(more, spin, spun)
-        b.position_at_end(spun)
+        _watch(b, pause, lambda: b.icmp_unsigned("==", b.load_atomic(gen, "acquire", 8, typ=I64), g))
         b.call(lock, [mu])
         b.cbranch(b.icmp_unsigned("!=", b.load(gen, typ=I64), g), check, sleep)
         b.position_at_end(sleep)
@@ -219,20 +225,7 @@ def build_pool_module() -> str:
         # helpers that joined usually finish within microseconds of the caller: watch
         # ``active`` for a while before sleeping on the condition variable
         b.call(unlock, [mu])
-        sp = pf.append_basic_block("spin")
-        spd = pf.append_basic_block("spun")
-        pre = b.block
-        b.branch(sp)
-        b.position_at_end(sp)
-        i = b.phi(I64)
-        i.add_incoming(i64(0), pre)
-        if pause is not None:
-            b.call(pause, [])
-        busy_ = b.icmp_signed(">", b.load_atomic(active, "acquire", 8, typ=I64), i64(0))
-        nxt = b.add(i, i64(1))
-        i.add_incoming(nxt, sp)
-        b.cbranch(b.and_(busy_, b.icmp_signed("<", nxt, i64(SPIN_ROUNDS))), sp, spd)
-        b.position_at_end(spd)
+        _watch(b, pause, lambda: b.icmp_signed(">", b.load_atomic(active, "acquire", 8, typ=I64), i64(0)))
         b.call(lock, [mu])
     b.branch(wl)
     b.position_at_end(wl)
