@@ -213,32 +213,29 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
         if any_full_rows:
             with for_range(b, i64(0), b.udiv(b.sub(full_end, m0), i64(MR)), "it") as it:
                 tile(oa, ob, oc, b.add(m0, b.mul(it, i64(MR))), j0, MR, nv, packed)
-        if not row_rems:
+        by_height(rem, row_rems, "tail", lambda r: tile(oa, ob, oc, full_end, j0, r, nv, packed))
+
+    def by_height(height, heights, name, emit):
+        """``emit(h)`` for the one of ``heights`` (compile-time tile heights) that ``height``
+        (run time) equals: a tile specialized per height that can occur."""
+        if not heights:
             return
         fn = b.function
-        done = fn.append_basic_block("tail.done")
-        sw = b.switch(rem, done)
-        for r in row_rems:
-            blk = fn.append_basic_block(f"tail{r}")
-            sw.add_case(ir.Constant(I64, r), blk)
+        done = fn.append_basic_block(name + ".done")
+        sw = b.switch(height, done)
+        for h in heights:
+            blk = fn.append_basic_block(f"{name}{h}")
+            sw.add_case(ir.Constant(I64, h), blk)
             b.position_at_end(blk)
-            tile(oa, ob, oc, full_end, j0, r, nv, packed)
+            emit(h)
             b.branch(done)
         b.position_at_end(done)
 
     def fill_then_tiles(oa, ob, oc, m0, m1, j0, nv):
         rem = b.urem(b.sub(m1, m0), i64(MR))
         first = b.select(b.icmp_unsigned("==", rem, i64(0)), i64(MR), rem)
-        fn = b.function
-        done = fn.append_basic_block("fill.done")
-        sw = b.switch(first, done)
-        for h in sorted({r % MR or MR for r in row_counts}):
-            blk = fn.append_basic_block(f"fill{h}")
-            sw.add_case(ir.Constant(I64, h), blk)
-            b.position_at_end(blk)
-            tile(oa, ob, oc, m0, j0, h, nv, fill=True)
-            b.branch(done)
-        b.position_at_end(done)
+        by_height(first, sorted({r % MR or MR for r in row_counts}), "fill",
+                  lambda h: tile(oa, ob, oc, m0, j0, h, nv, fill=True))
         start = b.add(m0, first)
         if any(r > MR for r in row_counts):
             with for_range(b, i64(0), b.udiv(b.sub(m1, start), i64(MR)), "it") as it:
