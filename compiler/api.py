@@ -315,8 +315,7 @@ class JitFunction:
             self._misses += 1
         if previous and not self._eager and config.read("log_recompiles"):
             log.warning(self._explain_miss(sig, previous))
-        with gc_pause.paused():
-            compiled = self._lower(sig).compile()
+        compiled = self._lower(sig).compile()  # both stages hold the collector off
         with self._lock:
             self._cache[sig.key] = (compiled, _strip(sig))
         return compiled
