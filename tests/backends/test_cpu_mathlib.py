@@ -69,8 +69,10 @@ def test_loops_using_them_vectorize(op):
     exe = compile_text(unary_src(op, "f32[4096]"))
     _, mod, _ = compile_ir(exe.ir_text)
     text = str(mod)
-    width = host().vector_bits // 32
-    assert f"<{width} x float>" in text
+    # vectorized at some width: LLVM's cost model picks it (on AVX-512 parts it often prefers
+    # 256-bit vectors), so the test asks only for vector math, never for one width
+    lanes = {int(n) for n in re.findall(r"<(\d+) x float>", text)}
+    assert lanes and max(lanes) >= 4
     assert not re.search(r"call float @\"?(expf|logf|tanhf)", text)
 
 

@@ -272,7 +272,8 @@ def test_unaligned_fallback_stays_scalar_and_the_twin_vectorizes():
     assert plain and all(n + ".stream" in fns for n in plain)
     for n in plain:
         assert "x float>" not in fns[n]
-        assert "<8 x float>" in fns[n + ".stream"] or "<4 x float>" in fns[n + ".stream"]
+        # any vector width: the vectorizer picks 4, 8 or 16 lanes (and interleaves) per target
+        assert re.search(r"<(4|8|16|32|64) x float>", fns[n + ".stream"])
 
 
 def test_small_outputs_do_not_stream():
