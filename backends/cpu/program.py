@@ -1,104 +1,15 @@
-"""The run-time program of a CPU executable: where buffers live and the steps that run.
-
-``BufRef`` names a buffer at run time (an input, an output, a slice of the arena or a constant
-global). Steps are kernel calls (optionally spread over threads), copies and structured
-control flow (while / if / case) holding nested step lists. ``emit_entry`` turns the step tree
-into the single native entry point ``hlo_run(inputs, outputs, arena, nthreads)`` that runs the
-whole schedule, so one call from Python runs everything.
+"""The CPU's native form of the run-time program: ``EntryEmitter`` turns a step tree
+(``hlo.runtime.steps``: buffers, kernel calls, copies, while / if / case) into the single native
+entry point ``hlo_run(inputs, outputs, arena, nthreads)`` that runs the whole schedule, so one
+call from Python runs everything.
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import List, Union
 
 import llvmlite.ir as ir
 
 from .. import llvm_util as U
 from ..llvm_util import I8, I32, I64, PTR, VOID, ModuleContext, i64
-
-
-@dataclass(frozen=True)
-class BufRef:
-    """A buffer at run time. kind: 'input' | 'output' | 'arena' | 'const'."""
-
-    kind: str
-    index: int = 0  # input/output number, or the constant's id
-    offset: int = 0  # bytes
-    size: int = 0  # bytes
-
-    def overlaps(self, other: "BufRef") -> bool:
-        if self.kind != other.kind or self.index != other.index:
-            return False
-        if self.size == 0 or other.size == 0:
-            return False
-        return self.offset < other.offset + other.size and other.offset < self.offset + self.size
-
-    def __str__(self):
-        if self.kind == "arena":
-            return f"arena[{self.offset}:+{self.size}]"
-        if self.kind == "const":
-            return f"const#{self.index}"
-        return f"{self.kind}{self.index}" + (f"+{self.offset}" if self.offset else "")
-
-
-@dataclass
-class KernelCall:
-    name: str
-    refs: List[BufRef]
-    writes: List[bool]  # which refs the kernel writes
-    extent: int  # iterations of the kernel's outer (parallel) loop
-    parallel: bool  # worth spreading over threads
-    what: str = ""  # a one-line description for dumps
-
-
-@dataclass
-class Copy:
-    dst: BufRef
-    src: BufRef
-    nbytes: int
-
-
-@dataclass
-class While:
-    cond: list
-    cond_ref: BufRef
-    body: list
-
-
-@dataclass
-class Switch:
-    """``if`` (pred selector, branches [true, false]) or ``case`` (s32 selector; out-of-range
-    picks the last branch)."""
-
-    selector: BufRef
-    is_pred: bool
-    branches: List[list]
-
-
-Step = Union[KernelCall, Copy, While, Switch]
-
-
-def describe_steps(steps, depth=0) -> List[str]:
-    ind = "  " * depth
-    out = []
-    for s in steps:
-        if isinstance(s, KernelCall):
-            par = " parallel" if s.parallel else ""
-            out.append(f"{ind}{s.name}({', '.join(map(str, s.refs))}) x{s.extent}{par}  {s.what}")
-        elif isinstance(s, Copy):
-            out.append(f"{ind}copy {s.src} -> {s.dst} ({s.nbytes} bytes)")
-        elif isinstance(s, While):
-            out.append(f"{ind}while:")
-            out += describe_steps(s.cond, depth + 1)
-            out.append(f"{ind}  test {s.cond_ref}")
-            out.append(f"{ind}do:")
-            out += describe_steps(s.body, depth + 1)
-        elif isinstance(s, Switch):
-            out.append(f"{ind}switch {s.selector}:")
-            for i, br in enumerate(s.branches):
-                out.append(f"{ind} branch {i}:")
-                out += describe_steps(br, depth + 1)
-    return out
+from hlo.runtime.steps import BufRef, Copy, KernelCall, Switch, While, describe_steps  # noqa: F401 (re-exported)
 
 
 TASK_FN = ir.FunctionType(VOID, [PTR, I64, I64])
