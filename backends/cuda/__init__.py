@@ -1,0 +1,25 @@
+"""The CUDA backend: hlo IR -> LLVM IR (``nvptx64-nvidia-cuda``) -> PTX (and a cubin where
+ptxas is present) -> a ``CudaProgram`` that the CUDA runtime (``hlo.runtime.cuda``) runs.
+
+Compiling needs no GPU: the architecture is the present device's, else ``HLO_CUDA_ARCH``
+(default ``sm_90``); see ``device.py``. ``compile(optimized)`` takes the passes' ``Optimized``
+result (``target="cuda"``). Importing this package is cheap: the code generator is imported on
+first use.
+"""
+from __future__ import annotations
+
+
+def compile(optimized, opt_level: int = 3):
+    """Compile an optimized module (``hlo.passes.pipeline.optimize(m, target="cuda")``) to a
+    ``CudaProgram``."""
+    from .codegen import build
+    return build(optimized, opt_level=opt_level)
+
+
+def compile_module(module, opt_level: int = 3):
+    """Optimize ``module`` with the passes' CUDA pipeline, then compile."""
+    from hlo.passes.pipeline import optimize
+    return compile(optimize(module, target="cuda"), opt_level=opt_level)
+
+
+__all__ = ["compile", "compile_module"]

@@ -1,0 +1,123 @@
+"""A compiled CUDA program: PTX, cubins, constants and the manifest with the step tree.
+
+This is what ``hlo.backends.cuda.compile`` returns and what a ``.hlox`` file's ``code.cuda``
+sections hold; it imports no code generator, so loading a saved program stays light. Calling
+it hands it to the CUDA runtime (``hlo.runtime.cuda``), created on first call; without a CUDA
+device that raises the runtime's ``CudaUnavailableError`` saying so.
+
+Sections (``sections()`` / ``from_sections``): ``code.cuda`` (the PTX text),
+``code.cuda.<arch>`` (a cubin for that architecture, when ptxas was present at compile time),
+``code.cuda.consts`` (the constants' bytes, each 256-byte aligned, in manifest order).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+FORMAT = 1  # the CUDA program interface (manifest + sections); bump on incompatible changes
+TRIPLE = "nvptx64-nvidia-cuda"
+PTX_SECTION = "code.cuda"
+CONST_SECTION = "code.cuda.consts"
+CONST_ALIGN = 256
+
+
+class CudaProgram:
+    def __init__(self, manifest: dict, ptx: str, cubins: Dict[str, bytes], constants: Sequence[np.ndarray],
+                 steps=None, steps_text: str = "", llvm_ir: str = ""):
+        self.manifest = manifest
+        self.ptx = ptx
+        self.cubins = dict(cubins)
+        self.constants = list(constants)
+        self._steps = steps
+        self.steps_text = steps_text
+        self.llvm_ir = llvm_ir
+        self.compile_times: dict = {}
+        self._runtime = None
+
+    # -- what the frontend and hlo.aot ask -------------------------------------------------
+
+    object_code = None  # no host object: ``sections()`` is the saved form
+
+    @property
+    def arch(self) -> str:
+        return self.manifest["target"]["arch"]
+
+    @property
+    def kernels(self) -> List[str]:
+        return list(self.manifest["kernels"])
+
+    @property
+    def steps(self):
+        if self._steps is None:
+            from hlo.runtime.steps import steps_from_json
+            self._steps = steps_from_json(self.manifest["steps"])
+        return self._steps
+
+    @property
+    def row_major(self) -> bool:
+        return False  # no unchecked fast path: arguments go through the runtime's checks
+
+    def sections(self) -> Dict[str, bytes]:
+        out = {PTX_SECTION: self.ptx.encode("utf-8")}
+        for arch, cubin in self.cubins.items():
+            out[f"{PTX_SECTION}.{arch}"] = cubin
+        if self.constants:
+            out[CONST_SECTION] = pack_constants(self.constants)
+        return out
+
+    @classmethod
+    def from_sections(cls, manifest: dict, sections: Dict[str, bytes], steps_text: str = "") -> "CudaProgram":
+        """The program of a loaded file (``ValueError`` where sections are missing or do not
+        match the manifest)."""
+        ptx = sections.get(PTX_SECTION)
+        if ptx is None:
+            raise ValueError(f"no {PTX_SECTION!r} section")
+        prefix = PTX_SECTION + "."
+        cubins = {k[len(prefix):]: v for k, v in sections.items()
+                  if k.startswith(prefix) and k != CONST_SECTION}
+        consts = unpack_constants(manifest.get("constants", []), sections.get(CONST_SECTION, b""))
+        return cls(manifest, ptx.decode("utf-8"), cubins, consts, steps_text=steps_text)
+
+    # -- running ---------------------------------------------------------------------------
+
+    def executable(self):
+        """The runtime's executable for this program (created on first use; needs a device)."""
+        if self._runtime is None:
+            from hlo.runtime.cuda import load_program
+            self._runtime = load_program(self)
+        return self._runtime
+
+    def run(self, args: Sequence) -> List[np.ndarray]:
+        return self.executable().run(list(args))
+
+    def __call__(self, *args) -> List[np.ndarray]:
+        return self.run(args)
+
+
+def pack_constants(arrays: Sequence[np.ndarray]) -> bytes:
+    out = bytearray()
+    for a in arrays:
+        out += b"\0" * (-len(out) % CONST_ALIGN)
+        out += np.ascontiguousarray(a).tobytes()
+    return bytes(out)
+
+
+def unpack_constants(descs: Sequence[dict], blob: bytes) -> List[np.ndarray]:
+    import ml_dtypes
+    out, pos = [], 0
+    for d in descs:
+        name = d["dtype"]
+        dt = np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+        shape = tuple(int(x) for x in d["shape"])
+        n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        pos += -pos % CONST_ALIGN
+        if pos + n > len(blob):
+            raise ValueError("constants section shorter than the manifest says")
+        out.append(np.frombuffer(blob[pos:pos + n], dtype=dt).reshape(shape).copy())
+        pos += n
+    return out
+
+
+def describe_constant(a: np.ndarray) -> dict:
+    return {"dtype": str(a.dtype), "shape": list(a.shape)}
