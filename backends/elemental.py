@@ -500,8 +500,8 @@ class ElementalEmitter:
                 if exact:
                     new = self.scalar_region(body, cur + xs, reassoc=True)
                 else:
-                    fn = self.ctx.intrinsic(minmax, cur[0].type, 2)
-                    new = [b.call(fn, [cur[0], xs[0]], fastmath=("nsz", "reassoc"))]
+                    new = [self.ctx.math.call(self.ctx, b, minmax, [cur[0], xs[0]],
+                                              fastmath=("nsz", "reassoc"))]
                 for a, v in zip(accs, new):
                     b.store(v, a)
             self._reduce_loop(loops, lambda ivs: body_fn(ivs, exact=minmax is None))

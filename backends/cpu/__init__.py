@@ -31,8 +31,9 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
     from hlo.ir.core import Module
     from hlo.runtime.executable import Executable, FORMAT_VERSION
     from ..llvm_util import ModuleContext
-    from .kernels import Codegen
-    from .lower import Lowering
+    from ..mathlib import CPU_MATH
+    from ..lower import Lowering
+    from .codegen import CpuCodegen
     from .program import ENTRY, PY_ENTRY, EntryEmitter, describe_steps, emit_py_entry
     from .blas import find_blas
     if isinstance(optimized, Module):
@@ -43,8 +44,8 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
         raise ValueError(f"module @{module.name} has no @main function to compile")
     nthreads = threads or default_threads()
     h = host()
-    ctx = ModuleContext(module.name, h.triple)
-    cg = Codegen(ctx, nthreads)
+    ctx = ModuleContext(module.name, h.triple, math=CPU_MATH)
+    cg = CpuCodegen(ctx, nthreads)
     lw = Lowering(cg, module, optimized.buffers)
     steps = lw.lower_main()
     run_fn = EntryEmitter(ctx, cg.kernels, cg.tasks, cg.constants).emit(steps)
