@@ -12,7 +12,7 @@ from __future__ import annotations
 def compile(optimized, opt_level: int = 3):
     """Compile an optimized module (``hlo.passes.pipeline.optimize(m, target="cuda")``) to a
     ``CudaProgram``."""
-    from .codegen import build
+    from .build import build
     return build(optimized, opt_level=opt_level)
 
 

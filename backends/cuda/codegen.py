@@ -1,71 +1,64 @@
-"""Building a ``CudaProgram`` from the passes' result: lower, emit LLVM IR, compile to PTX,
-assemble a cubin where ptxas is present."""
+"""The CUDA kernel emitter (``kernel_emitter.KernelEmitter``) that the shared lowering
+(``backends/lower.py``) drives: the GPU kernels of ``kernels.py`` and ``sort_scatter.py``, each
+one ``Launch`` step, and matrix products through the runtime's cuBLASLt where it takes them.
+
+* loop kernels: a thread per output element (``emit_loop_kernel``);
+* row kernels (softmax, layer norm): a warp or a block per row (``emit_row_kernel``);
+* reductions of the physically minor dimension (row and full reductions): a warp or a block per
+  output element (``big_reduce`` -> ``emit_reduce_kernel``); column reductions: a thread per
+  output element looping over the reduced rows (coalesced across the warp);
+* dot_general: ``gemm.plan`` -> a ``LibraryCall`` of cuBLASLt, or, where it refuses (integer
+  products, layouts it cannot express), a generated kernel: a loop kernel whose element runs the
+  contraction (the refusal's reason is kept in the manifest's ``generated_dots``);
+* sort, scatter: ``sort_scatter.py``.
+"""
 from __future__ import annotations
 
-import time
-
-from hlo.runtime.steps import LibraryCall, describe_steps, steps_to_json
-from ..llvm_util import ModuleContext
-from .device import target_device
-from .kernels import GpuCodegen
-from .lower import GpuLowering
-from .program import FORMAT, TRIPLE, CudaProgram, describe_constant
-from . import ptx as P
+from ..kernel_emitter import KernelEmitter, Root
+from .kernels import GpuCodegen, emit_loop_kernel, emit_reduce_kernel, emit_row_kernel, is_row_reduce
+from .sort_scatter import lower_scatter, lower_sort
 
 
-def _tdesc(t) -> dict:
-    return {"dtype": t.dtype.name, "shape": list(t.shape),
-            "layout": list(t.layout) if t.layout is not None else None}
+class CudaCodegen(GpuCodegen, KernelEmitter):
+    threads = 1
 
+    def __init__(self, ctx, device):
+        super().__init__(ctx, device)
+        self.generated_dots = []  # why each generated dot kernel was not a library call
 
-def build(optimized, opt_level: int = 3) -> CudaProgram:
-    from hlo.ir.core import Module
-    if isinstance(optimized, Module):
-        from . import compile_module
-        return compile_module(optimized, opt_level=opt_level)
-    t0 = time.perf_counter()
-    module = optimized.module
-    if "main" not in module:
-        raise ValueError(f"module @{module.name} has no @main function to compile")
-    dev = target_device()
-    ctx = ModuleContext(module.name, TRIPLE, P.data_layout(dev.arch))
-    cg = GpuCodegen(ctx, dev)
-    lw = GpuLowering(cg, module, optimized.buffers)
-    lw.gemm_refusals = []
-    steps = lw.lower_main()
-    ir_text = str(ctx.module)
-    t1 = time.perf_counter()
-    ptx = P.compile_ptx(ir_text, dev.arch)
-    t2 = time.perf_counter()
-    cubin = P.assemble(ptx, dev.arch)
-    t3 = time.perf_counter()
-    main = module.main
-    manifest = {
-        "format": FORMAT,
-        "target": {"triple": TRIPLE, "arch": dev.arch, "sm_count": dev.sm_count, "device": dev.name},
-        "inputs": [_tdesc(t) for t in main.arg_types],
-        "outputs": [_tdesc(t) for t in main.result_types],
-        "arena_size": lw.arena_size,
-        "kernels": list(cg.kernels),
-        "steps": steps_to_json(steps),
-        "constants": [describe_constant(cg.constants[k]) for k in sorted(cg.constants)],
-        "libraries": sorted({s.library for s in _walk(steps) if isinstance(s, LibraryCall)}),
-        "generated_dots": list(lw.gemm_refusals),
-    }
-    prog = CudaProgram(manifest, ptx, {dev.arch: cubin} if cubin is not None else {},
-                       [cg.constants[k] for k in sorted(cg.constants)], steps=steps,
-                       steps_text="\n".join(describe_steps(steps)), llvm_ir=ir_text)
-    prog.compile_times = {"emit": t1 - t0, "ptx": t2 - t1, "ptxas": t3 - t2}
-    return prog
+    def loop_kernel(self, roots, env, name, what):
+        return emit_loop_kernel(self, roots, env, name=name, what=what)
 
+    def row_kernel(self, k, reduces, outputs, env, in_shape, name, what):
+        return emit_row_kernel(self, k, reduces, outputs, env, in_shape, name=name, what=what)
 
-def _walk(steps):
-    from hlo.runtime.steps import Switch, While
-    for s in steps:
-        yield s
-        if isinstance(s, While):
-            yield from _walk(s.cond)
-            yield from _walk(s.body)
-        elif isinstance(s, Switch):
-            for br in s.branches:
-                yield from _walk(br)
+    def column_reduce(self, op, dests, env, what):
+        roots = [Root(r, d, r.type) for r, d in zip(op.results, dests)]
+        return emit_loop_kernel(self, roots, env, name="column_reduce", what=what)
+
+    def big_reduce(self, lw, op, dests, env, what) -> bool:
+        if not is_row_reduce(op):
+            return False
+        lw.steps.append(emit_reduce_kernel(self, op, dests, env, what=what))
+        return True
+
+    def dot(self, lw, op, dest, env, epilogue=None) -> bool:
+        where = f" at {op.loc}" if op.loc is not None else ""
+        what = f"dot_general{where}"
+        step, reason = self._gemm(lw, op, dest, env, what)
+        if step is None:
+            self.generated_dots.append(f"{what}: {reason}")
+            step = emit_loop_kernel(self, [Root(op.results[0], dest, op.results[0].type)], env,
+                                    name="dot", what=f"{what} (generated: {reason})")
+        lw.steps.append(step)
+        return False  # the epilogue, if any, runs as its own loop kernel
+
+    def _gemm(self, lw, op, dest, env, what):
+        """cuBLASLt's plan for the product, or (None, why not)."""
+        return None, "no cuBLASLt planner in this build"
+
+    def sort(self, lw, op, dests, env) -> None:
+        lower_sort(lw, op, dests, env)
+
+    def scatter(self, lw, op, dests, env) -> None:
+        lower_scatter(lw, op, dests, env)

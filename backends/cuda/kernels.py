@@ -89,7 +89,7 @@ class GpuKernel:
 
     def __init__(self, cg: GpuCodegen, base_name: str, refs: Sequence[BufRef], writes: Sequence[bool]):
         self.cg = cg
-        self.name = cg.ctx.unique("k_" + base_name.replace(".", "_"))
+        self.name = cg.ctx.unique("k_" + base_name.replace(".", "_")).replace(".", "__")
         uniq: List[BufRef] = []
         wr: List[bool] = []
         for r, w in zip(refs, writes):

@@ -25,10 +25,28 @@ def data_layout(arch: str) -> str:
     return str(target_machine(arch).target_data)
 
 
+def libdevice_path() -> Optional[str]:
+    cand = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "nvvm", "libdevice", "libdevice.10.bc")
+    return cand if os.path.exists(cand) else None
+
+
 def compile_ptx(ir_text: str, arch: str) -> str:
     tm = target_machine(arch)
     mod = llvm.parse_assembly(ir_text)
     mod.verify()
+    if "__nv_" in ir_text:
+        path = libdevice_path()
+        if path is None:
+            raise RuntimeError("the program calls libdevice math functions, and libdevice.10.bc "
+                               "was not found (set CUDA_HOME)")
+        with open(path, "rb") as f:
+            lib = llvm.parse_bitcode(f.read())
+        lib.triple = mod.triple
+        lib.data_layout = mod.data_layout
+        mod.link_in(lib)
+        for fn in mod.functions:
+            if not fn.is_declaration and fn.name.startswith("__nv_"):
+                fn.linkage = "internal"
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pb = llvm.create_pass_builder(tm, pto)
     pm = pb.getModulePassManager()

@@ -164,7 +164,8 @@ def lower_sort(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> Non
 
 
 def lower_scatter(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> None:
-    from hlo.backends.cpu.kernels import collect_reads, Root
+    from hlo.backends.cpu.kernels import collect_reads
+    from ..kernel_emitter import Root
     cg = lw.cg
     nin = (len(op.operands) - 1) // 2
     inputs = op.operands[:nin]
