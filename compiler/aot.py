@@ -35,7 +35,7 @@ from hlo.runtime.hlox import (CorruptFileError, FormatVersionError, InputMismatc
 from . import tree_util
 from .tree_util import PyTreeDef
 
-SUPPORTED_TARGET_KINDS = ("cpu",)  # kinds this hlo can load; a CUDA loader adds "cuda"
+SUPPORTED_TARGET_KINDS = ("cpu", "cuda")  # kinds this hlo can load
 
 
 # --------------------------------------------------------------------------------------------
@@ -167,6 +167,8 @@ def artifact_payload(art) -> hlox.Payload:
     """The payload of a compiled ``Artifact`` (no call signature: flat arrays in and out)."""
     import hlo
     exe = getattr(art, "executable", None)
+    if art.target == "cuda" and exe is not None:
+        return _cuda_payload(art, exe)
     if exe is None or getattr(exe, "object_code", None) is None:
         raise SaveError(f"an executable for target {art.target!r} has no native code to save; "
                         "compile it for target='cpu' (hlo.aot.compile(f, *specs, target='cpu'))")
@@ -195,6 +197,32 @@ def artifact_payload(art) -> hlox.Payload:
         manifest["sections"][POOL_SECTION] = ("native code: the runtime's worker pool that parallel "
                                               "kernels call (linked at load unless already present)")
         manifest["imports"] = _merge_imports(manifest["imports"], object_imports(pool))
+    return hlox.Payload(manifest, sections)
+
+
+def _cuda_payload(art, prog) -> hlox.Payload:
+    """A CUDA program's payload: its own sections (``code.cuda``: PTX; ``code.cuda.<arch>``: a
+    cubin; ``code.cuda.consts``: constants; see ``hlo.backends.cuda.program``)."""
+    import hlo
+    rt = dict(prog.manifest)
+    opt = art.optimize_result
+    plan = opt.buffers.text() if opt is not None and hasattr(opt.buffers, "text") else ""
+    tgt = rt["target"]
+    sections = dict(prog.sections())
+    manifest = {
+        "target": {"kind": "cuda", "triple": tgt["triple"], "cpu": tgt["arch"], "features": ""},
+        "runtime": rt,
+        "buffer_plan": {"arena_size": int(rt.get("arena_size", 0)), "text": plan.splitlines()},
+        "call_sequence": (prog.steps_text or "").splitlines(),
+        "analyses": _analysis_json(art),
+        "imports": [],
+        "hlo_version": hlo.__version__,
+        "sections": {k: ("PTX for " + tgt["arch"] if k == "code.cuda" else
+                         "constants' bytes" if k.endswith(".consts") else f"cubin for {k[10:]}")
+                     for k in sections},
+    }
+    manifest["sections"]["ir"] = "the optimized module (hlo IR text)"
+    sections["ir"] = art.module_text().encode("utf-8")
     return hlox.Payload(manifest, sections)
 
 
@@ -293,6 +321,8 @@ def check_target(target: dict, where: str) -> None:
             f"{where} was compiled for target {kind!r}; this hlo loads executables for "
             f"{', '.join(repr(k) for k in SUPPORTED_TARGET_KINDS)} only. Compile the program for "
             "target='cpu' to run it here")
+    if kind == "cuda":
+        return  # the GPU is checked when the program first runs (loading needs none)
     from hlo.backends.cpu.target import host
     h = host()
     triple = target.get("triple") or ""
@@ -374,6 +404,14 @@ class LoadedExecutable:
         code = payload.sections.get(code_name)
         if code is None:
             raise CorruptFileError(f"{where}: no native code section {code_name!r}")
+        self.manifest = m
+        self.target = kind
+        self._ir_text = ir
+        self._cost = cost
+        self._mem = mem
+        if kind == "cuda":
+            self._load_cuda(payload, runtime, where)
+            return
         from hlo.runtime.executable import FORMAT_VERSION as RUNTIME_FORMAT, Executable
         if runtime.get("format") != RUNTIME_FORMAT:
             raise FormatVersionError(
@@ -383,11 +421,6 @@ class LoadedExecutable:
         rt = dict(runtime)
         rt["target"] = {"triple": target.get("triple"), "cpu": target.get("cpu"),
                         "features": target.get("features", "")}
-        self.manifest = m
-        self.target = kind
-        self._ir_text = ir
-        self._cost = cost
-        self._mem = mem
         pool = payload.sections.get(POOL_SECTION)
         try:
             if pool is not None:  # link the stored worker pool unless this process has one
@@ -396,6 +429,19 @@ class LoadedExecutable:
             self.executable = Executable(code, rt, steps_text="\n".join(m.get("call_sequence", [])))
         except (RuntimeError, ValueError, KeyError, TypeError) as e:
             raise LoadError(f"{where}: the native code does not link: {e}") from None
+        self._run = self.executable.run
+
+    def _load_cuda(self, payload: hlox.Payload, runtime: dict, where: str) -> None:
+        from hlo.backends.cuda.program import FORMAT, CudaProgram
+        if runtime.get("format") != FORMAT:
+            raise FormatVersionError(
+                f"{where} holds a CUDA program of interface {runtime.get('format')!r}; this hlo "
+                f"runs interface {FORMAT}. Compile the program again with this hlo")
+        try:
+            self.executable = CudaProgram.from_sections(
+                runtime, payload.sections, steps_text="\n".join(self.manifest.get("call_sequence", [])))
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptFileError(f"{where}: malformed CUDA program ({type(e).__name__}: {e})") from None
         self._run = self.executable.run
 
     # -- description ---------------------------------------------------------------------------

@@ -441,7 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--static", action="append", default=[], metavar="NAME=VALUE",
                    help="a static (compile-time) keyword argument; VALUE is a Python literal")
     c.add_argument("-o", "--output", required=True, metavar="OUT.hlox")
-    c.add_argument("--target", default=None, help="cpu (default: the default target)")
+    c.add_argument("--target", default=None, help="cpu or cuda (default: the default target)")
     c.add_argument("--dump-dir", default=None, help="write the IR after every pass here")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     c.set_defaults(fn=cmd_compile)

@@ -47,6 +47,7 @@ def build(optimized, opt_level: int = 3) -> CudaProgram:
     main = module.main
     manifest = {
         "format": FORMAT,
+        "entry": "steps",  # the runtime walks the step tree (no native entry point)
         "target": {"triple": TRIPLE, "arch": dev.arch, "sm_count": dev.sm_count, "device": dev.name},
         "inputs": [_tdesc(t) for t in main.arg_types],
         "outputs": [_tdesc(t) for t in main.result_types],
