@@ -22,7 +22,7 @@ Kinds here (the lowering in ``lower.py`` picks one per op or fusion):
   ends with the row's value) and then the row's outputs, strided over the group.
 
 Launch shapes are a function of the device (``device.py``: SM count): grids are capped at
-``BLOCKS_PER_SM`` blocks an SM and grid-stride loops cover the rest.
+as many blocks as the multiprocessors hold at once and grid-stride loops cover the rest.
 """
 from __future__ import annotations
 
@@ -41,9 +41,16 @@ from ..llvm_util import I1, I32, I64, PTR, VOID, ModuleContext, i64
 
 BLOCK = 256  # threads a block
 WARP = 32
-BLOCKS_PER_SM = 8  # 2048 resident threads an SM on sm_80/sm_90
+THREADS_PER_SM = 2048  # resident threads a multiprocessor (sm_80, sm_90)
 # A row of at most this many elements is reduced by one warp, longer ones by a whole block.
 WARP_ROW_MAX = 1024
+# Loop kernels: elements a thread takes per iteration of its grid-stride loop (independent
+# loads in flight)
+UNROLL = 4
+# Row kernels keep a thread's part of the row in registers (read once) when it has at most this
+# many elements; a group of up to MAX_BLOCK threads shares a row.
+ROW_REGS = 16
+MAX_BLOCK = 1024
 FULL_MASK = ir.Constant(I32, -1)
 
 
@@ -66,11 +73,12 @@ class GpuCodegen:
         self.constants[k] = np.ascontiguousarray(arr)
         return BufRef("const", k, 0, int(arr.nbytes))
 
-    def grid(self, items: int, per_block: int = BLOCK) -> int:
-        """Blocks for ``items`` work items of ``per_block`` a block: enough to cover them, at
-        most ``BLOCKS_PER_SM`` a multiprocessor (grid-stride loops do the rest)."""
+    def grid(self, items: int, per_block: int = BLOCK, block: int = BLOCK) -> int:
+        """Blocks of ``block`` threads for ``items`` work items of ``per_block`` a block: enough
+        to cover them, at most as many as fill every multiprocessor (``THREADS_PER_SM`` resident
+        threads; grid-stride loops do the rest)."""
         need = max(1, -(-int(items) // per_block))
-        return max(1, min(need, self.device.sm_count * BLOCKS_PER_SM))
+        return max(1, min(need, self.device.sm_count * max(1, THREADS_PER_SM // block)))
 
     def shared_array(self, ty: ir.Type, count: int) -> ir.GlobalVariable:
         """A static shared-memory array of ``count`` elements of ``ty`` (one per call site)."""
@@ -122,6 +130,12 @@ class GpuKernel:
                 v = self.b.zext(self.b.call(f, []), I64)
             self._sreg[name] = v
         return v
+
+    def thread_range(self, block: int = BLOCK):
+        """(this thread's first global index, the grid's thread count) for grid-stride loops."""
+        b = self.b
+        start = b.add(b.mul(self.sreg("ctaid.x"), i64(block)), self.sreg("tid.x"))
+        return start, b.mul(self.sreg("nctaid.x"), i64(block))
 
     def finish(self, grid: int, block: int, what: str, shared_bytes: int = 0) -> Launch:
         self.b.ret_void()
@@ -202,9 +216,9 @@ def emit_loop_kernel(cg: GpuCodegen, roots, env: Dict[Value, BufRef], name: str 
     em = make_emitter(kb, reads, env)
     b = kb.b
     n = t.size
-    start = b.add(b.mul(kb.sreg("ctaid.x"), i64(BLOCK)), kb.sreg("tid.x"))
-    step = b.mul(kb.sreg("nctaid.x"), i64(BLOCK))
-    with stride_range(b, start, n, step, "e") as lin:
+    start, step = kb.thread_range()
+
+    def element(lin):
         em.push()
         idx = physical_index(b, lin, t)
         vals = []  # every root's element first, then the stores (an output may be in place)
@@ -217,6 +231,18 @@ def emit_loop_kernel(cg: GpuCodegen, roots, env: Dict[Value, BufRef], name: str 
         for r, val in zip(roots, vals):
             store(b, kb.ptr(r.dest), r.dest_type, idx, val)
         em.pop()
+
+    unroll = UNROLL if n >= UNROLL * BLOCK * cg.device.sm_count else 1
+    if unroll > 1:
+        # whole groups of ``unroll`` elements (a grid-stride apart) while they all exist, then
+        # one at a time
+        last = b.sub(i64(n), b.mul(step, i64(unroll - 1)))
+        with stride_range(b, start, last, b.mul(step, i64(unroll)), "e4") as lin:
+            for k in range(unroll):
+                element(b.add(lin, b.mul(step, i64(k))) if k else lin)
+        start = lin  # the loop's exit value: where the single steps go on
+    with stride_range(b, start, n, step, "e") as lin:
+        element(lin)
     return kb.finish(cg.grid(n), BLOCK, what)
 
 
@@ -252,14 +278,14 @@ class _Partial:
     it holds anything yet (the init value is applied once, at the end, as the spec's
     ``body(init, ...)``)."""
 
-    def __init__(self, b: ir.IRBuilder, types: Sequence[ir.Type]):
+    def __init__(self, b: ir.IRBuilder, inits: Sequence[ir.Value]):
         self.b = b
-        self.types = list(types)
-        self.slots = [U.entry_alloca(b, t) for t in types]
+        self.types = [v.type for v in inits]
+        self.slots = [U.entry_alloca(b, t) for t in self.types]
         self.valid = U.entry_alloca(b, I1)
-
-    def reset(self) -> None:
-        self.b.store(ir.Constant(I1, 0), self.valid)
+        for s, v in zip(self.slots, inits):  # never read while invalid; stored so nothing is undef
+            b.store(v, s)
+        b.store(ir.Constant(I1, 0), self.valid)
 
     def load(self):
         return [self.b.load(s, typ=t) for s, t in zip(self.slots, self.types)], \
@@ -298,16 +324,17 @@ def _warp_combine(kb: GpuKernel, em: ElementalEmitter, body, part: _Partial) -> 
 
 
 class Group:
-    """The threads that cooperate on one output element or row: a warp (``size`` 32) or the
-    whole block. ``lane``: the thread's position in the group; ``index``: the group's number in
-    the grid; ``stride``: groups in the grid."""
+    """The threads that cooperate on one output element or row: a warp (``size`` 32, several
+    groups a block) or a whole block (``size == block``). ``lane``: the thread's position in the
+    group; ``index``: the group's number in the grid; ``stride``: groups in the grid."""
 
-    def __init__(self, kb: GpuKernel, size: int):
+    def __init__(self, kb: GpuKernel, size: int, block: int = BLOCK):
         b = kb.b
-        self.kb, self.size = kb, size
+        assert size == WARP or size == block, (size, block)
+        self.kb, self.size, self.block = kb, size, block
         tid = kb.sreg("tid.x")
-        per_block = BLOCK // size
-        if size == BLOCK:
+        per_block = block // size
+        if size == block:
             self.lane = tid
             self.index = kb.sreg("ctaid.x")
         else:
@@ -318,15 +345,21 @@ class Group:
         self.warp = b.udiv(tid, i64(WARP))
         self.lane_in_warp = b.urem(tid, i64(WARP))
 
+    def grid(self, cg: "GpuCodegen", groups: int) -> int:
+        return cg.grid(groups, self.per_block, self.block)
+
 
 def group_size(k: int) -> int:
     return WARP if k <= WARP_ROW_MAX else BLOCK
 
 
-def coop_reduce(kb: GpuKernel, em: ElementalEmitter, g: Group, rop, kept_idx) -> List[ir.Value]:
+def coop_reduce(kb: GpuKernel, em: ElementalEmitter, g: Group, rop, kept_idx,
+                positions: Optional[Sequence[Tuple[tuple, ir.Value]]] = None) -> List[ir.Value]:
     """The results of reduce op ``rop`` at result index ``kept_idx``, computed by the group
     (every thread of the group gets them). The reduced positions are visited in the input's
-    physical order, the group's threads taking consecutive ones."""
+    physical order, the group's threads taking consecutive ones; or, with ``positions``, this
+    thread folds exactly those (full input index, in range) pairs, unrolled (the row kernel's
+    registers: the same index objects later read the same cached elements)."""
     b = kb.b
     n = len(rop.operands) // 2
     inputs, inits = rop.operands[:n], rop.operands[n:]
@@ -334,23 +367,28 @@ def coop_reduce(kb: GpuKernel, em: ElementalEmitter, g: Group, rop, kept_idx) ->
     in_t = inputs[0].type
     body = rop.regions[0]
     init_vals = [em.at(v, ()) for v in inits]
-    part = _Partial(b, [v.type for v in init_vals])
-    part.reset()
-    kept = [d for d in range(in_t.rank) if d not in dims]
-    red_t = TensorType(tuple(in_t.shape[d] for d in dims),
-                       in_t.dtype, tuple(dims.index(d) for d in in_t.minor_to_major if d in dims))
-    K = red_t.size
-    with stride_range(b, g.lane, K, g.size, "r") as r:
-        em.push()
-        ridx = physical_index(b, r, red_t)
-        full: List[Optional[ir.Value]] = [None] * in_t.rank
-        for k, d in enumerate(kept):
-            full[d] = kept_idx[k]
-        for k, d in enumerate(dims):
-            full[d] = ridx[k]
-        xs = [em.at(v, tuple(full)) for v in inputs]
-        part.fold(em, body, xs)
-        em.pop()
+    part = _Partial(b, init_vals)
+    if positions is not None:
+        for full, ok in positions:
+            xs = [em.at(v, tuple(full)) for v in inputs]
+            em.push()
+            part.fold(em, body, xs, ok)
+            em.pop()
+    else:
+        kept = [d for d in range(in_t.rank) if d not in dims]
+        red_t = TensorType(tuple(in_t.shape[d] for d in dims),
+                           in_t.dtype, tuple(dims.index(d) for d in in_t.minor_to_major if d in dims))
+        with stride_range(b, g.lane, red_t.size, g.size, "r") as r:
+            em.push()
+            ridx = physical_index(b, r, red_t)
+            full: List[Optional[ir.Value]] = [None] * in_t.rank
+            for k, d in enumerate(kept):
+                full[d] = kept_idx[k]
+            for k, d in enumerate(dims):
+                full[d] = ridx[k]
+            xs = [em.at(v, tuple(full)) for v in inputs]
+            part.fold(em, body, xs)
+            em.pop()
     _warp_combine(kb, em, body, part)
     if g.size > WARP:
         nw = g.size // WARP
@@ -358,19 +396,19 @@ def coop_reduce(kb: GpuKernel, em: ElementalEmitter, g: Group, rop, kept_idx) ->
         sflag = kb.cg.shared_array(ir.IntType(8), nw)
         cur, valid = part.load()
         with b.if_then(b.icmp_unsigned("==", g.lane_in_warp, i64(0))):
-            for s, v in zip(shared, cur):
-                b.store(_to_shared(b, v), b.gep(s, [g.warp], source_etype=_shared_ty(v.type)))
+            for s_, v in zip(shared, cur):
+                b.store(_to_shared(b, v), b.gep(s_, [g.warp], source_etype=_shared_ty(v.type)))
             b.store(b.zext(valid, ir.IntType(8)), b.gep(sflag, [g.warp], source_etype=ir.IntType(8)))
         _barrier(kb)
         # every warp folds the nw partials (each lane < nw reads one) and ends with the total
         has = b.icmp_unsigned("<", g.lane_in_warp, i64(nw))
         li = b.select(has, g.lane_in_warp, i64(0))
-        vals = [_from_shared(b, b.load(b.gep(s, [li], source_etype=_shared_ty(t)), typ=_shared_ty(t)), t)
-                for s, t in zip(shared, part.types)]
+        vals = [_from_shared(b, b.load(b.gep(s_, [li], source_etype=_shared_ty(t)), typ=_shared_ty(t)), t)
+                for s_, t in zip(shared, part.types)]
         fl = b.load(b.gep(sflag, [li], source_etype=ir.IntType(8)), typ=ir.IntType(8))
         fv = b.and_(has, b.icmp_unsigned("!=", fl, ir.Constant(ir.IntType(8), 0)))
-        for s, v in zip(part.slots, vals):
-            b.store(v, s)
+        for s_, v in zip(part.slots, vals):
+            b.store(v, s_)
         b.store(fv, part.valid)
         _warp_combine(kb, em, body, part)
         _barrier(kb)  # the shared slots are reused by the group's next element
@@ -416,7 +454,7 @@ def emit_reduce_kernel(cg: GpuCodegen, op, dests: Sequence[BufRef], env: Dict[Va
             for r, d, v in zip(res, dests, vals):
                 store(b, kb.ptr(d), r.type, idx, v)
         em.pop()
-    return kb.finish(cg.grid(M, g.per_block), BLOCK, what)
+    return kb.finish(g.grid(cg, M), g.block, what)
 
 
 def is_row_reduce(op) -> bool:
@@ -433,9 +471,26 @@ def is_row_reduce(op) -> bool:
 # Row kernels (softmax, layer norm)
 # ------------------------------------------------------------------------------------------
 
+def row_group(inner: int) -> Tuple[int, int, bool]:
+    """(group size, block size, row in registers) of a row kernel over rows of ``inner``
+    elements: a warp (8 rows a block) while each lane holds at most ``ROW_REGS`` of them, else a
+    block of up to ``MAX_BLOCK`` threads sized so that each holds at most ``ROW_REGS``; rows
+    longer than ``MAX_BLOCK * 2 * ROW_REGS`` are streamed (read once per pass) by a full block."""
+    if inner <= WARP * ROW_REGS:
+        return WARP, BLOCK, True
+    need = -(-inner // ROW_REGS)
+    size = min(MAX_BLOCK, -(-need // WARP) * WARP)
+    size = 1 << (size - 1).bit_length()  # a power of two: the shared partials' fold is a butterfly
+    size = min(size, MAX_BLOCK)
+    return size, size, -(-inner // size) <= 2 * ROW_REGS
+
+
 def emit_row_kernel(cg: GpuCodegen, k: int, reduces: Sequence[Value], outputs, env: Dict[Value, BufRef],
                     in_shape, name: str = "rows", what: str = "") -> Launch:
-    """Rows are the first ``k`` dimensions of ``in_shape``; a group per row."""
+    """Rows are the first ``k`` dimensions of ``in_shape``; a group per row. Where the row fits
+    (``row_group``), each thread's elements (``lane + j * group``) are unrolled: every value
+    of the row, the input's elements and intermediates such as softmax's exponentials, is
+    computed once into registers and read back by the later reductions and the outputs."""
     from hlo.backends.cpu.kernels import collect_reads
     reads, _ = collect_reads([v for v, _ in outputs], env)
     refs = [r for _, r in outputs] + [env[v] for v in reads]
@@ -445,13 +500,26 @@ def emit_row_kernel(cg: GpuCodegen, k: int, reduces: Sequence[Value], outputs, e
     O, I = tuple(in_shape[:k]), tuple(in_shape[k:])
     rows = int(np.prod(O)) if O else 1
     inner = int(np.prod(I)) if I else 1
-    g = Group(kb, group_size(inner))
+    size, block, in_regs = row_group(inner)
+    g = Group(kb, size, block)
     with stride_range(b, g.index, rows, g.stride, "row") as f:
         em.push()
         ridx = row_major_index(b, f, O)
+        positions = None
+        if in_regs:
+            positions = []
+            for j in range(-(-inner // size)):
+                e = b.add(g.lane, i64(j * size))
+                ok = b.icmp_unsigned("<", e, i64(inner))
+                if (j + 1) * size <= inner:
+                    ok = ir.Constant(I1, 1)  # every lane's element exists
+                    ec = e
+                else:
+                    ec = b.select(ok, e, i64(inner - 1))  # read a valid element, drop it
+                positions.append((ridx + row_major_index(b, ec, I), ok))
         for r in reduces:  # each reduction once per row, in region order; all threads get it
             rop = r.op
-            vals = coop_reduce(kb, em, g, rop, ridx)
+            vals = coop_reduce(kb, em, g, rop, ridx, positions)
             for res, v in zip(rop.results, vals):
                 em._remember(res, ridx, v)
         for v, ref in outputs:
@@ -460,10 +528,16 @@ def emit_row_kernel(cg: GpuCodegen, k: int, reduces: Sequence[Value], outputs, e
                 with b.if_then(b.icmp_unsigned("==", g.lane, i64(0))):
                     store(b, kb.ptr(ref), v.type, ridx, val)
                 continue
+            if positions is not None:
+                for full, ok in positions:
+                    val = em.at(v, full)
+                    with b.if_then(ok):
+                        store(b, kb.ptr(ref), v.type, full, val)
+                continue
             with stride_range(b, g.lane, inner, g.size, "c") as c:
                 em.push()
                 full = ridx + row_major_index(b, c, I)
                 store(b, kb.ptr(ref), v.type, full, em.at(v, full))
                 em.pop()
         em.pop()
-    return kb.finish(cg.grid(rows, g.per_block), BLOCK, what)
+    return kb.finish(g.grid(cg, rows), g.block, what)

@@ -72,9 +72,7 @@ def lower_sort(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> Non
             args.append(em.at(v, at_pos(base, pb)))
         return em.scalar_region(comparator, args)[0]
 
-    tid = kb.sreg("tid.x")
-    start = b.add(b.mul(kb.sreg("ctaid.x"), i64(BLOCK)), tid)
-    step = b.mul(kb.sreg("nctaid.x"), i64(BLOCK))
+    start, step = kb.thread_range()
     if rank_sort:
         with stride_range(b, start, t.size, step, "e") as e:
             em.push()
@@ -246,8 +244,7 @@ def lower_scatter(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> 
             em.pop()
 
     if parallel:
-        start = b.add(b.mul(kb.sreg("ctaid.x"), i64(BLOCK)), kb.sreg("tid.x"))
-        step = b.mul(kb.sreg("nctaid.x"), i64(BLOCK))
+        start, step = kb.thread_range()
         with stride_range(b, start, w_t.size, step, "w") as w:
             em.push()
             serial_scatter(physical_index(b, w, w_t))
