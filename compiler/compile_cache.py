@@ -21,6 +21,7 @@ differs from the closest existing entry):
 - ``options``: the compile options, donated arguments included.
 - ``environment``: what else changes the generated code: the thread count the code is built
   for, the BLAS found, and every ``HLO_CPU_*`` variable (``HLO_CPU_GEMM``, ``HLO_CPU_THREADS``).
+  For target cuda, the ``cpu`` part is the GPU compiled for (architecture, multiprocessors).
 
 Entries are ``.hlox`` containers (``hlo.aot``'s format, ``runtime/hlox.py``) with one extra
 section, ``cache.key`` (JSON: the key parts, the traced text with its locations, and the
@@ -169,6 +170,10 @@ def _cpu_part(target: str) -> str:
         from hlo.backends.cpu.target import host
         h = host()
         return f"{h.triple} {h.cpu} {h.features}"
+    if target == "cuda":  # the GPU compiled for: architecture and multiprocessor count
+        from hlo.backends.cuda.device import target_device
+        d = target_device()
+        return f"{d.arch} sms={d.sm_count}"
     return "-"
 
 
@@ -416,9 +421,8 @@ class CachedArtifact(Artifact):
         self._module = None
         self.optimize_result = _StoredResult(self, plan_text)
 
-        def run(flat, _exe=loaded.executable):
-            return list(_exe(*flat))
-        self.run = run
+        from .targets import _runner
+        self.run = _runner(target, loaded.executable)
 
     def module_text(self) -> str:
         return self.ir_text  # the stored text itself: no parse and print to save or show it

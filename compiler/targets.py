@@ -90,6 +90,24 @@ def _module_exists(name: str) -> bool:
         return False
 
 
+def _runner(target: str, exe) -> Callable[[Sequence[np.ndarray]], List[np.ndarray]]:
+    """``run(flat)`` of a compiled executable. A CUDA program that cannot run here (no GPU,
+    driver or bindings: the runtime's ``CudaUnavailableError``) raises
+    ``TargetUnavailableError`` with the runtime's reason."""
+    if target != "cuda":
+        def run(flat, _exe=exe):
+            return list(_exe(*flat))
+        return run
+    from hlo.runtime.cuda.errors import CudaUnavailableError
+
+    def run_cuda(flat, _exe=exe):
+        try:
+            return list(_exe(*flat))
+        except CudaUnavailableError as e:
+            raise TargetUnavailableError(f"target 'cuda' cannot run here: {e}") from None
+    return run_cuda
+
+
 class Artifact:
     """A module compiled for one target: the optimized IR, the pipeline's result (for the
     analyses) and a function that runs flat numpy arrays."""
@@ -109,6 +127,8 @@ class Artifact:
         or None where the artifact has no such entry (the interpreter, a non-row-major input
         or output layout)."""
         exe = getattr(self, "executable", None)  # set by compile_module / the compilation cache
+        if self.target == "cuda":
+            return self.run, None  # the runtime checks and copies arguments itself
         run = getattr(exe, "run", None)
         unchecked = getattr(exe, "run_unchecked", None)
         if run is None or not callable(run):
@@ -213,10 +233,7 @@ def _compile_module(module, target, donated, options, dump_dir) -> Artifact:
     res = _optimize(module, target, opts, dump_dir)
     report_progress("codegen")
     exe = compile_fn(res)
-
-    def run(flat, _exe=exe):
-        return list(_exe(*flat))
-    art = Artifact(target, res.module, res, run)
+    art = Artifact(target, res.module, res, _runner(target, exe))
     art.executable = exe
     if pending is not None:
         report_progress("cache write")

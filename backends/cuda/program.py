@@ -2,8 +2,9 @@
 
 This is what ``hlo.backends.cuda.compile`` returns and what a ``.hlox`` file's ``code.cuda``
 sections hold; it imports no code generator, so loading a saved program stays light. Calling
-it hands it to the CUDA runtime (``hlo.runtime.cuda``), created on first call; without a CUDA
-device that raises the runtime's ``CudaUnavailableError`` saying so.
+it hands it to the CUDA runtime (``hlo.runtime.cuda.CudaExecutable``, created on first call,
+which returns ``DeviceArray`` objects); without a CUDA device that raises the runtime's
+``CudaUnavailableError`` saying so.
 
 Sections (``sections()`` / ``from_sections``): ``code.cuda`` (the PTX text),
 ``code.cuda.<arch>`` (a cubin for that architecture, when ptxas was present at compile time),
@@ -82,10 +83,25 @@ class CudaProgram:
     # -- running ---------------------------------------------------------------------------
 
     def executable(self):
-        """The runtime's executable for this program (created on first use; needs a device)."""
+        """The runtime's ``CudaExecutable`` for this program on device 0 (created on first use):
+        the cubin for the device's architecture when the program has one, else the PTX (the
+        driver compiles it). Without a CUDA device: ``CudaUnavailableError`` saying so."""
         if self._runtime is None:
-            from hlo.runtime.cuda import load_program
-            self._runtime = load_program(self)
+            from hlo.runtime.cuda.errors import CudaUnavailableError
+            from .device import present_device
+            if present_device() is None:
+                raise CudaUnavailableError(
+                    f"no CUDA device is present: this program was compiled for target 'cuda' "
+                    f"({self.arch}) and needs an NVIDIA GPU and its driver to run; compile it for "
+                    "target='cpu' to run it here")
+            from hlo.runtime.cuda import driver
+            from hlo.runtime.cuda.executable import CudaExecutable, encode_constants
+            ctx = driver.get_context(0)
+            m = dict(self.manifest)
+            m["target"] = {**m["target"], "name": "cuda"}
+            m["constants"] = encode_constants([np.ascontiguousarray(c).tobytes() for c in self.constants])
+            code = self.cubins.get(ctx.arch)
+            self._runtime = CudaExecutable(code if code is not None else self.ptx, m)
         return self._runtime
 
     def run(self, args: Sequence) -> List[np.ndarray]:
