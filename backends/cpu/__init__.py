@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Optional
 
-from .target import compile_ir, default_threads, host
 
 if TYPE_CHECKING:
     from hlo.ir.core import Module
@@ -19,7 +18,7 @@ if TYPE_CHECKING:
 
 def __getattr__(name):
     # The code generator is imported on first use, so that running a saved executable (which
-    # needs only ``target``, ``blas`` and ``program``'s constants) never imports it.
+    # needs only hlo.runtime, and ``blas`` when it calls one) never imports it.
     if name == "UnsupportedOp":
         from ..scalar_ops import UnsupportedOp
         return UnsupportedOp
@@ -36,6 +35,8 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
     from .codegen import CpuCodegen
     from .program import ENTRY, PY_ENTRY, EntryEmitter, describe_steps, emit_py_entry
     from .blas import find_blas
+    from .target import compile_ir
+    from hlo.runtime.cpu.target import default_threads, host
     if isinstance(optimized, Module):
         return compile_module(optimized, threads=threads, opt_level=opt_level)
     t_start = time.perf_counter()
@@ -59,7 +60,7 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
                        "layout": list(t.layout) if t.layout is not None else None}
     manifest = {
         "format": FORMAT_VERSION,
-        "target": {"triple": h.triple, "cpu": h.cpu, "features": h.features},
+        "target": h.manifest_entry(),
         "entry": ENTRY,
         "py_entry": PY_ENTRY,
         "inputs": [tdesc(t) for t in main.arg_types],

@@ -237,7 +237,7 @@ class Streaming:
 
     def __init__(self, cg: Codegen, kb: KernelBuilder, dests, row_elems: int):
         from .streaming import NT_MIN_BYTES, NT_MIN_TEMP_BYTES, stream_tag
-        from .target import host
+        from hlo.runtime.cpu.target import host
         self.vbytes = max(16, host().vector_bits // 8)
         self.refs: List[BufRef] = []
         if not host().triple.startswith(("x86_64", "i686", "i386")):

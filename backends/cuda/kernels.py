@@ -35,7 +35,7 @@ import llvmlite.ir as ir
 from hlo.ir.core import Value
 from hlo.ir.types import TensorType
 from hlo.runtime.steps import BufRef, Launch
-from .. import llvm_util as U
+from .. import llvm_util as U, nvptx
 from ..elemental import BufferSource, ElementalEmitter
 from ..llvm_util import I1, I32, I64, PTR, VOID, ModuleContext, i64
 
@@ -63,7 +63,7 @@ class GpuCodegen:
 
     def __init__(self, ctx: ModuleContext, device):
         self.ctx = ctx
-        self.device = device  # device.DeviceInfo: arch, sm_count
+        self.device = device  # device.LaunchDevice: target, sm_count
         self.kernels: Dict[str, ir.Function] = {}
         self.constants: Dict[int, np.ndarray] = {}
         self._shared = 0
@@ -107,8 +107,7 @@ class GpuKernel:
                 uniq.append(r)
                 wr.append(w)
         self.refs, self.writes = uniq, wr
-        fn = ir.Function(cg.ctx.module, ir.FunctionType(VOID, [PTR] * len(uniq)), name=self.name)
-        fn.calling_convention = "ptx_kernel"
+        fn = nvptx.kernel(cg.ctx, self.name, [PTR] * len(uniq))
         for k, (r, w) in enumerate(zip(uniq, wr)):
             clash = any(r.overlaps(o) or r == o for j, o in enumerate(uniq) if j != k and (w or wr[j]))
             if not clash:
@@ -125,9 +124,9 @@ class GpuKernel:
         once at the kernel's entry."""
         v = self._sreg.get(name)
         if v is None:
-            f = self.cg.ctx.declare(f"llvm.nvvm.read.ptx.sreg.{name}", I32, [])
+            reg, axis = name.split(".")
             with self.b.goto_entry_block():
-                v = self.b.zext(self.b.call(f, []), I64)
+                v = self.b.zext(nvptx.thread_index(self.cg.ctx, self.b, reg, axis), I64)
             self._sreg[name] = v
         return v
 

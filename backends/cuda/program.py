@@ -17,7 +17,6 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 FORMAT = 1  # the CUDA program interface (manifest + sections); bump on incompatible changes
-TRIPLE = "nvptx64-nvidia-cuda"
 PTX_SECTION = "code.cuda"
 CONST_SECTION = "code.cuda.consts"
 CONST_ALIGN = 256
@@ -89,7 +88,7 @@ class CudaProgram:
         if self._runtime is None:
             from hlo.runtime.cuda.errors import CudaUnavailableError
             from .device import present_device
-            if present_device() is None:
+            if not present_device():
                 raise CudaUnavailableError(
                     f"no CUDA device is present: this program was compiled for target 'cuda' "
                     f"({self.arch}) and needs an NVIDIA GPU and its driver to run; compile it for "

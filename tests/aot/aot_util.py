@@ -36,7 +36,7 @@ class LinkCounter:
 
     def __init__(self, monkeypatch):
         import hlo.runtime.executable as executable
-        import hlo.runtime.loader as loader
+        import hlo.runtime.cpu.loader as loader
         self.count = 0
         real = loader.LoadedObject
 

@@ -13,7 +13,7 @@ import hlo
 import hlo.numpy as hnp
 
 from cuda_helpers import HAVE_GPU, gpu
-from hlo.backends.cuda.ptx import ptxas_path
+from hlo.backends.nvptx import find_ptxas as ptxas_path
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "aot"))
