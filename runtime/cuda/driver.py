@@ -222,7 +222,7 @@ class Stream:
 
     def __init__(self, ctx: Context):
         self.ctx = ctx
-        self.handle = check(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING),
+        self.handle = check(cu.cuStreamCreate(int(cu.CUstream_flags.CU_STREAM_NON_BLOCKING)),
                             "cuStreamCreate")
         self.ptr = int(self.handle)
 
@@ -248,7 +248,7 @@ class Event:
     """A CUDA event without timing (cheapest to record and wait on)."""
 
     def __init__(self):
-        self.handle = check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+        self.handle = check(cu.cuEventCreate(int(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)), "cuEventCreate")
 
     def record(self, stream_handle) -> None:
         ret = cu.cuEventRecord(self.handle, stream_handle)
