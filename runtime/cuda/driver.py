@@ -227,6 +227,8 @@ class Stream:
         self.ptr = int(self.handle)
 
     def synchronize(self, what: str = "") -> None:
+        if self.handle is None:
+            return
         ret = cu.cuStreamSynchronize(self.handle)
         if ret[0] is not OK:
             check(ret, "cuStreamSynchronize", what)
@@ -237,9 +239,12 @@ class Stream:
             check(ret, "cuStreamWaitEvent")
 
     def __del__(self):
+        # Buffers freed after this (in the same garbage cycle) see handle None and free
+        # synchronously instead of queueing on a destroyed stream.
+        h, self.handle = self.handle, None
         try:
-            if cu is not None and self.handle is not None:
-                cu.cuStreamDestroy(self.handle)
+            if cu is not None and h is not None:
+                cu.cuStreamDestroy(h)
         except Exception:  # interpreter shutdown
             pass
 
