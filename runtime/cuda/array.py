@@ -31,7 +31,11 @@ class DeviceBuffer:
     def __del__(self):
         if self.owner is None and self.ptr:
             try:
-                driver.cu.cuMemFreeAsync(self.ptr, self.stream.handle)
+                h = self.stream.handle
+                if h is not None:
+                    driver.cu.cuMemFreeAsync(self.ptr, h)
+                else:  # the stream went first (both in one garbage cycle): free synchronously
+                    driver.cu.cuMemFree(self.ptr)
             except Exception:  # interpreter shutdown
                 pass
 

@@ -222,11 +222,13 @@ class Stream:
 
     def __init__(self, ctx: Context):
         self.ctx = ctx
-        self.handle = check(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING),
+        self.handle = check(cu.cuStreamCreate(int(cu.CUstream_flags.CU_STREAM_NON_BLOCKING)),
                             "cuStreamCreate")
         self.ptr = int(self.handle)
 
     def synchronize(self, what: str = "") -> None:
+        if self.handle is None:
+            return
         ret = cu.cuStreamSynchronize(self.handle)
         if ret[0] is not OK:
             check(ret, "cuStreamSynchronize", what)
@@ -237,9 +239,12 @@ class Stream:
             check(ret, "cuStreamWaitEvent")
 
     def __del__(self):
+        # Buffers freed after this (in the same garbage cycle) see handle None and free
+        # synchronously instead of queueing on a destroyed stream.
+        h, self.handle = self.handle, None
         try:
-            if cu is not None and self.handle is not None:
-                cu.cuStreamDestroy(self.handle)
+            if cu is not None and h is not None:
+                cu.cuStreamDestroy(h)
         except Exception:  # interpreter shutdown
             pass
 
@@ -248,7 +253,7 @@ class Event:
     """A CUDA event without timing (cheapest to record and wait on)."""
 
     def __init__(self):
-        self.handle = check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+        self.handle = check(cu.cuEventCreate(int(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)), "cuEventCreate")
 
     def record(self, stream_handle) -> None:
         ret = cu.cuEventRecord(self.handle, stream_handle)

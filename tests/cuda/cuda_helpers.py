@@ -15,7 +15,7 @@ from hlo.backends.nvptx import find_ptxas as ptxas_path
 from hlo.targets import has_usable_nvidia_gpu
 
 HAVE_GPU = has_usable_nvidia_gpu()
-gpu = pytest.mark.skipif(not HAVE_GPU, reason="no CUDA device")
+gpu = pytest.mark.gpu  # skipped without a GPU (conftest.py)
 
 
 def compile_src(src: str):
