@@ -171,6 +171,9 @@ def _target_parts(target: str) -> Dict[str, str]:
     from hlo.runtime.target import KINDS, current
     if target not in KINDS:
         return {"cpu": "-", "environment": "-"}
+    if target == "cuda":  # the GPU the backend compiles for (sm_90 on a machine without one)
+        from hlo.backends.cuda.device import launch_device
+        return launch_device().target.key_parts()
     return current(target).key_parts()
 
 

@@ -54,8 +54,22 @@ class CudaCodegen(GpuCodegen, KernelEmitter):
         return False  # the epilogue, if any, runs as its own loop kernel
 
     def _gemm(self, lw, op, dest, env, what):
-        """cuBLASLt's plan for the product, or (None, why not)."""
-        return None, "no cuBLASLt planner in this build"
+        """A cuBLASLt call for the product (``gemm.plan_dot``), or (None, why not). Operands that
+        are fused producers (not in a buffer) are computed into scratch first."""
+        from .gemm import plan_dot
+        lhs, rhs = op.operands
+        plan = plan_dot(lhs.type, rhs.type, op.results[0].type, op.attrs)
+        if not plan:
+            return None, plan.reason
+        refs = []
+        for v in (lhs, rhs):
+            ref = env.get(v)
+            if ref is None:
+                ref = lw.scratch(v.type.nbytes)
+                lw.steps.append(emit_loop_kernel(self, [Root(v, ref, v.type)], env, name="dot_operand",
+                                                 what=f"{what}: operand"))
+            refs.append(ref)
+        return plan.library_call(refs[0], refs[1], dest, what=what), None
 
     def sort(self, lw, op, dests, env) -> None:
         lower_sort(lw, op, dests, env)
