@@ -420,7 +420,8 @@ class LoadedExecutable:
                 runtime, payload.sections, steps_text="\n".join(self.manifest.get("call_sequence", [])))
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptFileError(f"{where}: malformed CUDA program ({type(e).__name__}: {e})") from None
-        self._run = self.executable.run
+        from .targets import _runner
+        self._run = _runner("cuda", self.executable)
 
     # -- description ---------------------------------------------------------------------------
 

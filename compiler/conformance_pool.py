@@ -14,11 +14,12 @@ from multiprocessing.connection import wait
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 
-def _context():
+def _context(fork: bool = True):
     # fork keeps the parent's imports (numpy, hlo) warm; the parent never touches MLIR, so no
-    # native threads are forked.
+    # native threads are forked. A parent that initialized the CUDA driver (target cuda) must
+    # spawn: a forked child cannot use CUDA.
     methods = mp.get_all_start_methods()
-    return mp.get_context("fork" if "fork" in methods else "spawn")
+    return mp.get_context("fork" if fork and "fork" in methods else "spawn")
 
 
 def _serve(conn, fn: Callable[[Any], Any]) -> None:
@@ -68,10 +69,11 @@ class _Worker:
 
 
 def run_tasks(fn: Callable[[Any], Any], args: Sequence[Any], jobs: int, timeout: float,
-              on_timeout: Callable[[Any, float], Any], on_crash: Callable[[Any, Optional[int]], Any]
-              ) -> Iterator[Tuple[int, Any]]:
-    """Yield ``(index, fn(args[index]))`` for every task, in completion order."""
-    ctx = _context()
+              on_timeout: Callable[[Any, float], Any], on_crash: Callable[[Any, Optional[int]], Any],
+              fork: bool = True) -> Iterator[Tuple[int, Any]]:
+    """Yield ``(index, fn(args[index]))`` for every task, in completion order (``fork=False``:
+    workers are spawned)."""
+    ctx = _context(fork)
     pending = list(range(len(args)))[::-1]
     workers: List[_Worker] = [_Worker(ctx, fn) for _ in range(max(1, min(jobs, len(args))))]
     done = 0
