@@ -51,7 +51,7 @@ def check(src: str, args, rtol=0.0, atol=0.0, **kw):
     if not HAVE_GPU:
         return None
     ref = interpret(parse_module(src), list(args))
-    got = prog.run(list(args))
+    got = prog(*args)
     assert len(got) == len(ref)
     for i, (g, r) in enumerate(zip(got, ref)):
         r = np.asarray(r)
