@@ -55,6 +55,22 @@ class Root:
     index_fn: Optional[Callable] = None
 
 
+def kernel_buffers(refs: Sequence[BufRef], writes: Sequence[bool]) -> Tuple[List[BufRef], List[bool], List[bool]]:
+    """A kernel's parameters: its buffers without repeats (``writes`` merged), and for each
+    whether it may be ``noalias`` (it overlaps no other buffer that either of them writes)."""
+    uniq: List[BufRef] = []
+    wr: List[bool] = []
+    for r, w in zip(refs, writes):
+        if r in uniq:
+            wr[uniq.index(r)] |= w
+        else:
+            uniq.append(r)
+            wr.append(w)
+    alone = [not any(r.overlaps(o) for j, o in enumerate(uniq) if j != k and (wr[k] or wr[j]))
+             for k, r in enumerate(uniq)]
+    return uniq, wr, alone
+
+
 def physical_order(t: TensorType) -> List[int]:
     """Logical dimensions from the physically major to the minor one."""
     return list(reversed(t.minor_to_major))

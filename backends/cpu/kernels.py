@@ -32,7 +32,7 @@ from hlo.ir.core import Value
 from hlo.ir.types import TensorType
 from .. import llvm_util as U
 from ..elemental import BufferSource, ElementalEmitter
-from ..kernel_emitter import Root, physical_order
+from ..kernel_emitter import Root, kernel_buffers, physical_order
 from ..llvm_util import I64, PTR, SCALAR_LOOP, VOID, ModuleContext, for_range, i64
 from .program import BufRef, KernelCall, TASK_FN
 
@@ -87,25 +87,16 @@ class KernelBuilder:
     def __init__(self, cg: Codegen, base_name: str, refs: Sequence[BufRef], writes: Sequence[bool]):
         self.cg = cg
         self.name = cg.ctx.unique("k." + base_name)
-        uniq: List[BufRef] = []
-        wr: List[bool] = []
-        for r, w in zip(refs, writes):
-            if r in uniq:
-                wr[uniq.index(r)] |= w
-            else:
-                uniq.append(r)
-                wr.append(w)
-        self.refs, self.writes = uniq, wr
+        uniq, self.writes, alone = kernel_buffers(refs, writes)
+        self.refs = uniq
         fnty = ir.FunctionType(VOID, [PTR] * len(uniq) + [I64, I64])
         fn = ir.Function(cg.ctx.module, fnty, name=self.name)
         fn.linkage = "internal"
         # Kernels are called from the entry point and from their task wrapper: keep one copy
         # (inlining would duplicate every loop nest and double LLVM's work).
         fn.attributes.add("noinline")
-        for k, (r, w) in enumerate(zip(uniq, wr)):
-            a = fn.args[k]
-            clash = any(r.overlaps(o) for j, o in enumerate(uniq) if j != k and (w or wr[j]))
-            if not clash:
+        for a, ok in zip(fn.args, alone):
+            if ok:
                 a.add_attribute("noalias")
         self.fn = fn
         self.lo, self.hi = fn.args[-2], fn.args[-1]

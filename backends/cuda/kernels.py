@@ -26,7 +26,6 @@ as many blocks as the multiprocessors hold at once and grid-stride loops cover t
 """
 from __future__ import annotations
 
-import contextlib
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -37,7 +36,8 @@ from hlo.ir.types import TensorType
 from hlo.runtime.steps import BufRef, Launch
 from .. import llvm_util as U, nvptx
 from ..elemental import BufferSource, ElementalEmitter
-from ..llvm_util import I1, I32, I64, PTR, VOID, ModuleContext, i64
+from ..kernel_emitter import kernel_buffers
+from ..llvm_util import I1, I32, I64, PTR, VOID, ModuleContext, for_range, i64
 
 BLOCK = 256  # threads a block
 WARP = 32
@@ -98,20 +98,12 @@ class GpuKernel:
     def __init__(self, cg: GpuCodegen, base_name: str, refs: Sequence[BufRef], writes: Sequence[bool]):
         self.cg = cg
         self.name = cg.ctx.unique("k_" + base_name.replace(".", "_")).replace(".", "__")
-        uniq: List[BufRef] = []
-        wr: List[bool] = []
-        for r, w in zip(refs, writes):
-            if r in uniq:
-                wr[uniq.index(r)] |= w
-            else:
-                uniq.append(r)
-                wr.append(w)
-        self.refs, self.writes = uniq, wr
+        uniq, self.writes, alone = kernel_buffers(refs, writes)
+        self.refs = uniq
         fn = nvptx.kernel(cg.ctx, self.name, [PTR] * len(uniq))
-        for k, (r, w) in enumerate(zip(uniq, wr)):
-            clash = any(r.overlaps(o) or r == o for j, o in enumerate(uniq) if j != k and (w or wr[j]))
-            if not clash:
-                fn.args[k].add_attribute("noalias")
+        for a, ok in zip(fn.args, alone):
+            if ok:
+                a.add_attribute("noalias")
         self.fn = fn
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
         self._sreg: Dict[str, ir.Value] = {}
@@ -146,29 +138,6 @@ class GpuKernel:
 def make_emitter(kb: GpuKernel, reads: Sequence[Value], env: Dict[Value, BufRef]) -> ElementalEmitter:
     sources = {v: BufferSource(kb.ptr(env[v]), v.type) for v in reads}
     return ElementalEmitter(kb.cg.ctx, kb.b, sources)
-
-
-@contextlib.contextmanager
-def stride_range(b: ir.IRBuilder, start: ir.Value, end, step, name: str = "g"):
-    """``for (i = start; i < end; i += step)`` over i64 values; yields ``i``."""
-    end = end if isinstance(end, ir.Value) else i64(end)
-    step = step if isinstance(step, ir.Value) else i64(step)
-    fn = b.function
-    pre = b.block
-    head = fn.append_basic_block(name + ".head")
-    body = fn.append_basic_block(name + ".body")
-    exit_ = fn.append_basic_block(name + ".exit")
-    b.branch(head)
-    b.position_at_end(head)
-    phi = b.phi(I64, name=name)
-    phi.add_incoming(start, pre)
-    b.cbranch(b.icmp_signed("<", phi, end), body, exit_)
-    b.position_at_end(body)
-    yield phi
-    nxt = b.add(phi, step, flags=U.NSW)
-    phi.add_incoming(nxt, b.block)
-    b.branch(head)
-    b.position_at_end(exit_)
 
 
 def physical_index(b: ir.IRBuilder, lin: ir.Value, t: TensorType) -> Tuple[ir.Value, ...]:
@@ -236,11 +205,11 @@ def emit_loop_kernel(cg: GpuCodegen, roots, env: Dict[Value, BufRef], name: str 
         # whole groups of ``unroll`` elements (a grid-stride apart) while they all exist, then
         # one at a time
         last = b.sub(i64(n), b.mul(step, i64(unroll - 1)))
-        with stride_range(b, start, last, b.mul(step, i64(unroll)), "e4") as lin:
+        with for_range(b, start, last, "e4", step=b.mul(step, i64(unroll))) as lin:
             for k in range(unroll):
                 element(b.add(lin, b.mul(step, i64(k))) if k else lin)
         start = lin  # the loop's exit value: where the single steps go on
-    with stride_range(b, start, n, step, "e") as lin:
+    with for_range(b, start, n, "e", step=step) as lin:
         element(lin)
     return kb.finish(cg.grid(n), BLOCK, what)
 
@@ -377,7 +346,7 @@ def coop_reduce(kb: GpuKernel, em: ElementalEmitter, g: Group, rop, kept_idx,
         kept = [d for d in range(in_t.rank) if d not in dims]
         red_t = TensorType(tuple(in_t.shape[d] for d in dims),
                            in_t.dtype, tuple(dims.index(d) for d in in_t.minor_to_major if d in dims))
-        with stride_range(b, g.lane, red_t.size, g.size, "r") as r:
+        with for_range(b, g.lane, red_t.size, "r", step=g.size) as r:
             em.push()
             ridx = physical_index(b, r, red_t)
             full: List[Optional[ir.Value]] = [None] * in_t.rank
@@ -445,7 +414,7 @@ def emit_reduce_kernel(cg: GpuCodegen, op, dests: Sequence[BufRef], env: Dict[Va
     K = int(np.prod([in_t.shape[d] for d in op.attrs["dimensions"]])) if op.attrs["dimensions"] else 1
     g = Group(kb, group_size(K))
     M = out_t.size
-    with stride_range(b, g.index, M, g.stride, "o") as o:
+    with for_range(b, g.index, M, "o", step=g.stride) as o:
         em.push()
         idx = physical_index(b, o, out_t)
         vals = coop_reduce(kb, em, g, op, idx)
@@ -501,7 +470,7 @@ def emit_row_kernel(cg: GpuCodegen, k: int, reduces: Sequence[Value], outputs, e
     inner = int(np.prod(I)) if I else 1
     size, block, in_regs = row_group(inner)
     g = Group(kb, size, block)
-    with stride_range(b, g.index, rows, g.stride, "row") as f:
+    with for_range(b, g.index, rows, "row", step=g.stride) as f:
         em.push()
         ridx = row_major_index(b, f, O)
         positions = None
@@ -533,7 +502,7 @@ def emit_row_kernel(cg: GpuCodegen, k: int, reduces: Sequence[Value], outputs, e
                     with b.if_then(ok):
                         store(b, kb.ptr(ref), v.type, full, val)
                 continue
-            with stride_range(b, g.lane, inner, g.size, "c") as c:
+            with for_range(b, g.lane, inner, "c", step=g.size) as c:
                 em.push()
                 full = ridx + row_major_index(b, c, I)
                 store(b, kb.ptr(ref), v.type, full, em.at(v, full))

@@ -12,7 +12,7 @@ Sections (``sections()`` / ``from_sections``): ``code.cuda`` (the PTX text),
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Sequence
 
 import numpy as np
 

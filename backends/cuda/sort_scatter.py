@@ -13,17 +13,15 @@
 """
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
-
-import numpy as np
-import llvmlite.ir as ir
+from typing import Dict, Sequence
 
 from hlo.ir.core import Value
 from hlo.runtime.steps import BufRef
 from .. import llvm_util as U
-from ..llvm_util import I1, I64, for_range, i64, clamp_i64
-from .kernels import (BLOCK, GpuKernel, emit_loop_kernel, make_emitter, physical_index, row_major_index, store,
-                      stride_range)
+from ..llvm_util import I64, for_range, i64
+from ..sort_scatter import merge_sort, scatter_update
+from .kernels import (BLOCK, GpuKernel, emit_loop_kernel, make_emitter, physical_index,
+                      row_major_index, store)
 
 # Slices up to this long are sorted by rank (n^2 comparisons, all in parallel).
 RANK_SORT_MAX = 4096
@@ -74,7 +72,7 @@ def lower_sort(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> Non
 
     start, step = kb.thread_range()
     if rank_sort:
-        with stride_range(b, start, t.size, step, "e") as e:
+        with for_range(b, start, t.size, "e", step=step) as e:
             em.push()
             s = b.udiv(e, i64(n))
             i = b.urem(e, i64(n))
@@ -95,62 +93,12 @@ def lower_sort(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> Non
         lw.steps.append(kb.finish(cg.grid(t.size), BLOCK, f"sort {t} along {dim} (rank sort)"))
         return
     bufs = [kb.ptr(s_) for s_ in scratch]
-    src_slot = U.entry_alloca(b, U.PTR)
-    dst_slot = U.entry_alloca(b, U.PTR)
-    width_slot = U.entry_alloca(b, I64)
-    with stride_range(b, start, slices, step, "slice") as s:
+    with for_range(b, start, slices, "slice", step=step) as s:
         em.push()
         base = base_of(s)
         off = b.mul(s, i64(n))
-        p0 = b.gep(bufs[0], [off], source_etype=I64)
-        p1 = b.gep(bufs[1], [off], source_etype=I64)
-        with for_range(b, 0, n, "init") as i:
-            b.store(i, b.gep(p0, [i], source_etype=I64))
-        b.store(p0, src_slot)
-        b.store(p1, dst_slot)
-        b.store(i64(1), width_slot)
-        head = b.function.append_basic_block("msort.pass")
-        body = b.function.append_basic_block("msort.body")
-        done = b.function.append_basic_block("msort.done")
-        b.branch(head)
-        b.position_at_end(head)
-        w = b.load(width_slot, typ=I64)
-        b.cbranch(b.icmp_signed("<", w, i64(n)), body, done)
-        b.position_at_end(body)
-        src = b.load(src_slot, typ=U.PTR)
-        dst = b.load(dst_slot, typ=U.PTR)
-        two_w = b.mul(w, i64(2))
-        nruns = b.sdiv(b.add(i64(n), b.sub(two_w, i64(1))), two_w)
-        with for_range(b, 0, nruns, "run") as run:
-            lo = b.mul(run, two_w)
-            mid = b.add(lo, w)
-            mid = b.select(b.icmp_signed("<", mid, i64(n)), mid, i64(n))
-            hi = b.add(lo, two_w)
-            hi = b.select(b.icmp_signed("<", hi, i64(n)), hi, i64(n))
-            islot = U.entry_alloca(b, I64)
-            jslot = U.entry_alloca(b, I64)
-            b.store(lo, islot)
-            b.store(mid, jslot)
-            with for_range(b, lo, hi, "merge") as k:
-                em.push()
-                i = b.load(islot, typ=I64)
-                j = b.load(jslot, typ=I64)
-                have_i = b.icmp_signed("<", i, mid)
-                have_j = b.icmp_signed("<", j, hi)
-                pi = b.load(b.gep(src, [clamp_i64(b, i, 0, n - 1)], source_etype=I64), typ=I64)
-                pj = b.load(b.gep(src, [clamp_i64(b, j, 0, n - 1)], source_etype=I64), typ=I64)
-                right_less = less(base, pj, pi)
-                take_j = b.select(b.and_(have_i, have_j), right_less, b.not_(have_i))
-                b.store(b.select(take_j, pj, pi), b.gep(dst, [k], source_etype=I64))
-                b.store(b.select(take_j, i, b.add(i, i64(1))), islot)
-                b.store(b.select(take_j, b.add(j, i64(1)), j), jslot)
-                em.pop()
-        b.store(dst, src_slot)
-        b.store(src, dst_slot)
-        b.store(two_w, width_slot)
-        b.branch(head)
-        b.position_at_end(done)
-        perm = b.load(src_slot, typ=U.PTR)
+        perm = merge_sort(b, em, n, b.gep(bufs[0], [off], source_etype=I64),
+                          b.gep(bufs[1], [off], source_etype=I64), lambda pa, pb: less(base, pa, pb))
         with for_range(b, 0, n, "gather") as i:
             em.push()
             p = b.load(b.gep(perm, [i], source_etype=I64), typ=I64)
@@ -180,9 +128,7 @@ def lower_scatter(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> 
     uwd = list(a.get("update_window_dims", ()))
     iwd = list(a.get("inserted_window_dims", ()))
     ib = list(a.get("input_batching_dims", ()))
-    sib = list(a.get("scatter_indices_batching_dims", ()))
     sdod = list(a["scatter_dims_to_operand_dims"])
-    ivd = a["index_vector_dim"]
     reads, _ = collect_reads([indices] + list(updates), env)
     refs = list(dests) + [env[v] for v in reads]
     kb = GpuKernel(cg, "scatter", refs, [True] * nin + [False] * len(reads))
@@ -203,39 +149,7 @@ def lower_scatter(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> 
             uidx[d] = widx[k]
         for k, d in enumerate(scatter_dims):
             uidx[d] = sidx[k]
-        uidx = tuple(uidx)
-        usi = list(sidx)
-        full = [i64(0)] * res_t.rank
-        for k, od in enumerate(sdod):
-            si = list(usi)
-            if ivd < indices.type.rank:
-                si.insert(ivd, i64(k))
-            s = em.at(indices, tuple(si))
-            if s.type.width < 64:
-                s = b.sext(s, I64) if indices.dtype.is_signed else b.zext(s, I64)
-            full[od] = b.add(full[od], s)
-        for odim, sdim in zip(ib, sib):
-            pos = sdim if sdim < ivd else sdim - 1
-            full[odim] = b.add(full[odim], usi[pos])
-        for k, od in enumerate(window_operand_dims):
-            full[od] = b.add(full[od], uidx[uwd[k]])
-        inb = ir.Constant(I1, 1)
-        for d in range(res_t.rank):
-            inb = b.and_(inb, b.icmp_signed(">=", full[d], i64(0)))
-            inb = b.and_(inb, b.icmp_signed("<", full[d], i64(res_t.shape[d])))
-        with b.if_then(inb):
-            em.push()
-            ptrs, cur = [], []
-            for d_ref, r in zip(dests, op.results):
-                off = U.linear_offset(b, full, U.strides_of(r.type))
-                p = U.elem_ptr(b, kb.ptr(d_ref), r.dtype, off)
-                ptrs.append(p)
-                cur.append(U.load_reg(b, p, r.dtype))
-            ups = [em.at(u, uidx) for u in updates]
-            new = em.scalar_region(op.regions[0], cur + ups)
-            for p, v, r in zip(ptrs, new, op.results):
-                U.store_reg(b, v, p, r.dtype)
-            em.pop()
+        scatter_update(b, em, op, [kb.ptr(d) for d in dests], tuple(uidx))
 
     def serial_scatter(widx):
         with for_range(b, 0, s_t.size, "s") as s:
@@ -245,7 +159,7 @@ def lower_scatter(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> 
 
     if parallel:
         start, step = kb.thread_range()
-        with stride_range(b, start, w_t.size, step, "w") as w:
+        with for_range(b, start, w_t.size, "w", step=step) as w:
             em.push()
             serial_scatter(physical_index(b, w, w_t))
             em.pop()
@@ -254,7 +168,6 @@ def lower_scatter(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> 
         return
     with for_range(b, 0, u_t.size, "u") as e:  # the update space in row-major order
         em.push()
-        uidx = row_major_index(b, e, u_t.shape)
-        update(tuple(uidx[d] for d in uwd), tuple(uidx[d] for d in scatter_dims))
+        scatter_update(b, em, op, [kb.ptr(d) for d in dests], row_major_index(b, e, u_t.shape))
         em.pop()
     lw.steps.append(kb.finish(1, 1, f"scatter {u_t} into {res_t} (one thread: windows may overlap)"))
