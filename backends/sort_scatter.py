@@ -4,6 +4,7 @@
 * ``merge_sort``: a stable bottom-up merge sort of an index permutation of ``n`` positions,
   ordered by a comparator (``less(pa, pb)``: the element at position ``pa`` goes before the one
   at ``pb``), between two i64 buffers of ``n`` elements; returns the buffer holding the result;
+* ``scatter_copy_inputs``: a scatter's results start as its inputs;
 * ``scatter_update``: one update element of a scatter: its target index per the StableHLO spec
   (scatter indices, batching dimensions, window offsets) and, if that is inside the result, the
   update region applied to the result's element and the update.
@@ -72,6 +73,18 @@ def merge_sort(b: ir.IRBuilder, em: ElementalEmitter, n: int, buf0: ir.Value, bu
     b.branch(head)
     b.position_at_end(done)
     return b.load(src_slot, typ=PTR)
+
+
+def scatter_copy_inputs(lw, op, dests, env) -> bool:
+    """The first step of a scatter: its results = its inputs (a loop kernel of the target's,
+    ``lw.cg.loop_kernel``). False when no update can land (empty updates or results)."""
+    from .kernel_emitter import Root
+    nin = (len(op.operands) - 1) // 2
+    res_t = op.results[0].type
+    if res_t.size:
+        roots = [Root(v, d, r.type) for v, d, r in zip(op.operands[:nin], dests, op.results)]
+        lw.steps.append(lw.cg.loop_kernel(roots, env, "scatter_init", "scatter: copy inputs"))
+    return op.operands[-1].type.size > 0 and res_t.size > 0
 
 
 def scatter_update(b: ir.IRBuilder, em: ElementalEmitter, op, dests: Sequence[ir.Value], uidx) -> None:

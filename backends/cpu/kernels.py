@@ -32,7 +32,7 @@ from hlo.ir.core import Value
 from hlo.ir.types import TensorType
 from .. import llvm_util as U
 from ..elemental import BufferSource, ElementalEmitter
-from ..kernel_emitter import Root, kernel_buffers, physical_order
+from ..kernel_emitter import Root, kernel_buffers, physical_order, root_values
 from ..llvm_util import I64, PTR, SCALAR_LOOP, VOID, ModuleContext, for_range, i64
 from .program import BufRef, KernelCall, TASK_FN
 
@@ -354,14 +354,7 @@ def emit_loop_kernel(cg: Codegen, roots: Sequence[Root], env: Dict[Value, BufRef
         b = kb.b
 
         def body(idx):
-            vals = []  # every root's element first, then the stores: an output the buffer plan
-            for r in roots:  # put over an operand (in place) must not change what others read
-                vidx = r.index_fn(b, idx) if r.index_fn else idx
-                val = em.at(r.value, vidx)
-                if r.dest_type.dtype != r.value.dtype:
-                    from ..scalar_ops import convert
-                    val = convert(cg.ctx, b, val, r.value.dtype, r.dest_type.dtype)
-                vals.append(val)
+            vals = root_values(cg.ctx, b, em, roots, idx)
             for r, val in zip(roots, vals):
                 _store(b, em, kb.ptr(r.dest), r.dest_type, idx, val,
                        stream.tag_for(r.dest) if stream else None)

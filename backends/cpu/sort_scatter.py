@@ -18,10 +18,9 @@ import numpy as np
 from hlo.ir.core import Value
 from .. import llvm_util as U
 from ..llvm_util import I64, PTR, for_range, i64
-from .kernels import (Codegen, KernelBuilder, Root, collect_reads, emit_loop_kernel,
-                      make_emitter, PARALLEL_MIN_WORK, _store)
+from .kernels import Codegen, KernelBuilder, collect_reads, make_emitter, PARALLEL_MIN_WORK, _store
 from .program import BufRef
-from ..sort_scatter import merge_sort, scatter_update
+from ..sort_scatter import merge_sort, scatter_copy_inputs, scatter_update
 
 
 def lower_sort(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> None:
@@ -83,18 +82,12 @@ def lower_sort(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> Non
 
 def lower_scatter(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> None:
     cg: Codegen = lw.cg
+    if not scatter_copy_inputs(lw, op, dests, env):
+        return
     nin = (len(op.operands) - 1) // 2
-    inputs = op.operands[:nin]
     indices = op.operands[nin]
     updates = op.operands[nin + 1:]
-    res_t = op.results[0].type
-    # 1. results = inputs
-    if res_t.size:
-        roots = [Root(v, d, r.type) for v, d, r in zip(inputs, dests, op.results)]
-        lw.steps.append(emit_loop_kernel(cg, roots, env, name="scatter_init", what="scatter: copy inputs"))
-    u_t = updates[0].type
-    if u_t.size == 0 or res_t.size == 0:
-        return
+    res_t, u_t = op.results[0].type, updates[0].type
     reads, nops = collect_reads([indices] + list(updates), env)
     refs = list(dests) + [env[v] for v in reads]
     kb = KernelBuilder(cg, "scatter", refs, [True] * nin + [False] * len(reads))

@@ -36,7 +36,7 @@ from hlo.ir.types import TensorType
 from hlo.runtime.steps import BufRef, Launch
 from .. import llvm_util as U, nvptx
 from ..elemental import BufferSource, ElementalEmitter
-from ..kernel_emitter import kernel_buffers
+from ..kernel_emitter import kernel_buffers, root_values
 from ..llvm_util import I1, I32, I64, PTR, VOID, ModuleContext, for_range, i64
 
 BLOCK = 256  # threads a block
@@ -175,7 +175,6 @@ def store(b: ir.IRBuilder, ptr: ir.Value, t: TensorType, idx, val) -> None:
 def emit_loop_kernel(cg: GpuCodegen, roots, env: Dict[Value, BufRef], name: str = "loop",
                      what: str = "") -> Launch:
     """One thread per element of the roots' common index space (``Root``s of the lowering)."""
-    from ..scalar_ops import convert
     from hlo.backends.cpu.kernels import collect_reads
     t: TensorType = roots[0].dest_type
     reads, _ = collect_reads([r.value for r in roots], env)
@@ -189,14 +188,7 @@ def emit_loop_kernel(cg: GpuCodegen, roots, env: Dict[Value, BufRef], name: str 
     def element(lin):
         em.push()
         idx = physical_index(b, lin, t)
-        vals = []  # every root's element first, then the stores (an output may be in place)
-        for r in roots:
-            vidx = r.index_fn(b, idx) if r.index_fn else idx
-            val = em.at(r.value, vidx)
-            if r.dest_type.dtype != r.value.dtype:
-                val = convert(cg.ctx, b, val, r.value.dtype, r.dest_type.dtype)
-            vals.append(val)
-        for r, val in zip(roots, vals):
+        for r, val in zip(roots, root_values(cg.ctx, b, em, roots, idx)):
             store(b, kb.ptr(r.dest), r.dest_type, idx, val)
         em.pop()
 

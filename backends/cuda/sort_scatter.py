@@ -19,8 +19,8 @@ from hlo.ir.core import Value
 from hlo.runtime.steps import BufRef
 from .. import llvm_util as U
 from ..llvm_util import I64, for_range, i64
-from ..sort_scatter import merge_sort, scatter_update
-from .kernels import (BLOCK, GpuKernel, emit_loop_kernel, make_emitter, physical_index,
+from ..sort_scatter import merge_sort, scatter_copy_inputs, scatter_update
+from .kernels import (BLOCK, GpuKernel, make_emitter, physical_index,
                       row_major_index, store)
 
 # Slices up to this long are sorted by rank (n^2 comparisons, all in parallel).
@@ -111,19 +111,13 @@ def lower_sort(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> Non
 
 def lower_scatter(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> None:
     from hlo.backends.cpu.kernels import collect_reads
-    from ..kernel_emitter import Root
     cg = lw.cg
+    if not scatter_copy_inputs(lw, op, dests, env):
+        return
     nin = (len(op.operands) - 1) // 2
-    inputs = op.operands[:nin]
     indices = op.operands[nin]
     updates = op.operands[nin + 1:]
-    res_t = op.results[0].type
-    if res_t.size:
-        roots = [Root(v, d, r.type) for v, d, r in zip(inputs, dests, op.results)]
-        lw.steps.append(emit_loop_kernel(cg, roots, env, name="scatter_init", what="scatter: copy inputs"))
-    u_t = updates[0].type
-    if u_t.size == 0 or res_t.size == 0:
-        return
+    res_t, u_t = op.results[0].type, updates[0].type
     a = op.attrs
     uwd = list(a.get("update_window_dims", ()))
     iwd = list(a.get("inserted_window_dims", ()))

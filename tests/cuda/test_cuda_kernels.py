@@ -193,3 +193,16 @@ def test_scatter_replace_with_overlapping_windows_on_one_thread():
     assert "one thread" in prog.steps_text
     check(src, [rng.standard_normal((50, 8)).astype(np.float32), rng.integers(-2, 50, (40, 1)).astype(np.int32),
                 rng.standard_normal((40, 3, 8)).astype(np.float32)])
+
+
+def test_optimization_barrier_and_constants():
+    src = """module @m
+func @main(%arg0: f32[4,300], %arg1: s32[300]) -> (f32[4,300], s32[300]) {
+  %0, %1 = optimization_barrier(%arg0, %arg1) : f32[4,300], s32[300]
+  %2 = constant dense<2.5> : f32[]
+  %3 = broadcast_in_dim(%2) {broadcast_dimensions = []} : f32[4,300]
+  %4 = multiply(%0, %3) : f32[4,300]
+  return(%4, %1)
+}
+"""
+    check(src, [rng.standard_normal((4, 300)).astype(np.float32), np.arange(300, dtype=np.int32)])

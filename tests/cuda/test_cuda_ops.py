@@ -2,6 +2,7 @@
 (``tests/backends``: elementwise ops over every element type, shape ops, reductions, dots,
 convolutions, windows, sort, scatter, control flow, fusions) compiled to PTX that ptxas accepts;
 with a CUDA device, also run and compared with the reference interpreter."""
+import numpy as np
 import pytest
 
 import cuda_helpers
@@ -26,5 +27,33 @@ from test_cpu_ops import (test_broadcast_reshape_transpose, test_convolution_2d,
 
 @pytest.fixture(autouse=True)
 def _on_cuda(monkeypatch):
+    """The CPU tests' ``check`` compiles for cuda; their module's random generator is a fresh
+    one for each test and restored after (the CPU tests draw the same inputs in any order)."""
     for m in (test_cpu_elementwise, test_cpu_ops):
         monkeypatch.setattr(m, "check", cuda_helpers.check)
+        if hasattr(m, "rng"):
+            monkeypatch.setattr(m, "rng", np.random.default_rng(42))
+
+
+def _ops_named(fn) -> set:
+    """Op names a test function exercises: those in its ``op`` parameters and in IR text of its
+    module's sources (``= name(``, and ``unary_src("name"`` / ``binary_src("name"``)."""
+    import inspect
+    import re
+    names = set()
+    for mark in getattr(fn, "pytestmark", []):
+        if mark.name == "parametrize" and mark.args[0] in ("op", "op,dt"):
+            names.update(v if isinstance(v, str) else v[0] for v in mark.args[1])
+    src = inspect.getsource(inspect.getmodule(fn))
+    names.update(re.findall(r"= (\w+)[( ]", src) + re.findall(r'_src\("(\w+)"', src))
+    return names
+
+
+def test_every_op_of_the_op_table_is_exercised():
+    """The programs above reach every op of the op table (fusion comes from the pipeline)."""
+    import test_cuda_kernels
+    tests = [v for k, v in globals().items() if k.startswith("test_") and callable(v) and k !=
+             "test_every_op_of_the_op_table_is_exercised"]
+    covered = set().union(*(_ops_named(f) for f in tests + [test_cuda_kernels.test_reductions]))
+    covered.add("fusion")  # every program above runs through the pipeline's fusion
+    assert sorted(set(OPS) - covered) == []
