@@ -34,15 +34,8 @@ import numpy as np
 from hlo.ir import Module
 
 from . import config, gc_pause
+from .config import check_target_name  # the target names (settings check them too)
 from .errors import TargetUnavailableError
-
-TARGETS = ("cpu", "cuda", "interpreter")
-
-
-def check_target_name(target: str) -> str:
-    if target not in TARGETS:
-        raise ValueError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
-    return target
 
 
 @lru_cache(maxsize=1)
