@@ -19,6 +19,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from hlo.ir import ops as op_table
 from hlo.ir.core import Module, Value
 from hlo.ir.types import TensorType
 
@@ -325,6 +326,9 @@ def pad_simplify(op, rw):
 
 # -- reductions ---------------------------------------------------------------------------
 
+_IDEMPOTENT = op_table.with_trait(op_table.IDEMPOTENT)
+
+
 def reduce_of_broadcast(op, rw):
     """reduce(broadcast(x)) over dimensions the broadcast made: reduce x over the rest, then
     (for a sum) multiply by the number of copies, then broadcast to the result."""
@@ -332,8 +336,8 @@ def reduce_of_broadcast(op, rw):
         return None
     b, init = op.operands
     kind = scalar_body_op(op.regions[0])
-    if kind not in ("add", "maximum", "minimum", "and", "or"):
-        return None
+    if kind != "add" and kind not in _IDEMPOTENT:
+        return None  # extra copies of x would change the result
     p = b.op
     if p is None or p.name != "broadcast_in_dim":
         return None
