@@ -338,6 +338,30 @@ for _name, _cls, _traits in [
 ]:
     _elementwise(_name, 2, _cls, _traits)
 
+def identity(name: str, dtype: ElementType):
+    """The identity element of the commutative op ``name`` on ``dtype`` (``op(e, x) == x``),
+    as a numpy scalar of that type, or None (no such op or type): 0 for add/or/xor, 1 for multiply, all bits set
+    for and (True for pred, -1 for signed integers), the lowest value for maximum (-inf for
+    floats) and the highest for minimum."""
+    d = OPS.get(name)
+    if d is None or not d.has(COMMUTATIVE) or not TYPE_CLASSES[d.element_types](dtype):
+        return None
+    t = dtype.np_dtype.type
+    if dtype.is_pred:
+        return t(name in ("multiply", "and", "minimum"))
+    if name in ("add", "or", "xor"):
+        return t(0)
+    if name == "multiply":
+        return t(1)
+    if name == "and":
+        return t(-1) if dtype.is_signed else t(np.iinfo(dtype.np_dtype).max)
+    lo = name == "maximum"
+    if dtype.is_float:
+        return t(-np.inf if lo else np.inf)
+    info = np.iinfo(dtype.np_dtype)
+    return t(info.min if lo else info.max)
+
+
 # The elementwise arithmetic ops (no attributes, operands of one type), by arity.
 UNARY_ELEMENTWISE = tuple(n for n, d in OPS.items() if d.element_types and d.num_operands == 1)
 BINARY_ELEMENTWISE = tuple(n for n, d in OPS.items() if d.element_types and d.num_operands == 2)
