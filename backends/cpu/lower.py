@@ -22,6 +22,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from hlo.ir import ops as op_table
 from hlo.ir.core import Module, Operation, Region, Value
 from ..scalar_ops import UnsupportedOp
 from . import index_trace
@@ -31,10 +32,11 @@ from .kernels import (Codegen, Root, emit_column_reduce, emit_loop_kernel, emit_
 from .program import BufRef, Copy, Switch, While
 from .sort_scatter import lower_scatter, lower_sort
 
-HEAVY = {"reduce", "reduce_window", "convolution", "dot_general", "sort", "scatter", "while",
-         "if", "case", "call", "fusion", "optimization_barrier"}
-CONTROL = {"while", "if", "case", "call", "optimization_barrier", "fusion"}
-BITCAST_OPS = {"reshape", "transpose", "bitcast_convert", "broadcast_in_dim", "copy"}
+# Ops a fusion materializes (a kernel or steps of their own, before its elementwise outputs);
+# the others are computed per element by the elemental emitter inside their readers' loops.
+HEAVY = op_table.with_trait(op_table.INNER_LOOP, op_table.WHOLE_ARRAY, op_table.CONTROL_FLOW,
+                            op_table.BARRIER, op_table.KERNEL)
+BITCAST_OPS = op_table.with_trait(op_table.MAY_BITCAST)
 SCRATCH_ALIGN = 64
 
 
@@ -147,14 +149,9 @@ class Lowering:
             return  # the buffer plan made this a bitcast: same bytes, nothing to compute
         if name == "fusion":
             return self.lower_fusion(op, dests, env)
-        if name in CONTROL:
-            return getattr(self, "_lower_" + name)(op, dests, env)
-        if name == "dot_general":
-            return lower_dot(self, op, dests[0], env)
-        if name == "sort":
-            return lower_sort(self, op, dests, env)
-        if name == "scatter":
-            return lower_scatter(self, op, dests, env)
+        own = getattr(self, "_lower_" + name, None) if name in HEAVY else None
+        if own is not None:
+            return own(op, dests, env)
         if name == "reduce" and op.results[0].type.size and wants_split_reduce(op, cg.threads):
             self.steps.extend(emit_split_reduce(cg, self, op, dests, env, what=what))
             return
@@ -319,6 +316,20 @@ class Lowering:
         if not index_trace.reads_at_identity(r, root, stop):
             return None
         return ref
+
+    @classmethod
+    def own_lowerings(cls) -> frozenset:
+        """The ops lowered to steps of their own (a ``_lower_<op>`` method); any other op is
+        computed by a loop kernel of the elemental emitter."""
+        return frozenset(n for n in HEAVY if hasattr(cls, "_lower_" + n))
+
+    # -- ops with their own kernels ------------------------------------------------------
+
+    def _lower_dot_general(self, op, dests, env):
+        lower_dot(self, op, dests[0], env)
+
+    _lower_sort = lower_sort
+    _lower_scatter = lower_scatter
 
     # -- control flow --------------------------------------------------------------------
 
