@@ -23,7 +23,6 @@ Kinds of loop nests here:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -34,6 +33,7 @@ from hlo.ir.core import Value
 from hlo.ir.types import TensorType
 from .. import llvm_util as U
 from ..elemental import BufferSource, ElementalEmitter
+from ..kernel_emitter import Root, physical_order
 from ..llvm_util import I64, PTR, SCALAR_LOOP, VOID, ModuleContext, for_range, i64
 from .program import BufRef, KernelCall, TASK_FN
 
@@ -237,7 +237,7 @@ class Streaming:
 
     def __init__(self, cg: Codegen, kb: KernelBuilder, dests, row_elems: int):
         from .streaming import NT_MIN_BYTES, NT_MIN_TEMP_BYTES, stream_tag
-        from .target import host
+        from hlo.runtime.cpu.target import host
         self.vbytes = max(16, host().vector_bits // 8)
         self.refs: List[BufRef] = []
         if not host().triple.startswith(("x86_64", "i686", "i386")):
@@ -291,11 +291,6 @@ class Streaming:
 # ------------------------------------------------------------------------------------------
 # Loop nests
 # ------------------------------------------------------------------------------------------
-
-def physical_order(t: TensorType) -> List[int]:
-    """Logical dimensions from the physically major to the minor one."""
-    return list(reversed(t.minor_to_major))
-
 
 def loop_extent(t: TensorType) -> int:
     """How many parallel items a loop nest over ``t`` has."""
@@ -352,18 +347,6 @@ def emit_nest(kb: KernelBuilder, em: ElementalEmitter, t: TensorType,
             return tuple(idx)
         inner_loop(i64(0), i64(t.shape[inner]), full)
         em.pop()
-
-
-@dataclass
-class Root:
-    """A value to compute into a buffer. ``dest_type`` gives the buffer's shape/dtype/layout;
-    ``index_fn`` maps a destination index to the value's index (default: the same index) and
-    ``convert_to`` converts the element type on the way."""
-
-    value: Value
-    dest: BufRef
-    dest_type: TensorType
-    index_fn: Optional[Callable] = None
 
 
 def emit_loop_kernel(cg: Codegen, roots: Sequence[Root], env: Dict[Value, BufRef],
@@ -610,7 +593,7 @@ def _row_caches(b, em: ElementalEmitter, k: int, reduces: Sequence[Value], outpu
     (a stack buffer of one row, allocated in the kernel's entry block)."""
     from hlo.passes.util import EXPENSIVE
     from ..elemental import RowCacheSource
-    from .index_trace import trace_reads
+    from ..index_trace import trace_reads
     from ..llvm_util import reg_type
     inputs = []
     for r in reduces:
@@ -680,12 +663,6 @@ def _inner_loops(b, em, shape, body):
             em.pop()
 
     rec(0)
-
-
-def is_column_reduce(op) -> bool:
-    """A reduce that keeps the input's physically minor dimension."""
-    t = op.operands[0].type
-    return t.rank >= 2 and t.minor_to_major[0] not in op.attrs["dimensions"] and t.size > 0
 
 
 def emit_column_reduce(cg: Codegen, op, dests: Sequence[BufRef], env: Dict[Value, BufRef],
