@@ -61,9 +61,9 @@ def test_every_op_has_a_vjp_rule_or_a_trait_saying_why_not():
 
 
 def compiled_targets():
-    """The targets of ``hlo.targets.TARGETS`` that compile code, where the backend package
+    """The targets of ``hlo.config.TARGETS`` that compile code, where the backend package
     ``hlo.backends.<target>`` exists."""
-    from hlo.targets import TARGETS
+    from hlo.config import TARGETS
     return [t for t in TARGETS
             if t != "interpreter" and importlib.util.find_spec(f"hlo.backends.{t}") is not None]
 
