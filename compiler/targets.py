@@ -77,10 +77,13 @@ def resolve_target(target: Optional[str]) -> str:
 
 
 def _module_exists(name: str) -> bool:
+    """True if ``name`` is a module or a package with an ``__init__`` (a folder of helper
+    modules alone, a namespace package, is no backend)."""
     try:
-        return importlib.util.find_spec(name) is not None
+        spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
         return False
+    return spec is not None and spec.origin not in (None, "namespace")
 
 
 class Artifact:
