@@ -24,16 +24,18 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from hlo.ir import ops as op_table
 from hlo.ir.core import Module, Operation, Region, Value
 from hlo.runtime.steps import BufRef, Copy, Switch, While
 from . import index_trace
 from .kernel_emitter import KernelEmitter, Root, is_column_reduce, physical_order
 from .scalar_ops import UnsupportedOp
 
-HEAVY = {"reduce", "reduce_window", "convolution", "dot_general", "sort", "scatter", "while",
-         "if", "case", "call", "fusion", "optimization_barrier"}
-CONTROL = {"while", "if", "case", "call", "optimization_barrier", "fusion"}
-BITCAST_OPS = {"reshape", "transpose", "bitcast_convert", "broadcast_in_dim", "copy"}
+# Ops a fusion materializes (a kernel or steps of their own, before its elementwise outputs);
+# the others are computed per element by the elemental emitter inside their readers' loops.
+HEAVY = op_table.with_trait(op_table.INNER_LOOP, op_table.WHOLE_ARRAY, op_table.CONTROL_FLOW,
+                            op_table.BARRIER, op_table.KERNEL)
+BITCAST_OPS = op_table.with_trait(op_table.MAY_BITCAST)
 SCRATCH_ALIGN = 64
 
 
@@ -146,14 +148,9 @@ class Lowering:
             return  # the buffer plan made this a bitcast: same bytes, nothing to compute
         if name == "fusion":
             return self.lower_fusion(op, dests, env)
-        if name in CONTROL:
-            return getattr(self, "_lower_" + name)(op, dests, env)
-        if name == "dot_general":
-            return cg.dot(self, op, dests[0], env)
-        if name == "sort":
-            return cg.sort(self, op, dests, env)
-        if name == "scatter":
-            return cg.scatter(self, op, dests, env)
+        own = getattr(self, "_lower_" + name, None) if name in HEAVY else None
+        if own is not None:
+            return own(op, dests, env)
         if name == "reduce" and op.results[0].type.size and cg.big_reduce(self, op, dests, env, what):
             return
         if name == "reduce" and is_column_reduce(op):
@@ -316,6 +313,23 @@ class Lowering:
         if not index_trace.reads_at_identity(r, root, stop):
             return None
         return ref
+
+    @classmethod
+    def own_lowerings(cls) -> frozenset:
+        """The ops lowered to steps of their own (a ``_lower_<op>`` method); any other op is
+        computed by a loop kernel of the elemental emitter."""
+        return frozenset(n for n in HEAVY if hasattr(cls, "_lower_" + n))
+
+    # -- ops with their own kernels ------------------------------------------------------
+
+    def _lower_dot_general(self, op, dests, env):
+        self.cg.dot(self, op, dests[0], env)
+
+    def _lower_sort(self, op, dests, env):
+        self.cg.sort(self, op, dests, env)
+
+    def _lower_scatter(self, op, dests, env):
+        self.cg.scatter(self, op, dests, env)
 
     # -- control flow --------------------------------------------------------------------
 

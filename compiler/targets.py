@@ -34,15 +34,8 @@ import numpy as np
 from hlo.ir import Module
 
 from . import config, gc_pause
-from .errors import TargetUnavailableError
-
-TARGETS = ("cpu", "cuda", "interpreter")
-
-
-def check_target_name(target: str) -> str:
-    if target not in TARGETS:
-        raise ValueError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
-    return target
+from .config import check_target_name  # the target names (settings check them too)
+from .errors import TargetUnavailableError, cuda_runner
 
 
 @lru_cache(maxsize=1)
@@ -84,28 +77,23 @@ def resolve_target(target: Optional[str]) -> str:
 
 
 def _module_exists(name: str) -> bool:
+    """True if ``name`` is a module or a package with an ``__init__`` (a folder of helper
+    modules alone, a namespace package, is no backend)."""
     try:
-        return importlib.util.find_spec(name) is not None
+        spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
         return False
+    return spec is not None and spec.origin not in (None, "namespace")
 
 
 def _runner(target: str, exe) -> Callable[[Sequence[np.ndarray]], List[np.ndarray]]:
-    """``run(flat)`` of a compiled executable. A CUDA program that cannot run here (no GPU,
-    driver or bindings: the runtime's ``CudaUnavailableError``) raises
-    ``TargetUnavailableError`` with the runtime's reason."""
-    if target != "cuda":
-        def run(flat, _exe=exe):
-            return list(_exe(*flat))
-        return run
-    from hlo.runtime.cuda.errors import CudaUnavailableError
+    """``run(flat)`` of a compiled executable (``errors.cuda_runner`` for a CUDA program)."""
+    if target == "cuda":
+        return cuda_runner(exe)
 
-    def run_cuda(flat, _exe=exe):
-        try:
-            return list(_exe(*flat))
-        except CudaUnavailableError as e:
-            raise TargetUnavailableError(f"target 'cuda' cannot run here: {e}") from None
-    return run_cuda
+    def run(flat, _exe=exe):
+        return list(_exe(*flat))
+    return run
 
 
 class Artifact:

@@ -25,6 +25,16 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def lowered_ops() -> frozenset:
+    """The ops this backend lowers, read from its dispatch: the lowering's own steps
+    (``Lowering.own_lowerings``) and what the elemental emitter computes in loop kernels
+    (``elemental_ops``). ``tests/ir/test_op_table.py`` checks every op of the table is here."""
+    from ..elemental import elemental_ops
+    from ..lower import Lowering
+    from ..mathlib import CPU_MATH
+    return Lowering.own_lowerings() | elemental_ops(CPU_MATH)
+
+
 def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
     """Compile an optimized module (or a plain ``Module``) to an ``Executable``."""
     from hlo.ir.core import Module

@@ -28,6 +28,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import llvmlite.ir as ir
 
+from hlo.ir import ops as op_table
 from hlo.ir.core import Value
 from hlo.ir.types import TensorType
 from .. import llvm_util as U
@@ -166,9 +167,8 @@ def collect_reads(roots: Sequence[Value], env: Dict[Value, BufRef]) -> Tuple[Lis
 # the cost model; logistic (exp, a reciprocal and a select) counts double, which gets it 8
 # copies (11.5 -> 6.3 ms).
 TRANSCENDENTAL_WORK = 4
-TRANSCENDENTAL = frozenset({"exponential", "exponential_minus_one", "log", "log_plus_one",
-                            "tanh", "sine", "cosine", "tan", "atan2", "power", "cbrt"})
-LONG_TRANSCENDENTAL = frozenset({"logistic"})
+LONG_MATH_ROUTINES = op_table.with_trait(op_table.LONG_MATH_ROUTINE)
+MATH_ROUTINES = op_table.with_trait(op_table.MATH_ROUTINE) - LONG_MATH_ROUTINES
 
 
 def _inner_work(op) -> int:
@@ -187,9 +187,9 @@ def _inner_work(op) -> int:
     if name == "convolution":
         rhs = op.operands[1]
         return max(1, rhs.type.size // max(1, rhs.shape[op.attrs["kernel_output_feature_dimension"]]))
-    if name in TRANSCENDENTAL:
+    if name in MATH_ROUTINES:
         return TRANSCENDENTAL_WORK
-    return 2 * TRANSCENDENTAL_WORK if name in LONG_TRANSCENDENTAL else 1
+    return 2 * TRANSCENDENTAL_WORK if name in LONG_MATH_ROUTINES else 1
 
 
 def make_emitter(kb: KernelBuilder, reads: Sequence[Value], env: Dict[Value, BufRef]) -> ElementalEmitter:
@@ -610,6 +610,9 @@ def _row_caches(b, em: ElementalEmitter, k: int, reduces: Sequence[Value], outpu
     return out
 
 
+_INNER_LOOP = op_table.with_trait(op_table.INNER_LOOP)
+
+
 def _computes_expensive(v: Value, env, expensive) -> bool:
     """Does computing ``v`` elementally involve an op of ``expensive`` (stopping at buffers)?"""
     seen, stack = set(), [v]
@@ -620,8 +623,8 @@ def _computes_expensive(v: Value, env, expensive) -> bool:
         seen.add(x)
         if x.op.name in expensive:
             return True
-        if x.op.name in ("reduce", "reduce_window", "dot_general", "convolution"):
-            continue
+        if x.op.name in _INNER_LOOP:
+            continue  # materialized before the kernel's loops
         stack.extend(x.op.operands)
     return False
 
@@ -751,13 +754,13 @@ def _init_is_idempotent(op) -> bool:
     bop = body.ops[0]
     if body.outputs[0] is not bop.results[0] or set(bop.operands) != set(body.args):
         return False
-    if bop.name in ("maximum", "minimum", "and", "or"):
+    if op_table.get(bop.name).has(op_table.IDEMPOTENT):
         return True
     init = op.operands[1]
     if init.op is None or init.op.name != "constant":
         return False
     v = init.op.attrs["value"]
-    want = {"add": 0, "xor": 0, "multiply": 1}.get(bop.name)
+    want = op_table.identity(bop.name, init.type.dtype)
     return want is not None and bool(np.all(v.astype(np.float64) == want))
 
 

@@ -4,6 +4,7 @@ Importing this package needs no GPU and no CUDA package: the driver bindings
 (``cuda-bindings``, ``pip install 'hlo[cuda]'``) are imported on first use, and every way the
 GPU can be missing raises ``CudaUnavailableError`` then.
 
+- ``target``: the GPU as a compilation target (kind, triple, architecture, PTX ISA version).
 - ``errors``: ``CudaError`` and its subclasses (``CudaUnavailableError``, ``CudaOutOfMemoryError``,
   ``KernelLaunchError``, ``CublasError``).
 - ``driver``: contexts, streams, events, memory, checked driver calls.

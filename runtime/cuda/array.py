@@ -13,6 +13,8 @@ the donated array is marked deleted (using it raises).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import driver, interop
@@ -111,10 +113,7 @@ class DeviceArray:
 
     @property
     def size(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:

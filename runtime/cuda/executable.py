@@ -38,7 +38,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from hlo.runtime.executable import ArgumentError, _Sig as _CpuSig, _type_str
+from hlo.runtime.executable import ArgumentError, Signature, _Sig as _CpuSig, _type_str
 from hlo.runtime.steps import LibraryCall, Launch, Switch, While, steps_from_json
 
 from . import driver, interop, program
@@ -147,7 +147,7 @@ class _Slot:
     __slots__ = ("arena", "host", "records", "env")
 
 
-class CudaExecutable:
+class CudaExecutable(Signature):
     """A compiled program for an NVIDIA GPU (see the module's docstring)."""
 
     def __init__(self, code, manifest: dict, device: int = 0):
@@ -193,18 +193,6 @@ class CudaExecutable:
             raise
 
     # -- info -------------------------------------------------------------------------------
-
-    @property
-    def kernels(self) -> List[str]:
-        return list(self._m.kernels)
-
-    @property
-    def input_types(self) -> List[str]:
-        return [_type_str(s.name, s.shape) for s in self._in]
-
-    @property
-    def output_types(self) -> List[str]:
-        return [_type_str(s.name, s.shape) for s in self._out]
 
     @property
     def device(self) -> int:
