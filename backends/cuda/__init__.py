@@ -9,6 +9,16 @@ first use.
 from __future__ import annotations
 
 
+def lowered_ops() -> frozenset:
+    """The ops this backend lowers, read from its dispatch: the shared lowering's own steps
+    (``Lowering.own_lowerings``) and what the elemental emitter computes in GPU kernels with
+    libdevice math (``elemental_ops``). ``tests/ir/test_op_table.py`` checks the op table."""
+    from ..elemental import elemental_ops
+    from ..lower import Lowering
+    from ..mathlib import LIBDEVICE_MATH
+    return Lowering.own_lowerings() | elemental_ops(LIBDEVICE_MATH)
+
+
 def compile(optimized, opt_level: int = 3):
     """Compile an optimized module (``hlo.passes.pipeline.optimize(m, target="cuda")``) to a
     ``CudaProgram``."""
@@ -22,4 +32,4 @@ def compile_module(module, opt_level: int = 3):
     return compile(optimize(module, target="cuda"), opt_level=opt_level)
 
 
-__all__ = ["compile", "compile_module"]
+__all__ = ["compile", "compile_module", "lowered_ops"]
