@@ -374,7 +374,7 @@ def cmd_inspect(a) -> int:
     if donated:
         w(f"donated arguments: {', '.join(exe.arg_names[i] for i in donated)}\n")
     tgt = m.get("target") or {}
-    w(f"target: {tgt.get('kind')} {tgt.get('triple')} cpu={tgt.get('cpu')}\n")
+    w(f"target: {tgt.get('kind')} {tgt.get('triple')} " + (f"arch={tgt.get('arch')}" if tgt.get('kind') == 'cuda' else f"cpu={tgt.get('cpu')}") + "\n")
     kernels = list(rt.get("kernels") or [])
     w(f"native kernels ({len(kernels)}):" + "".join(f"\n  {k}" for k in kernels) + "\n")
     libs = rt.get("libraries") or []
