@@ -23,6 +23,7 @@ it.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import ctypes
 import importlib
 import importlib.util
@@ -127,7 +128,14 @@ class Artifact:
         return _analysis("cost_analysis", self)
 
     def memory_analysis(self):
-        return _analysis("memory_analysis", self)
+        """The passes' memory analysis, with the temp size the executable's arena: the buffer
+        plan plus the scratch its lowering adds (a heavy op inside a fusion, a loop's carried
+        values), i.e. what each call allocates."""
+        mem = _analysis("memory_analysis", self)
+        arena = (getattr(getattr(self, "executable", None), "manifest", None) or {}).get("arena_size")
+        if arena is not None:
+            mem = dataclasses.replace(mem, temp_size_in_bytes=int(arena))
+        return mem
 
 
 def _analysis(name: str, art: Artifact):
