@@ -21,6 +21,7 @@ the passes nor a code generator.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import struct
 from typing import Any, Dict, List, Optional, Sequence
@@ -28,6 +29,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from hlo.runtime import hlox
+from hlo.runtime.manifest_schema import check_ir_signature, check_manifest, ir_main_types
 from hlo.runtime.memory_analysis import MemoryAnalysis
 from hlo.runtime.hlox import (CorruptFileError, FormatVersionError, InputMismatchError, LoadError,
                               SaveError, TargetMismatchError)
@@ -338,8 +340,9 @@ class LoadedExecutable:
     describe it; ``as_text()`` is the optimized IR it was built from; ``cost_analysis()`` and
     ``memory_analysis()`` are what the passes measured when it was saved."""
 
-    def __init__(self, payload: hlox.Payload, where: str = "the executable"):
+    def __init__(self, payload: hlox.Payload, where: str = "the executable", recompile: bool = False):
         m = payload.manifest
+        check_manifest(m, where)
         try:
             target = m["target"]
             runtime = m["runtime"]
@@ -363,6 +366,9 @@ class LoadedExecutable:
                      "bad runtime entry")
             cost = dict(m["analyses"]["cost"])
             mem = MemoryAnalysis(**{k: int(v) for k, v in m["analyses"]["memory"].items()})
+            # files written before memory_analysis counted the lowering's scratch: the arena
+            # each call allocates is the runtime's
+            mem = dataclasses.replace(mem, temp_size_in_bytes=int(runtime["arena_size"]))
             imports = m.get("imports")
             _require(imports is None or all(isinstance(s, str) for s in imports), "bad imports")
             kind = target.get("kind")
@@ -370,6 +376,16 @@ class LoadedExecutable:
             ir = payload.sections["ir"].decode("utf-8")
         except (KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError) as e:
             raise CorruptFileError(f"{where}: malformed manifest ({type(e).__name__}: {e})") from None
+        check_ir_signature(ir, runtime, where)
+        self.manifest = m
+        self.target = kind
+        self._ir_text = ir
+        self._cost = cost
+        self._mem = mem
+        if recompile:
+            self.executable = None
+            self._run = self._compile_ir(ir, where)
+            return
         check_target(target, where)
         code = payload.sections.get(code_name)
         if code is None:
@@ -383,11 +399,6 @@ class LoadedExecutable:
         rt = dict(runtime)
         rt["target"] = {"triple": target.get("triple"), "cpu": target.get("cpu"),
                         "features": target.get("features", "")}
-        self.manifest = m
-        self.target = kind
-        self._ir_text = ir
-        self._cost = cost
-        self._mem = mem
         pool = payload.sections.get(POOL_SECTION)
         try:
             if pool is not None:  # link the stored worker pool unless this process has one
@@ -397,6 +408,31 @@ class LoadedExecutable:
         except (RuntimeError, ValueError, KeyError, TypeError) as e:
             raise LoadError(f"{where}: the native code does not link: {e}") from None
         self._run = self.executable.run
+
+    def _compile_ir(self, ir: str, where: str):
+        """``recompile=True``: parse and verify the IR section and compile it for this machine
+        (the stored native code is never read). Returns the flat runner."""
+        from hlo.ir import parse_module
+        from .stages import Lowered
+        try:
+            module = parse_module(ir, f"{where} (IR section)")
+        except Exception as e:  # ParseError, VerifierError; any failure of untrusted text
+            raise CorruptFileError(f"{where}: the IR section is not a valid program: "
+                                   f"{type(e).__name__}: {str(e)[:500]}") from None
+        main = module.functions.get("main")
+        got = None if main is None else (
+            [(t.dtype.name, tuple(t.shape)) for t in main.arg_types],
+            [(t.dtype.name, tuple(t.shape)) for t in main.result_types])
+        if got != ir_main_types(ir):
+            raise CorruptFileError(f"{where}: the IR section's @main differs from its header line")
+        try:
+            compiled = Lowered(module).compile(target="cpu")
+        except Exception as e:
+            raise LoadError(f"{where}: the IR section does not compile here: "
+                            f"{type(e).__name__}: {str(e)[:500]}") from None
+        self._cost = compiled.cost_analysis()
+        self._mem = compiled.memory_analysis()
+        return compiled.run_flat
 
     # -- description ---------------------------------------------------------------------------
 
@@ -506,14 +542,20 @@ def _describe(x) -> str:
     return f"a {type(x).__name__}"
 
 
-def loads(data: bytes, *, what: str = "the executable") -> LoadedExecutable:
+def loads(data: bytes, *, what: str = "the executable", recompile: bool = False) -> LoadedExecutable:
     """Load an executable from ``.hlox`` bytes (see ``load``)."""
-    return LoadedExecutable(hlox.loads(data, what=what), what)
+    return LoadedExecutable(hlox.loads(data, what=what), what, recompile=recompile)
 
 
-def load(path) -> LoadedExecutable:
+def load(path, *, recompile: bool = False) -> LoadedExecutable:
     """Load the executable saved at ``path``. Raises a ``hlo.LoadError`` subclass (never
     anything else for bad files) when the file is corrupt (``CorruptFileError``), from a newer
-    format (``FormatVersionError``) or for another target or CPU (``TargetMismatchError``)."""
+    format (``FormatVersionError``) or for another target or CPU (``TargetMismatchError``).
+
+    A saved executable is native code that runs in this process: load files only from sources
+    you trust, as with pickle. ``recompile=True`` is the way to run a file you do not trust: the
+    manifest and the optimized IR section are checked and the IR is compiled for this machine;
+    the stored native code is never read (it also runs a file on a machine its code was not
+    built for)."""
     p = os.fspath(path)
-    return LoadedExecutable(hlox.read(p), p)
+    return LoadedExecutable(hlox.read(p), p, recompile=recompile)
