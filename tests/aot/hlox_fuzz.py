@@ -201,7 +201,7 @@ def prepare_parent() -> None:
     import hlo.stages  # noqa: F401
     import hlo.passes.pipeline  # noqa: F401
     import hlo.backends.cpu  # noqa: F401
-    import hlo.backends.cpu.lower  # noqa: F401
+    import hlo.backends.lower  # noqa: F401
     import hlo.ir.interpreter  # noqa: F401
     from hlo.backends.cpu.target import target_machine
     target_machine()
