@@ -179,8 +179,10 @@ def compile_module(module: Module, target: str, *, donated: Sequence[int] = (),
     """Optimize ``module`` for ``target`` and build something that runs it. With ``dump_dir``
     (or ``HLO_DUMP_DIR``), the pipeline writes the module after each pass, the fusion decisions
     and the buffer plan there."""
+    from hlo.ir.nesting import call_with_stack_for  # deep control-flow nests need the stack
     with gc_pause.paused():
-        return _compile_module(module, target, donated, options, dump_dir)
+        return call_with_stack_for(module, _compile_module, module, target, donated, options,
+                                   dump_dir)
 
 
 def _compile_module(module, target, donated, options, dump_dir) -> Artifact:
