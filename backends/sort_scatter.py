@@ -1,6 +1,7 @@
 """The IR of sort and scatter that every target shares (``cpu/sort_scatter.py`` and
 ``cuda/sort_scatter.py`` drive it from their own loops and buffers):
 
+* ``sort_shape``: a sort's dimension, length, other dimensions and slices;
 * ``merge_sort``: a stable bottom-up merge sort of an index permutation of ``n`` positions,
   ordered by a comparator (``less(pa, pb)``: the element at position ``pa`` goes before the one
   at ``pb``), between two i64 buffers of ``n`` elements; returns the buffer holding the result;
@@ -18,6 +19,19 @@ import llvmlite.ir as ir
 from . import llvm_util as U
 from .elemental import ElementalEmitter
 from .llvm_util import I1, I64, PTR, clamp_i64, for_range, i64
+
+
+def sort_shape(op):
+    """``(dim, n, others, slices)`` of a sort: the sorted dimension (non-negative), its length,
+    the other dimensions and how many slices they hold."""
+    t = op.operands[0].type
+    dim = op.attrs.get("dimension", -1)
+    if dim < 0:
+        dim += t.rank
+    n = t.shape[dim]
+    others = [d for d in range(t.rank) if d != dim]
+    slices = t.size // n if n else 0
+    return dim, n, others, slices
 
 
 def merge_sort(b: ir.IRBuilder, em: ElementalEmitter, n: int, buf0: ir.Value, buf1: ir.Value,

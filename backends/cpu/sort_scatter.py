@@ -20,7 +20,7 @@ from .. import llvm_util as U
 from ..llvm_util import I64, PTR, for_range, i64
 from .kernels import Codegen, KernelBuilder, collect_reads, make_emitter, PARALLEL_MIN_WORK, _store
 from .program import BufRef
-from ..sort_scatter import merge_sort, scatter_copy_inputs, scatter_update
+from ..sort_scatter import merge_sort, scatter_copy_inputs, scatter_update, sort_shape
 
 
 def lower_sort(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> None:
@@ -29,12 +29,7 @@ def lower_sort(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> Non
     if t.size == 0:
         return
     r = t.rank
-    dim = op.attrs.get("dimension", -1)
-    if dim < 0:
-        dim += r
-    n = t.shape[dim]
-    others = [d for d in range(r) if d != dim]
-    slices = int(np.prod([t.shape[d] for d in others])) if others else 1
+    dim, n, others, slices = sort_shape(op)
     reads, nops = collect_reads(list(op.operands), env)
     refs = list(dests) + [env[v] for v in reads]
     kb = KernelBuilder(cg, "sort", refs, [True] * len(dests) + [False] * len(reads))

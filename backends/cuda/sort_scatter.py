@@ -19,7 +19,7 @@ from hlo.ir.core import Value
 from hlo.runtime.steps import BufRef
 from .. import llvm_util as U
 from ..llvm_util import I64, for_range, i64
-from ..sort_scatter import merge_sort, scatter_copy_inputs, scatter_update
+from ..sort_scatter import merge_sort, scatter_copy_inputs, scatter_update, sort_shape
 from .kernels import (BLOCK, GpuKernel, make_emitter, physical_index,
                       row_major_index, store)
 
@@ -34,12 +34,7 @@ def lower_sort(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> Non
     if t.size == 0:
         return
     r = t.rank
-    dim = op.attrs.get("dimension", -1)
-    if dim < 0:
-        dim += r
-    n = t.shape[dim]
-    others = [d for d in range(r) if d != dim]
-    slices = t.size // n if n else 0
+    dim, n, others, slices = sort_shape(op)
     reads, _ = collect_reads(list(op.operands), env)
     rank_sort = n <= RANK_SORT_MAX
     scratch = [] if rank_sort else [lw.scratch(8 * n * slices), lw.scratch(8 * n * slices)]

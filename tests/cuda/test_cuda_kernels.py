@@ -178,21 +178,15 @@ func @main(%arg0: f32[50,8], %arg1: s32[{k},1], %arg2: f32[{k},{w},8]) -> (f32[5
 """
 
 
-def test_scatter_replace_in_order_by_window_position():
-    # window of one row: threads take the 8 columns and walk the 300 (colliding) indices in order
-    src = SCATTER.format(k=300, w=1, wins="inserted_window_dims = []", uwd="1, 2")
-    prog = compile_src(src)
-    assert "a thread per window position" in prog.steps_text
-    check(src, [rng.standard_normal((50, 8)).astype(np.float32), rng.integers(-2, 52, (300, 1)).astype(np.int32),
-                rng.standard_normal((300, 1, 8)).astype(np.float32)])
-
-
-def test_scatter_replace_with_overlapping_windows_on_one_thread():
-    src = SCATTER.format(k=40, w=3, wins="inserted_window_dims = []", uwd="1, 2")
-    prog = compile_src(src)
-    assert "one thread" in prog.steps_text
-    check(src, [rng.standard_normal((50, 8)).astype(np.float32), rng.integers(-2, 50, (40, 1)).astype(np.int32),
-                rng.standard_normal((40, 3, 8)).astype(np.float32)])
+@pytest.mark.parametrize("k,w,how", [
+    (300, 1, "a thread per window position"),  # threads take the 8 columns, walk 300 indices in order
+    (40, 3, "one thread"),                     # windows of 3 rows overlap: all in order on one thread
+])
+def test_scatter_replace_in_order(k, w, how):
+    src = SCATTER.format(k=k, w=w, wins="inserted_window_dims = []", uwd="1, 2")
+    assert how in compile_src(src).steps_text
+    check(src, [rng.standard_normal((50, 8)).astype(np.float32), rng.integers(-2, 52, (k, 1)).astype(np.int32),
+                rng.standard_normal((k, w, 8)).astype(np.float32)])
 
 
 def test_optimization_barrier_and_constants():
