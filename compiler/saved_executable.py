@@ -184,7 +184,7 @@ def _cuda_payload(art, prog) -> hlox.Payload:
     tgt = rt["target"]
     sections = dict(prog.sections())
     manifest = {
-        "target": {k: v for k, v in tgt.items() if k in ("kind", "triple", "arch", "ptx")},
+        "target": {k: v for k, v in tgt.items() if k in ("kind", "triple", "arch", "ptx", "features")},
         "runtime": rt,
         "buffer_plan": {"arena_size": int(rt.get("arena_size", 0)), "text": plan.splitlines()},
         "call_sequence": (prog.steps_text or "").splitlines(),

@@ -41,7 +41,7 @@ def build(optimized, opt_level: int = 3) -> CudaProgram:
     manifest = {
         "format": FORMAT,
         "entry": "steps",  # the runtime walks the step tree (no native entry point)
-        "target": dict(dev.target.manifest_entry(), sm_count=dev.sm_count),
+        "target": dict(dev.target.manifest_entry(), features=dev.target.features, sm_count=dev.sm_count),
         "inputs": [_tdesc(t) for t in main.arg_types],
         "outputs": [_tdesc(t) for t in main.result_types],
         "arena_size": lw.arena_size,
