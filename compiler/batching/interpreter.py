@@ -83,7 +83,8 @@ def batch_ops(ops: Sequence[Operation], env: Env, size: int) -> None:
         ins = [env.get(v) for v in op.operands]
         with P.at(op.loc):
             if mark is not None:
-                outs, bat = mark.batch(ctx, op)
+                from .rules_custom import batch_marked
+                outs, bat = batch_marked(ctx, op)
             else:
                 rule = RULES.get(op.name)
                 if rule is None:
