@@ -89,7 +89,7 @@ def _trace_batched(ctx, region: Region, in_bat: Sequence[bool], force: Sequence[
         flags[:] = [b for _, b in outs]
         if wrap is not None:
             return wrap(xs, outs)
-        return [batched(t, b or f, ctx.size) for (t, b), f in zip(outs, force)]
+        return [batched(t, b, ctx.size) if f else t for (t, b), f in zip(outs, force)]
 
     avals = [_aval(t, b, ctx.size) for t, b in zip(region.arg_types, in_bat)]
     return trace_region(fn, avals, name=name).region, flags
@@ -149,7 +149,7 @@ def _while(ctx, op, args, bat):
         if new == carry_b:
             break
         carry_b = new
-    init = [batched(a, b, ctx.size) for a, b in zip(args, carry_b)]
+    init = [batched(a, b, ctx.size) if c else a for a, b, c in zip(args, bat, carry_b)]
     if not pred_b[0]:
         cond, _ = _trace_batched(ctx, cond_r, carry_b, [False], "cond")
         return P.emit("while", init, regions=[cond, body]), carry_b
