@@ -113,6 +113,7 @@ class RematMark(Mark):
         keep = {v: e.outs[self.n_out + k] for k, v in enumerate(self.saved)}
         for inner in region.ops:
             if inner.results and all(r in keep for r in inner.results):
+                values.update((r, keep[r]._value) for r in inner.results)
                 continue
             _append(trace, clone_op(inner, values))
         tracers: Dict[Value, Tracer] = {}
