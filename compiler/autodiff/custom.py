@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import dtypes
 from ..api_util import api_boundary
-from ..errors import ArgumentTypeError, ShapeError
+from ..errors import ArgumentTypeError
 from ..source_info import function_name
 from ..tracing import Tracer, emit, is_tracing, lift, trace_region
 from ..tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten

@@ -9,7 +9,7 @@ itself in any order. Outside a trace the call is compiled on its own, cached per
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, List, Optional
 
 from ..abstract import ShapedArray
 from ..api_util import api_boundary

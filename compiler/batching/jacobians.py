@@ -5,20 +5,17 @@ leaf of shape ``S`` with respect to an input leaf of shape ``T`` has shape ``S +
 are the outer structure, inputs (a tuple of them for a tuple ``argnums``) the inner one."""
 from __future__ import annotations
 
-import functools
 from typing import Callable, List
 
 import numpy as np
 
 from .. import dtypes
-from ..api_util import api_boundary
 from ..autodiff import prims as P
-from ..autodiff.api import (_EagerCache, _arg_name, _argnums, _primal, _resolve_argnums,
-                            _split_aux, jvp, vjp)
+from ..autodiff.api import _argnums, _resolve_argnums, argnums_wrapper, diff_primals, jvp, vjp
 from ..errors import DTypeError
 from ..source_info import function_name
-from ..tracing import Tracer, is_tracing, lift
-from ..tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
+from ..tracing import Tracer, lift
+from ..tree_util import tree_flatten, tree_unflatten
 from .api import vmap
 
 
@@ -49,18 +46,16 @@ def _common_float(api: str, leaves: List[Tracer], what: str):
 def _make(fun: Callable, argnums, has_aux: bool, api_name: str, body: Callable) -> Callable:
     if not callable(fun):
         raise TypeError(f"{api_name} expects a callable, got {type(fun).__name__}")
-    name = function_name(fun)
-    api = f"{api_name}({name})"
+    api = f"{api_name}({function_name(fun)})"
     nums, single = _argnums(api_name, argnums)
 
     def traced(*args, **kwargs):
         pos = _resolve_argnums(api, nums, len(args))
-        dyn, trees = [], []
-        for i in pos:
-            lp, tree = tree_flatten_with_path(args[i])
-            trees.append(tree)
-            dyn.append(tree_unflatten(tree, [_primal(api, leaf, _arg_name(fun, i, p), False, True)
-                                             for p, leaf in lp]))
+        primals, trees = diff_primals(api, fun, args, pos, False)
+        dyn, k = [], 0
+        for tree in trees:
+            dyn.append(tree_unflatten(tree, primals[k:k + tree.num_leaves]))
+            k += tree.num_leaves
 
         def g(*d):
             new = list(args)
@@ -70,18 +65,7 @@ def _make(fun: Callable, argnums, has_aux: bool, api_name: str, body: Callable) 
 
         return body(api, g, tuple(dyn), single, has_aux)
 
-    eager = _EagerCache(traced, f"{api_name.split('.')[-1]}_{name}")
-
-    @api_boundary
-    @functools.wraps(fun)
-    def wrapper(*args, **kwargs):
-        __tracebackhide__ = True  # noqa: F841
-        if is_tracing():
-            return traced(*args, **kwargs)
-        return eager(args, kwargs, _resolve_argnums(api, nums, len(args)))
-
-    wrapper.__wrapped__ = fun
-    return wrapper
+    return argnums_wrapper(fun, traced, api, api_name, nums)
 
 
 def _nest(y_leaves, y_tree, dyn, single, block):

@@ -8,7 +8,7 @@ from hlo.ir.clone import clone_region
 
 from ..autodiff import prims as P
 from .rules_control import per_example_loop, regions_read_batched
-from .table import all_batched, batch_rule, batched, shift
+from .table import all_batched, batch_rule, shift
 
 
 @batch_rule("gather")

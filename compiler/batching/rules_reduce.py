@@ -11,7 +11,7 @@ from hlo.ir.clone import clone_region
 
 from ..autodiff import prims as P
 from .rules_control import per_example_loop, regions_read_batched
-from .table import all_batched, batch_rule, btype, move_axis, shift
+from .table import all_batched, batch_rule, move_axis, shift
 
 
 @batch_rule("reduce")
