@@ -500,8 +500,8 @@ class ElementalEmitter:
                 if exact:
                     new = self.scalar_region(body, cur + xs, reassoc=True)
                 else:
-                    fn = self.ctx.intrinsic(minmax, cur[0].type, 2)
-                    new = [b.call(fn, [cur[0], xs[0]], fastmath=("nsz", "reassoc"))]
+                    new = [self.ctx.math.call(self.ctx, b, minmax, [cur[0], xs[0]],
+                                              fastmath=("nsz", "reassoc"))]
                 for a, v in zip(accs, new):
                     b.store(v, a)
             self._reduce_loop(loops, lambda ivs: body_fn(ivs, exact=minmax is None))
@@ -724,3 +724,36 @@ def reshape_index(b: ir.IRBuilder, idx, out_shape, in_shape):
             res.append(b.urem(rem, i64(s)))
             rem = b.udiv(rem, i64(s))
     return tuple(reversed(res))
+
+
+def elemental_ops(math) -> frozenset:
+    """The ops ``ElementalEmitter`` computes element by element, read from its dispatch: those
+    with an ``_op_<name>`` method, and the elementwise arithmetic ops (``UNARY_ELEMENTWISE`` /
+    ``BINARY_ELEMENTWISE`` of the op table) that ``scalar_ops`` emits for every element type the
+    op accepts with the target's math policy ``math``, tried on a scratch function (an op it
+    raises ``UnsupportedOp`` for is left out). Backends report these in their ``lowered_ops()``; the op table's completeness test uses it."""
+    from hlo.ir import ops as op_table
+    from hlo.ir.types import ALL_ELEMENT_TYPES
+    out = {n[len("_op_"):] for n in dir(ElementalEmitter) if n.startswith("_op_")}
+    ctx = ModuleContext("elemental_ops", math=math)
+    for name in op_table.UNARY_ELEMENTWISE + op_table.BINARY_ELEMENTWISE:
+        if name in out:
+            continue
+        d = op_table.OPS[name]
+        accepts = op_table.TYPE_CLASSES[d.element_types]
+        try:
+            for et in ALL_ELEMENT_TYPES:
+                if not accepts(et):
+                    continue
+                ty = reg_type(et)
+                fn = ir.Function(ctx.module, ir.FunctionType(ty, [ty] * d.num_operands),
+                                 name=ctx.unique(f"{name}_{et.name}"))
+                b = ir.IRBuilder(fn.append_basic_block())
+                if d.num_operands == 1:
+                    scalar_ops.unary(ctx, b, name, et, fn.args[0])
+                else:
+                    scalar_ops.binary(ctx, b, name, et, *fn.args)
+        except UnsupportedOp:
+            continue
+        out.add(name)
+    return frozenset(out)

@@ -82,10 +82,13 @@ def storage_align(et: ElementType) -> int:
 # ------------------------------------------------------------------------------------------
 
 class ModuleContext:
-    """One LLVM module under construction, with caches for declarations and constants."""
+    """One LLVM module under construction, with caches for declarations and constants.
+    ``math``: the target's ``mathlib.MathPolicy``, which the shared emitter asks for every math
+    function (None for modules that compute none, such as the runtime's worker pool)."""
 
-    def __init__(self, name: str, triple: str = "", datalayout: str = ""):
+    def __init__(self, name: str, triple: str = "", datalayout: str = "", math=None):
         self.module = ir.Module(name=name)
+        self.math = math
         if triple:
             self.module.triple = triple
         if datalayout:

@@ -8,14 +8,16 @@ ulp), log Cephes' single-precision algorithm (<= 2 ulp); tanh is a rational mini
 accurate down to subnormal results). ``tests/backends/test_cpu_mathlib.py`` checks them against
 numpy in float64.
 
-f64 uses the LLVM intrinsics / libm (exact to libm's accuracy); f16/bf16 are computed with the
-f32 versions and rounded by the caller.
+Which function a target computes how is its ``MathPolicy`` (below; ``ModuleContext.math``):
+``CpuMath`` uses these polynomials for f32 and LLVM intrinsics / libm for f64 and the other
+functions; ``LibdeviceMath`` (NVPTX) calls libdevice where hlo has no polynomial. f16/bf16 are
+computed with the f32 versions and rounded by the caller.
 """
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .llvm_util import F32, F64, I32, ModuleContext
+from .llvm_util import F32, F64, I1, I32, ModuleContext
 
 
 def _c(v: float) -> ir.Constant:
@@ -26,12 +28,16 @@ def _i(v: int) -> ir.Constant:
     return ir.Constant(I32, v)
 
 
+def _fma(ctx: ModuleContext, b: ir.IRBuilder, x, y, z) -> ir.Value:
+    """x * y + z, fused where the target can (``llvm.fmuladd``)."""
+    return ctx.math.call(ctx, b, "fmuladd", [x, y, z])
+
+
 def _poly(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value, coeffs) -> ir.Value:
     """Horner evaluation of sum(coeffs[k] * x**(n-1-k)) with fused multiply-adds."""
-    fma = ctx.intrinsic("fmuladd", F32, 3)
     acc = _c(coeffs[0])
     for c in coeffs[1:]:
-        acc = b.call(fma, [acc, x, _c(c)])
+        acc = _fma(ctx, b, acc, x, _c(c))
     return acc
 
 
@@ -60,14 +66,13 @@ def exp_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     round/convert instructions); 2**n is applied as two factors 2**(n//2) * 2**(n - n//2), so
     results in the subnormal range (down to x = -104) and up to the overflow point come out
     right. NaN propagates through the clamps and the arithmetic."""
-    fma = ctx.intrinsic("fmuladd", F32, 3)
     xc = _clamp(b, x, -104.0, 88.8)
     # The magic constant carries both exponent biases: t's low 9 bits hold v = n + 254, in
     # [104, 383] for the clamped range (the magic's own low 9 bits are zero).
-    t = b.call(fma, [xc, _c(1.44269504088896341), _c(_EXP_MAGIC)])
+    t = _fma(ctx, b, xc, _c(1.44269504088896341), _c(_EXP_MAGIC))
     n = b.fsub(t, _c(_EXP_MAGIC))
-    r = b.call(fma, [n, _c(-0.693359375), xc])
-    r = b.call(fma, [n, _c(2.12194440e-4), r])
+    r = _fma(ctx, b, n, _c(-0.693359375), xc)
+    r = _fma(ctx, b, n, _c(2.12194440e-4), r)
     p = _poly(ctx, b, r, _EXP_POLY)
     # 2**n as s1 * s2: s1's biased exponent is a = v >> 1 = n//2 + 127, read straight from t's
     # bits (shift v's bits 1..8 into the exponent field, mask off the rest); s2's is v - a,
@@ -80,7 +85,6 @@ def exp_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 
 def log_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    fma = ctx.intrinsic("fmuladd", F32, 3)
     # Scale subnormals up by 2**23 so the exponent field is meaningful.
     tiny = b.fcmp_ordered("<", x, _c(1.17549435e-38))
     xs = b.select(tiny, b.fmul(x, _c(8388608.0)), x)
@@ -97,10 +101,10 @@ def log_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
                           1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1,
                           3.3333331174e-1])
     y = b.fmul(b.fmul(y, m), z)
-    y = b.call(fma, [ef, _c(-2.12194440e-4), y])
-    y = b.call(fma, [z, _c(-0.5), y])
+    y = _fma(ctx, b, ef, _c(-2.12194440e-4), y)
+    y = _fma(ctx, b, z, _c(-0.5), y)
     res = b.fadd(m, y)
-    res = b.call(fma, [ef, _c(0.693359375), res])
+    res = _fma(ctx, b, ef, _c(0.693359375), res)
     # Special values: log(0) = -inf, log(x<0) = NaN, log(inf) = inf, log(NaN) = NaN.
     res = b.select(b.fcmp_ordered("==", x, _c(float("inf"))), x, res)
     res = b.select(b.fcmp_ordered("==", x, _c(0.0)), _c(float("-inf")), res)
@@ -136,42 +140,114 @@ def tanh_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 def logistic_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     # e = exp(-|x|) never overflows: 1/(1+e) for x >= 0, e/(1+e) for x < 0 (keeps subnormal
     # results accurate where 1/(1+exp(-x)) would give 0).
-    e = exp_f32(ctx, b, b.fneg(b.call(ctx.intrinsic("fabs", F32), [x])))
+    e = exp_f32(ctx, b, b.fneg(ctx.math.call(ctx, b, "fabs", [x])))
     r = _div_estimate(b, _c(1.0), b.fadd(_c(1.0), e))
     return b.select(b.fcmp_ordered(">=", x, _c(0.0)), r, b.fmul(e, r))
 
 
 # ------------------------------------------------------------------------------------------
-# Dispatch by register type
+# Math policies: how a target computes each math function
 # ------------------------------------------------------------------------------------------
 
-def libm(ctx: ModuleContext, b: ir.IRBuilder, name: str, args, ty: ir.Type) -> ir.Value:
-    """Call the C math library (``name`` for double, ``name + 'f'`` for float)."""
-    cname = name if ty == F64 else name + "f"
-    f = ctx.declare(cname, ty, [ty] * len(args))
-    return b.call(f, list(args))
+# The math functions the shared emitter asks for (``MathPolicy.call``). Float functions take and
+# return values of one float type (f32 or f64, scalar or vector); ``ctpop``/``ctlz`` take an
+# integer; ``fptosi_sat``/``fptoui_sat`` convert a float to the integer type ``ret``.
+FLOAT_FUNCTIONS = ("exp", "log", "tanh", "logistic", "expm1", "log1p", "cbrt", "tan", "sin", "cos",
+                   "pow", "atan2", "sqrt", "fabs", "floor", "ceil", "roundeven", "round",
+                   "maximum", "minimum", "copysign", "fmuladd")
+INT_FUNCTIONS = ("ctpop", "ctlz", "fptosi_sat", "fptoui_sat")
+_ARITY = {"pow": 2, "atan2": 2, "maximum": 2, "minimum": 2, "copysign": 2, "fmuladd": 3}
+
+# How one function is computed for one float width: an LLVM intrinsic (``llvm.<name>``), a C
+# math library function (``name`` for double, ``name + "f"`` for float), NVIDIA's libdevice
+# (``__nv_<name>``, ``f`` suffix for float), or hlo's own code (below).
+INTRINSIC, LIBM, LIBDEVICE, OWN = "intrinsic", "libm", "libdevice", "own"
 
 
-def exp(ctx, b, x):
-    if x.type == F32:
-        return exp_f32(ctx, b, x)
-    return b.call(ctx.intrinsic("exp", F64), [x])
-
-
-def log(ctx, b, x):
-    if x.type == F32:
-        return log_f32(ctx, b, x)
-    return b.call(ctx.intrinsic("log", F64), [x])
-
-
-def tanh(ctx, b, x):
-    if x.type == F32:
-        return tanh_f32(ctx, b, x)
-    return libm(ctx, b, "tanh", [x], F64)
-
-
-def logistic(ctx, b, x):
-    if x.type == F32:
-        return logistic_f32(ctx, b, x)
+def _own_logistic_f64(ctx, b, x):
     one = ir.Constant(F64, 1.0)
-    return b.fdiv(one, b.fadd(one, exp(ctx, b, b.fneg(x))))
+    return b.fdiv(one, b.fadd(one, ctx.math.call(ctx, b, "exp", [b.fneg(x)])))
+
+
+_OWN = {("exp", 32): exp_f32, ("log", 32): log_f32, ("tanh", 32): tanh_f32,
+        ("logistic", 32): logistic_f32, ("logistic", 64): _own_logistic_f64}
+
+
+def _width(ty: ir.Type) -> int:
+    t = ty.element if isinstance(ty, ir.VectorType) else ty
+    return 64 if isinstance(t, ir.DoubleType) else 32
+
+
+class MathPolicy:
+    """How a target computes each math function: one rule per (function, float width), looked
+    up when the op is emitted (a dictionary lookup at compile time; the IR holds only the
+    rule's code). ``call(ctx, b, fn, args)`` is the one entry the shared emitter uses
+    (``ctx.math``); a target states its rules in ``RULES`` ({fn: (f32 rule, f64 rule)}) and
+    inherits the rest (LLVM intrinsics)."""
+
+    name = "llvm"
+    RULES: dict = {}
+
+    def rule(self, fn: str, width: int) -> str:
+        r = self.RULES.get(fn)
+        return r[0 if width == 32 else 1] if r is not None else INTRINSIC
+
+    def call(self, ctx, b: ir.IRBuilder, fn: str, args, ret: ir.Type = None, fastmath=()) -> ir.Value:
+        args = list(args)
+        ty = args[0].type
+        if fn in INT_FUNCTIONS:
+            return self._int(ctx, b, fn, args, ret)
+        how = self.rule(fn, _width(ty))
+        if how == OWN:
+            return _OWN[fn, _width(ty)](ctx, b, *args)
+        if how == INTRINSIC:
+            f = ctx.intrinsic(fn, ty, _ARITY.get(fn, 1))
+            return b.call(f, args, fastmath=fastmath) if fastmath else b.call(f, args)
+        if how == LIBM:
+            cname = fn if _width(ty) == 64 else fn + "f"
+        elif how == LIBDEVICE:
+            cname = "__nv_" + fn + ("" if _width(ty) == 64 else "f")
+        else:
+            raise AssertionError(f"no rule {how!r} for {fn}")
+        return b.call(ctx.declare(cname, ty, [ty] * len(args)), args)
+
+    @staticmethod
+    def _int(ctx, b, fn, args, ret):
+        x = args[0]
+        if fn == "ctpop":
+            return b.call(ctx.intrinsic("ctpop", x.type), [x])
+        if fn == "ctlz":
+            return b.call(ctx.intrinsic("ctlz", x.type, 1, extra=[I1]), [x, ir.Constant(I1, 0)])
+        name = "fptosi.sat" if fn == "fptosi_sat" else "fptoui.sat"
+        f = ctx.declare(f"llvm.{name}.i{ret.width}.{'f64' if x.type == F64 else 'f32'}", ret, [x.type])
+        return b.call(f, [x])
+
+
+class CpuMath(MathPolicy):
+    """The host CPU: branch-free f32 polynomials for exp/log/tanh/logistic (they vectorize,
+    where llvm.exp.f32 becomes a scalar libm call), LLVM intrinsics where x86 has instructions
+    or LLVM's vector library does, the C math library for the rest."""
+
+    name = "cpu"
+    RULES = {"exp": (OWN, INTRINSIC), "log": (OWN, INTRINSIC), "tanh": (OWN, LIBM),
+             "logistic": (OWN, OWN), "expm1": (LIBM, LIBM), "log1p": (LIBM, LIBM),
+             "cbrt": (LIBM, LIBM), "tan": (LIBM, LIBM), "atan2": (LIBM, LIBM)}
+
+
+class LibdeviceMath(MathPolicy):
+    """NVIDIA GPUs (NVPTX): no libm and no lowering for ``llvm.sin/cos/pow.f32`` or
+    ``llvm.exp/log.f64``, so every transcendental hlo has no polynomial of its own calls
+    libdevice (``__nv_sinf``, ``__nv_exp``, ...; ``backends/nvptx.py`` links it in); f32
+    exp/log/tanh/logistic keep the shared polynomials (exp <= 1.5 ulp, the others <= 5)."""
+
+    name = "libdevice"
+    RULES = {"exp": (OWN, LIBDEVICE), "log": (OWN, LIBDEVICE), "tanh": (OWN, LIBDEVICE),
+             "logistic": (OWN, OWN), "expm1": (LIBDEVICE, LIBDEVICE),
+             "log1p": (LIBDEVICE, LIBDEVICE), "cbrt": (LIBDEVICE, LIBDEVICE),
+             "tan": (LIBDEVICE, LIBDEVICE), "atan2": (LIBDEVICE, LIBDEVICE),
+             "sin": (LIBDEVICE, LIBDEVICE), "cos": (LIBDEVICE, LIBDEVICE),
+             "pow": (LIBDEVICE, LIBDEVICE)}
+
+
+CPU_MATH = CpuMath()
+LIBDEVICE_MATH = LibdeviceMath()

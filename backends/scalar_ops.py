@@ -11,7 +11,9 @@ LLVM backends, following StableHLO and XLA where the spec leaves room:
 * float -> int ``convert`` saturates and maps NaN to 0; x -> pred is ``x != 0``;
 * f16/bf16 ops compute in f32 and round to the narrow type after every op.
 
-Everything is branch-free so loops over these ops vectorize.
+Everything is branch-free so loops over these ops vectorize. Math functions (intrinsics, libm,
+libdevice, hlo's own polynomials) are the target's choice: every one goes through
+``ctx.math`` (``mathlib.MathPolicy``).
 """
 from __future__ import annotations
 
@@ -21,7 +23,6 @@ import numpy as np
 import llvmlite.ir as ir
 
 from hlo.ir.types import ElementType, f32 as F32_T, f64 as F64_T
-from . import mathlib
 from .llvm_util import (F16, F32, F64, I1, I16, I32, I64, ModuleContext, bits_to_reg,
                         bits_type, f32_to_bf16_bits, reg_to_bits, reg_type, round_f32_to)
 
@@ -42,10 +43,18 @@ def _fconst(ty, v):
     return ir.Constant(ty, v)
 
 
+# Unary float ops computed by a math function of the target's policy (``ctx.math``), rounded to
+# f16/bf16 after.
+_MATH_UNARY = {"exponential": "exp", "log": "log", "tanh": "tanh", "logistic": "logistic",
+               "exponential_minus_one": "expm1", "log_plus_one": "log1p", "sqrt": "sqrt",
+               "cbrt": "cbrt", "sine": "sin", "cosine": "cos", "tan": "tan"}
+
+
 def unary(ctx: ModuleContext, b: ir.IRBuilder, name: str, et: ElementType, x: ir.Value) -> ir.Value:
     ty = x.type
     if et.is_float:
-        intr = lambda n: b.call(ctx.intrinsic(n, ty), [x])
+        m = ctx.math
+        intr = lambda n: m.call(ctx, b, n, [x])
         if name == "abs":
             return intr("fabs")
         if name == "negate":
@@ -55,30 +64,11 @@ def unary(ctx: ModuleContext, b: ir.IRBuilder, name: str, et: ElementType, x: ir
             s = b.select(b.fcmp_ordered(">", x, zero), one,
                          b.select(b.fcmp_ordered("<", x, zero), _fconst(ty, -1.0), x))
             return s  # NaN and +-0 come back unchanged
-        if name == "exponential":
-            return _round(b, mathlib.exp(ctx, b, x), et)
-        if name == "log":
-            return _round(b, mathlib.log(ctx, b, x), et)
-        if name == "tanh":
-            return _round(b, mathlib.tanh(ctx, b, x), et)
-        if name == "logistic":
-            return _round(b, mathlib.logistic(ctx, b, x), et)
-        if name == "exponential_minus_one":
-            return _round(b, mathlib.libm(ctx, b, "expm1", [x], ty), et)
-        if name == "log_plus_one":
-            return _round(b, mathlib.libm(ctx, b, "log1p", [x], ty), et)
-        if name == "sqrt":
-            return _round(b, intr("sqrt"), et)
+        fn = _MATH_UNARY.get(name)
+        if fn is not None:
+            return _round(b, intr(fn), et)
         if name == "rsqrt":
             return _round(b, b.fdiv(_fconst(ty, 1.0), intr("sqrt")), et)
-        if name == "cbrt":
-            return _round(b, mathlib.libm(ctx, b, "cbrt", [x], ty), et)
-        if name == "sine":
-            return _round(b, intr("sin"), et)
-        if name == "cosine":
-            return _round(b, intr("cos"), et)
-        if name == "tan":
-            return _round(b, mathlib.libm(ctx, b, "tan", [x], ty), et)
         if name == "floor":
             return intr("floor")
         if name == "ceil":
@@ -103,9 +93,9 @@ def unary(ctx: ModuleContext, b: ir.IRBuilder, name: str, et: ElementType, x: ir
         if name == "not":
             return b.xor(x, ir.Constant(ty, -1))
         if name == "popcnt":
-            return b.call(ctx.intrinsic("ctpop", ty), [x])
+            return ctx.math.call(ctx, b, "ctpop", [x])
         if name == "count_leading_zeros":
-            return b.call(ctx.intrinsic("ctlz", ty, 1, extra=[I1]), [x, ir.Constant(I1, 0)])
+            return ctx.math.call(ctx, b, "ctlz", [x])
     elif et.is_pred:
         if name == "not":
             return b.xor(x, ir.Constant(I1, 1))
@@ -134,14 +124,12 @@ def binary(ctx: ModuleContext, b: ir.IRBuilder, name: str, et: ElementType, x: i
             return _round(b, b.fdiv(x, y), et)
         if name == "remainder":
             return _round(b, b.frem(x, y), et)
-        if name == "maximum":
-            return b.call(ctx.intrinsic("maximum", ty, 2), [x, y])
-        if name == "minimum":
-            return b.call(ctx.intrinsic("minimum", ty, 2), [x, y])
+        if name in ("maximum", "minimum"):
+            return ctx.math.call(ctx, b, name, [x, y])
         if name == "power":
-            return _round(b, b.call(ctx.intrinsic("pow", ty, 2), [x, y]), et)
+            return _round(b, ctx.math.call(ctx, b, "pow", [x, y]), et)
         if name == "atan2":
-            return _round(b, mathlib.libm(ctx, b, "atan2", [x, y], ty), et)
+            return _round(b, ctx.math.call(ctx, b, "atan2", [x, y]), et)
         raise UnsupportedOp(f"'{name}' on {et} is not implemented by the LLVM backend")
     # Integers.
     signed = et.is_signed
@@ -241,7 +229,7 @@ def _f64_to_f32_round_odd(ctx, b, x):
     back = b.fpext(r, F64)
     inexact = b.fcmp_ordered("!=", back, x)
     # If rounding went away from zero, step one ulp back toward zero.
-    fabs = lambda v: b.call(ctx.intrinsic("fabs", v.type), [v])
+    fabs = lambda v: ctx.math.call(ctx, b, "fabs", [v])
     away = b.fcmp_ordered(">", fabs(back), fabs(x))
     rb = b.bitcast(r, I32)
     rb = b.select(b.and_(inexact, away), b.sub(rb, ir.Constant(I32, 1)), rb)
@@ -275,10 +263,7 @@ def convert(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value, src: ElementType,
             return round_f32_to(b, _f64_to_f32_round_odd(ctx, b, conv(x, F64)), dst)
         return conv(x, dty)
     if src.is_float and dst.is_int:
-        name = "fptosi.sat" if dst.is_signed else "fptoui.sat"
-        suffix = f"i{dst.bits}.{'f64' if x.type == F64 else 'f32'}"
-        f = ctx.declare(f"llvm.{name}.{suffix}", dty, [x.type])
-        return b.call(f, [x])
+        return ctx.math.call(ctx, b, "fptosi_sat" if dst.is_signed else "fptoui_sat", [x], ret=dty)
     # float -> float
     if x.type == F32 and dty == F32:  # among f32/f16/bf16
         return _round(b, x, dst)
@@ -329,5 +314,5 @@ def reduce_precision(ctx, b, x, et: ElementType, exponent_bits: int, mantissa_bi
     if mantissa_bits > 0:
         return b.select(is_nan, x, res)
     # No mantissa bits left: a NaN has no representation; XLA turns it into infinity.
-    inf = b.call(ctx.intrinsic("copysign", x.type, 2), [ir.Constant(x.type, float("inf")), x])
+    inf = ctx.math.call(ctx, b, "copysign", [ir.Constant(x.type, float("inf")), x])
     return b.select(is_nan, inf, res)

@@ -31,6 +31,7 @@ from hlo.runtime import hlox
 from hlo.runtime.memory_analysis import MemoryAnalysis
 from hlo.runtime.hlox import (CorruptFileError, FormatVersionError, InputMismatchError, LoadError,
                               SaveError, TargetMismatchError)
+from hlo.runtime.target import check_kind
 
 from . import tree_util
 from .tree_util import PyTreeDef
@@ -143,7 +144,7 @@ def _plain(name: str) -> str:
 def _symbols_or_none(obj: bytes):
     """``(defined, undefined)`` symbol names of an object, or None where its format is not
     understood or it is corrupt (then loading cannot check its imports in advance)."""
-    from hlo.runtime import elf
+    from hlo.runtime.cpu import elf
     try:
         return elf.symbols(obj)
     except (struct.error, IndexError, ValueError):
@@ -175,8 +176,7 @@ def artifact_payload(art) -> hlox.Payload:
     opt = art.optimize_result
     plan = opt.buffers.text() if opt is not None and hasattr(opt.buffers, "text") else ""
     manifest = {
-        "target": {"kind": art.target, "triple": tgt.get("triple"), "cpu": tgt.get("cpu"),
-                   "features": tgt.get("features", "")},
+        "target": dict(tgt, kind=art.target),
         "runtime": rt,
         "buffer_plan": {"arena_size": int(rt.get("arena_size", 0)), "text": plan.splitlines()},
         "call_sequence": (exe.steps_text or "").splitlines(),
@@ -205,8 +205,8 @@ def _pool_object_if_used(syms) -> Optional[bytes]:
     """The worker pool's object code if the executable's code (its ``syms``, None when they
     could not be read) has the pool pointer, so that a loading process links the pool
     instead of compiling it."""
-    from hlo.backends.cpu.program import POOL_PTR
-    from hlo.runtime.thread_pool import pool_object_code
+    from hlo.runtime.cpu.abi import POOL_PTR
+    from hlo.runtime.cpu.thread_pool import pool_object_code
     if syms is not None and POOL_PTR not in syms[0]:
         return None
     return pool_object_code()
@@ -278,42 +278,17 @@ def _require(cond: bool, what: str) -> None:
         raise ValueError(what)
 
 
-def _arch_os(triple: str):
-    parts = (triple or "").split("-")
-    arch = parts[0]
-    osname = parts[2] if len(parts) > 2 else ""
-    return arch, osname
-
-
 def check_target(target: dict, where: str) -> None:
-    """Refuse (``TargetMismatchError``) an executable this machine cannot run."""
-    kind = target.get("kind")
-    if kind not in SUPPORTED_TARGET_KINDS:
-        raise TargetMismatchError(
-            f"{where} was compiled for target {kind!r}; this hlo loads executables for "
-            f"{', '.join(repr(k) for k in SUPPORTED_TARGET_KINDS)} only. Compile the program for "
-            "target='cpu' to run it here")
-    from hlo.backends.cpu.target import host
-    h = host()
-    triple = target.get("triple") or ""
-    if _arch_os(triple) != _arch_os(h.triple):
-        raise TargetMismatchError(f"{where} was compiled for {triple or 'an unknown triple'}, "
-                                  f"this machine is {h.triple}; compile it again here")
-    have = {f[1:] for f in h.features.split(",") if f.startswith("+")}
-    need = {f[1:] for f in (target.get("features") or "").split(",") if f.startswith("+")}
-    missing = sorted(need - have)
-    if missing:
-        raise TargetMismatchError(
-            f"{where} was compiled for a CPU ({target.get('cpu')}) with features this one "
-            f"({h.cpu}) lacks: {', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}; "
-            "compile it again here")
+    """Refuse (``TargetMismatchError``) an executable this machine cannot run: the target of
+    its kind decides (``hlo.runtime.target``)."""
+    check_kind(target, where, SUPPORTED_TARGET_KINDS).check_loadable(target, where)
 
 
 def _check_imports(runtime: dict, imports: Optional[List[str]], where: str) -> None:
     """Every external symbol the code calls must resolve before linking: the JIT linker aborts
     the process on an unresolved one."""
     from hlo.runtime.executable import _resolve_library
-    from hlo.runtime.loader import load_library
+    from hlo.runtime.cpu.loader import load_library
     import llvmlite.binding as llvm
     for lib in runtime.get("libraries", []):
         try:
@@ -381,8 +356,7 @@ class LoadedExecutable:
                 f"hlo runs interface {RUNTIME_FORMAT}. Compile the program again with this hlo")
         _check_imports(runtime, imports, where)
         rt = dict(runtime)
-        rt["target"] = {"triple": target.get("triple"), "cpu": target.get("cpu"),
-                        "features": target.get("features", "")}
+        rt["target"] = dict(target)
         self.manifest = m
         self.target = kind
         self._ir_text = ir
@@ -391,7 +365,7 @@ class LoadedExecutable:
         pool = payload.sections.get(POOL_SECTION)
         try:
             if pool is not None:  # link the stored worker pool unless this process has one
-                from hlo.runtime.thread_pool import pool_address
+                from hlo.runtime.cpu.thread_pool import pool_address
                 pool_address(pool)
             self.executable = Executable(code, rt, steps_text="\n".join(m.get("call_sequence", [])))
         except (RuntimeError, ValueError, KeyError, TypeError) as e:

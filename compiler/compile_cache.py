@@ -17,10 +17,12 @@ differs from the closest existing entry):
   and modification time of each file: a stat, not a read), so a changed compiler never reuses
   code compiled by an older one (this matters in a development tree, where the version number
   does not move; touching a file costs one recompile per program).
-- ``target`` and ``cpu``: the target name; the host triple, CPU name and LLVM feature string.
+- ``target`` and ``cpu``: the target name; the machine (``Target.key_parts``, runtime/target.py:
+  the host triple, CPU name and LLVM feature string; a GPU's triple, architecture and PTX).
 - ``options``: the compile options, donated arguments included.
-- ``environment``: what else changes the generated code: the thread count the code is built
-  for, the BLAS found, and every ``HLO_CPU_*`` variable (``HLO_CPU_GEMM``, ``HLO_CPU_THREADS``).
+- ``environment``: what else changes the generated code (the target's too): the thread count
+  the code is built for, the BLAS found, and every ``HLO_CPU_*`` variable (``HLO_CPU_GEMM``,
+  ``HLO_CPU_THREADS``).
 
 Entries are ``.hlox`` containers (``hlo.aot``'s format, ``runtime/hlox.py``) with one extra
 section, ``cache.key`` (JSON: the key parts, the traced text with its locations, and the
@@ -164,24 +166,12 @@ def _version_part() -> str:
     return f"{hlo.__version__} (sources {source_digest()})"
 
 
-def _cpu_part(target: str) -> str:
-    if target == "cpu":
-        from hlo.backends.cpu.target import host
-        h = host()
-        return f"{h.triple} {h.cpu} {h.features}"
-    return "-"
-
-
-def _environment_part(target: str) -> str:
-    if target != "cpu":
-        return "-"
-    from hlo.backends.cpu.target import default_threads
-    from hlo.backends.cpu.blas import find_blas
-    b = find_blas()
-    blas = "generated GEMM" if b is None else f"{os.path.basename(b.path)}:{b.sgemm},{b.dgemm}"
-    # every HLO_CPU_* variable: the CPU backend's code-generation switches (HLO_CPU_GEMM, ...)
-    knobs = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("HLO_CPU_"))
-    return f"threads={default_threads()} gemm={blas}" + (f" {knobs}" if knobs else "")
+def _target_parts(target: str) -> Dict[str, str]:
+    """The target's own key parts (``Target.key_parts``: ``cpu``, ``environment``)."""
+    from hlo.runtime.target import KINDS, current
+    if target not in KINDS:
+        return {"cpu": "-", "environment": "-"}
+    return current(target).key_parts()
 
 
 def _jsonable(x):
@@ -226,9 +216,8 @@ def make_key(module, target: str, options: Optional[dict]) -> Key:
         "program": hashlib.sha256(strip_locations(text).encode()).hexdigest(),
         "hlo version": _version_part(),
         "target": target,
-        "cpu": _cpu_part(target),
+        **_target_parts(target),
         "options": _options_part(options),
-        "environment": _environment_part(target),
     }
     return Key(parts, text)
 

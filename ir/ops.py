@@ -9,11 +9,17 @@ plain named attributes with the spec's field names.
 Inference functions take ``(operand_types, attrs, regions)`` and return the result types, or
 raise ``OpError`` with a message that the verifier decorates with the op, its operand types
 and its source location.
+
+Each op also states its *traits* (``TRAITS``: elementwise, commutative, expensive, ...), the
+facts the passes, the interpreter, autodiff and the backends rely on. They derive their op
+categories from here (``with_trait``) instead of listing op names; ``tests/ir/test_op_table.py``
+checks that every op has an interpreter rule, a VJP rule (or a trait saying why not) and a
+lowering on every compiled target.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -94,6 +100,65 @@ ATTR_KINDS: Dict[str, Callable[[Any], Any]] = {
 _REQUIRED = object()
 
 
+# --------------------------------------------------------------------------------------------
+# Traits
+# --------------------------------------------------------------------------------------------
+
+ELEMENTWISE = "elementwise"
+COMMUTATIVE = "commutative"
+IDEMPOTENT = "idempotent"
+EXPENSIVE = "expensive"
+TRANSCENDENTAL = "transcendental"
+MATH_ROUTINE = "math_routine"
+LONG_MATH_ROUTINE = "long_math_routine"
+MOVEMENT = "movement"
+WINDOW_OF_OPERAND = "window_of_operand"
+MAY_BITCAST = "may_bitcast"
+INNER_LOOP = "inner_loop"
+WHOLE_ARRAY = "whole_array"
+CONTROL_FLOW = "control_flow"
+OPEN_REGIONS = "open_regions"
+BARRIER = "barrier"
+KERNEL = "kernel"
+NON_DIFFERENTIABLE = "non_differentiable"
+NOT_TRACED = "not_traced"
+
+TRAITS: Dict[str, str] = {
+    ELEMENTWISE: "each result element depends only on the operand elements at the same index "
+                 "(a scalar operand of select/clamp is read at every index)",
+    COMMUTATIVE: "binary, commutative and associative: a reduce or scatter body of this one op "
+                 "may be applied in any order (add, multiply, maximum, minimum, and, or, xor)",
+    IDEMPOTENT: "binary and op(x, x) == x: applying it to one value twice changes nothing",
+    EXPENSIVE: "per-element work worth not repeating (XLA's expensive ops): not recomputed per "
+               "broadcast element, not put into a dot's operand, kept per row in row kernels",
+    TRANSCENDENTAL: "counted as a transcendental by cost analysis (XLA's HloCostAnalysis set: "
+                    "the expensive ops other than divide and remainder; sqrt and rsqrt included)",
+    MATH_ROUTINE: "computed by a math routine (mathlib polynomial or libm call), a serial chain of "
+                  "~20 instructions rather than one instruction: sqrt and rsqrt are not",
+    LONG_MATH_ROUTINE: "a math routine of about twice that length (logistic: an exp, a "
+                       "reciprocal and a select)",
+    MOVEMENT: "data movement (or an index function, iota) an elemental emitter computes at any "
+              "output index from operand elements, at no arithmetic cost",
+    WINDOW_OF_OPERAND: "reads only a box of its first operand the size of its result (slices)",
+    MAY_BITCAST: "may move no data: under the assigned layouts its result can be its operand's "
+                 "bytes (layout.is_bitcast decides; then it shares the operand's buffer)",
+    INNER_LOOP: "each result element is a loop over many operand elements (reductions, windows, "
+                "contractions): materialized inside a fusion before the elementwise outputs",
+    WHOLE_ARRAY: "computed by an algorithm over whole arrays, never element by element "
+                 "(sort, scatter): a kernel of its own",
+    CONTROL_FLOW: "runs regions or a function as a program (loops, branches, calls): lowered "
+                  "to nested steps, never folded or fused",
+    OPEN_REGIONS: "its regions may read values of the enclosing scope (others are isolated)",
+    BARRIER: "returns its operands unchanged, but nothing may be folded or moved across it",
+    KERNEL: "a kernel made by the fusion passes (its region is the fused computation)",
+    NON_DIFFERENTIABLE: "no VJP rule: its results are integers or pred, or it has no operands, so "
+                        "no cotangent reaches it; or (bitcast_convert) reinterpreting bits has no "
+                        "derivative, and hlo.grad through it is an error naming the user's line",
+    NOT_TRACED: "the frontend never traces it (made by the StableHLO importer or the passes and "
+                "gone before or after autodiff runs), so it needs no VJP rule",
+}
+
+
 @dataclass
 class Attr:
     kind: str
@@ -118,6 +183,13 @@ class OpDef:
     result_dtype_free: bool = False  # result element type may be chosen by the producer
     result_type_given: bool = False  # result type cannot be inferred; it is stated by the op
     doc: str = ""
+    traits: FrozenSet[str] = frozenset()  # keys of TRAITS
+    # elementwise arithmetic ops (no attributes, operands of one type): the TYPE_CLASSES key of
+    # the element types they accept
+    element_types: Optional[str] = None
+
+    def has(self, trait: str) -> bool:
+        return trait in self.traits
 
     def normalize_attrs(self, attrs: Dict[str, Any]) -> Dict[str, Any]:
         out = {}
@@ -152,8 +224,20 @@ OPS: Dict[str, OpDef] = {}
 def register(opdef: OpDef) -> OpDef:
     if opdef.name in OPS:
         raise ValueError(f"op '{opdef.name}' is defined twice")
+    unknown = set(opdef.traits) - set(TRAITS)
+    if unknown:
+        raise ValueError(f"op '{opdef.name}' has unknown traits {sorted(unknown)}")
+    opdef.traits = frozenset(opdef.traits)
     OPS[opdef.name] = opdef
     return opdef
+
+
+def with_trait(*traits: str) -> frozenset:
+    """The names of the ops that have any of ``traits``."""
+    for t in traits:
+        if t not in TRAITS:
+            raise KeyError(f"unknown trait {t!r}")
+    return frozenset(n for n, d in OPS.items() if not d.traits.isdisjoint(traits))
 
 
 def get(name: str) -> OpDef:
@@ -208,7 +292,7 @@ _CLASS_WORDS = {
 }
 
 
-def _elementwise(name, n, accepts, result_pred=False, doc=""):
+def _elementwise(name, n, accepts, traits=(), result_pred=False, doc=""):
     check = TYPE_CLASSES[accepts]
 
     def infer(ts, attrs, regions):
@@ -216,33 +300,71 @@ def _elementwise(name, n, accepts, result_pred=False, doc=""):
         _require(check(ts[0].dtype), f"element type {ts[0].dtype} is not {_CLASS_WORDS[accepts]} type")
         return [_t(ts[0].shape, pred if result_pred else ts[0].dtype)]
 
-    return register(OpDef(name, infer, num_operands=n, doc=doc))
+    return register(OpDef(name, infer, num_operands=n, doc=doc, element_types=accepts,
+                          traits=frozenset((ELEMENTWISE,) + tuple(traits))))
 
+
+_EXP = (EXPENSIVE,)
+_TRANS = (EXPENSIVE, TRANSCENDENTAL)
+_ROUTINE = (EXPENSIVE, TRANSCENDENTAL, MATH_ROUTINE)
+_INT_ONLY = (NON_DIFFERENTIABLE,)
+_REDUCER = (COMMUTATIVE,)
+_IDEMPOTENT_REDUCER = (COMMUTATIVE, IDEMPOTENT)
 
 # Unary elementwise ops (spec section "Ops").
-for _name, _cls in [
-    ("abs", "signed_or_float"), ("negate", "numeric"), ("sign", "signed_or_float"),
-    ("exponential", "float"), ("exponential_minus_one", "float"), ("log", "float"),
-    ("log_plus_one", "float"), ("logistic", "float"), ("tanh", "float"), ("sqrt", "float"),
-    ("rsqrt", "float"), ("cbrt", "float"), ("sine", "float"), ("cosine", "float"),
-    ("tan", "float"), ("floor", "float"), ("ceil", "float"), ("round_nearest_even", "float"),
-    ("round_nearest_afz", "float"), ("not", "integral"), ("popcnt", "int"),
-    ("count_leading_zeros", "int"),
+for _name, _cls, _traits in [
+    ("abs", "signed_or_float", ()), ("negate", "numeric", ()), ("sign", "signed_or_float", ()),
+    ("exponential", "float", _ROUTINE), ("exponential_minus_one", "float", _ROUTINE),
+    ("log", "float", _ROUTINE), ("log_plus_one", "float", _ROUTINE),
+    ("logistic", "float", _ROUTINE + (LONG_MATH_ROUTINE,)), ("tanh", "float", _ROUTINE),
+    ("sqrt", "float", _TRANS), ("rsqrt", "float", _TRANS), ("cbrt", "float", _ROUTINE),
+    ("sine", "float", _ROUTINE), ("cosine", "float", _ROUTINE), ("tan", "float", _ROUTINE),
+    ("floor", "float", ()), ("ceil", "float", ()), ("round_nearest_even", "float", ()),
+    ("round_nearest_afz", "float", ()), ("not", "integral", _INT_ONLY),
+    ("popcnt", "int", _INT_ONLY), ("count_leading_zeros", "int", _INT_ONLY),
 ]:
-    _elementwise(_name, 1, _cls)
-_elementwise("is_finite", 1, "float", result_pred=True)
+    _elementwise(_name, 1, _cls, _traits)
+_elementwise("is_finite", 1, "float", _INT_ONLY, result_pred=True)
 
 # Binary elementwise ops.
-for _name, _cls in [
-    ("add", "any"), ("subtract", "numeric"), ("multiply", "any"), ("divide", "numeric"),
-    ("remainder", "numeric"), ("power", "numeric"), ("maximum", "any"), ("minimum", "any"),
-    ("atan2", "float"), ("and", "integral"), ("or", "integral"), ("xor", "integral"),
-    ("shift_left", "int"), ("shift_right_arithmetic", "int"), ("shift_right_logical", "int"),
+for _name, _cls, _traits in [
+    ("add", "any", _REDUCER), ("subtract", "numeric", ()), ("multiply", "any", _REDUCER),
+    ("divide", "numeric", _EXP), ("remainder", "numeric", _EXP), ("power", "numeric", _ROUTINE),
+    ("maximum", "any", _IDEMPOTENT_REDUCER), ("minimum", "any", _IDEMPOTENT_REDUCER),
+    ("atan2", "float", _ROUTINE), ("and", "integral", _INT_ONLY + _IDEMPOTENT_REDUCER),
+    ("or", "integral", _INT_ONLY + _IDEMPOTENT_REDUCER), ("xor", "integral", _INT_ONLY + _REDUCER),
+    ("shift_left", "int", _INT_ONLY), ("shift_right_arithmetic", "int", _INT_ONLY),
+    ("shift_right_logical", "int", _INT_ONLY),
 ]:
-    _elementwise(_name, 2, _cls)
+    _elementwise(_name, 2, _cls, _traits)
 
-UNARY_ELEMENTWISE = tuple(n for n, d in OPS.items() if d.num_operands == 1)
-BINARY_ELEMENTWISE = tuple(n for n, d in OPS.items() if d.num_operands == 2)
+def identity(name: str, dtype: ElementType):
+    """The identity element of the commutative op ``name`` on ``dtype`` (``op(e, x) == x``),
+    as a numpy scalar of that type, or None (no such op or type): 0 for add/or/xor, 1 for multiply, all bits set
+    for and (True for pred, -1 for signed integers), the lowest value for maximum (-inf for
+    floats) and the highest for minimum."""
+    d = OPS.get(name)
+    if d is None or not d.has(COMMUTATIVE) or not TYPE_CLASSES[d.element_types](dtype):
+        return None
+    t = dtype.np_dtype.type
+    if dtype.is_pred:
+        return t(name in ("multiply", "and", "minimum"))
+    if name in ("add", "or", "xor"):
+        return t(0)
+    if name == "multiply":
+        return t(1)
+    if name == "and":
+        return t(-1) if dtype.is_signed else t(np.iinfo(dtype.np_dtype).max)
+    lo = name == "maximum"
+    if dtype.is_float:
+        return t(-np.inf if lo else np.inf)
+    info = np.iinfo(dtype.np_dtype)
+    return t(info.min if lo else info.max)
+
+
+# The elementwise arithmetic ops (no attributes, operands of one type), by arity.
+UNARY_ELEMENTWISE = tuple(n for n, d in OPS.items() if d.element_types and d.num_operands == 1)
+BINARY_ELEMENTWISE = tuple(n for n, d in OPS.items() if d.element_types and d.num_operands == 2)
 
 
 def _infer_reduce_precision(ts, attrs, regions):
@@ -253,7 +375,8 @@ def _infer_reduce_precision(ts, attrs, regions):
 
 
 register(OpDef("reduce_precision", _infer_reduce_precision, 1,
-               attrs={"exponent_bits": Attr("int"), "mantissa_bits": Attr("int")}))
+               attrs={"exponent_bits": Attr("int"), "mantissa_bits": Attr("int")},
+               traits={ELEMENTWISE}))
 
 COMPARISON_DIRECTIONS = ("EQ", "NE", "GE", "GT", "LE", "LT")
 COMPARE_TYPES = ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED")
@@ -272,7 +395,8 @@ def _infer_compare(ts, attrs, regions):
 
 register(OpDef("compare", _infer_compare, 2, attrs={
     "comparison_direction": Attr("str", choices=COMPARISON_DIRECTIONS),
-    "compare_type": Attr("str", None, choices=COMPARE_TYPES)}))
+    "compare_type": Attr("str", None, choices=COMPARE_TYPES)},
+    traits={ELEMENTWISE, NON_DIFFERENTIABLE}))
 
 
 def _infer_select(ts, attrs, regions):
@@ -283,7 +407,7 @@ def _infer_select(ts, attrs, regions):
     return [a.without_layout()]
 
 
-register(OpDef("select", _infer_select, 3))
+register(OpDef("select", _infer_select, 3, traits={ELEMENTWISE}))
 
 
 def _infer_clamp(ts, attrs, regions):
@@ -294,14 +418,15 @@ def _infer_clamp(ts, attrs, regions):
     return [x.without_layout()]
 
 
-register(OpDef("clamp", _infer_clamp, 3))
+register(OpDef("clamp", _infer_clamp, 3, traits={ELEMENTWISE}))
 
 
 def _verify_convert(ts, attrs, regions, rts):
     _require(len(rts) == 1 and rts[0].shape == ts[0].shape, "result must have the operand's shape")
 
 
-register(OpDef("convert", lambda ts, a, r: None, 1, verify=_verify_convert, result_type_given=True))
+register(OpDef("convert", lambda ts, a, r: None, 1, verify=_verify_convert, result_type_given=True,
+               traits={ELEMENTWISE}))
 
 
 def _verify_bitcast_convert(ts, attrs, regions, rts):
@@ -317,8 +442,9 @@ def _verify_bitcast_convert(ts, attrs, regions, rts):
                  f"widening bitcast needs the operand's last dimension to be {rb // xb}")
 
 
+# Elementwise when the widths match (``hlo.passes.util.is_elementwise``), so not by trait.
 register(OpDef("bitcast_convert", lambda ts, a, r: None, 1, verify=_verify_bitcast_convert,
-               result_type_given=True))
+               result_type_given=True, traits={MAY_BITCAST, NON_DIFFERENTIABLE}))
 
 
 def _verify_constant(ts, attrs, regions, rts):
@@ -328,7 +454,7 @@ def _verify_constant(ts, attrs, regions, rts):
 
 
 register(OpDef("constant", lambda ts, a, r: [_t(a["value"].shape, element_type(a["value"].dtype))], 0,
-               attrs={"value": Attr("array")}, verify=_verify_constant))
+               attrs={"value": Attr("array")}, verify=_verify_constant, traits={NON_DIFFERENTIABLE}))
 
 
 def _verify_iota(ts, attrs, regions, rts):
@@ -338,7 +464,7 @@ def _verify_iota(ts, attrs, regions, rts):
 
 
 register(OpDef("iota", lambda ts, a, r: None, 0, attrs={"iota_dimension": Attr("int")},
-               verify=_verify_iota, result_type_given=True))
+               verify=_verify_iota, result_type_given=True, traits={MOVEMENT, NON_DIFFERENTIABLE}))
 
 
 def _verify_broadcast_in_dim(ts, attrs, regions, rts):
@@ -354,7 +480,7 @@ def _verify_broadcast_in_dim(ts, attrs, regions, rts):
 
 register(OpDef("broadcast_in_dim", lambda ts, a, r: None, 1,
                attrs={"broadcast_dimensions": Attr("ints")}, verify=_verify_broadcast_in_dim,
-               result_type_given=True))
+               result_type_given=True, traits={MOVEMENT, MAY_BITCAST}))
 
 
 def _verify_reshape(ts, attrs, regions, rts):
@@ -362,7 +488,8 @@ def _verify_reshape(ts, attrs, regions, rts):
     _require(rts[0].size == ts[0].size, f"cannot reshape {ts[0]} ({ts[0].size} elements) to {rts[0]} ({rts[0].size} elements)")
 
 
-register(OpDef("reshape", lambda ts, a, r: None, 1, verify=_verify_reshape, result_type_given=True))
+register(OpDef("reshape", lambda ts, a, r: None, 1, verify=_verify_reshape, result_type_given=True,
+               traits={MOVEMENT, MAY_BITCAST}))
 
 
 def _infer_transpose(ts, attrs, regions):
@@ -372,7 +499,8 @@ def _infer_transpose(ts, attrs, regions):
     return [_t([x.shape[p] for p in perm], x.dtype)]
 
 
-register(OpDef("transpose", _infer_transpose, 1, attrs={"permutation": Attr("ints")}))
+register(OpDef("transpose", _infer_transpose, 1, attrs={"permutation": Attr("ints")},
+               traits={MOVEMENT, MAY_BITCAST}))
 
 
 def _infer_slice(ts, attrs, regions):
@@ -389,7 +517,8 @@ def _infer_slice(ts, attrs, regions):
 
 
 register(OpDef("slice", _infer_slice, 1, attrs={
-    "start_indices": Attr("ints"), "limit_indices": Attr("ints"), "strides": Attr("ints", None)}))
+    "start_indices": Attr("ints"), "limit_indices": Attr("ints"), "strides": Attr("ints", None)},
+    traits={MOVEMENT, WINDOW_OF_OPERAND}))
 
 
 def _infer_dynamic_slice(ts, attrs, regions):
@@ -405,7 +534,8 @@ def _infer_dynamic_slice(ts, attrs, regions):
     return [_t(sizes, x.dtype)]
 
 
-register(OpDef("dynamic_slice", _infer_dynamic_slice, None, attrs={"slice_sizes": Attr("ints")}))
+register(OpDef("dynamic_slice", _infer_dynamic_slice, None, attrs={"slice_sizes": Attr("ints")},
+               traits={MOVEMENT, WINDOW_OF_OPERAND}))
 
 
 def _infer_dynamic_update_slice(ts, attrs, regions):
@@ -438,7 +568,8 @@ def _infer_concatenate(ts, attrs, regions):
     return [_t(shape, ts[0].dtype)]
 
 
-register(OpDef("concatenate", _infer_concatenate, None, attrs={"dimension": Attr("int")}))
+register(OpDef("concatenate", _infer_concatenate, None, attrs={"dimension": Attr("int")},
+               traits={MOVEMENT}))
 
 
 def _infer_pad(ts, attrs, regions):
@@ -457,7 +588,8 @@ def _infer_pad(ts, attrs, regions):
 
 
 register(OpDef("pad", _infer_pad, 2, attrs={
-    "edge_padding_low": Attr("ints"), "edge_padding_high": Attr("ints"), "interior_padding": Attr("ints")}))
+    "edge_padding_low": Attr("ints"), "edge_padding_high": Attr("ints"), "interior_padding": Attr("ints")},
+    traits={MOVEMENT}))
 
 
 def _infer_reverse(ts, attrs, regions):
@@ -465,7 +597,7 @@ def _infer_reverse(ts, attrs, regions):
     return [ts[0].without_layout()]
 
 
-register(OpDef("reverse", _infer_reverse, 1, attrs={"dimensions": Attr("ints")}))
+register(OpDef("reverse", _infer_reverse, 1, attrs={"dimensions": Attr("ints")}, traits={MOVEMENT}))
 
 
 def _scalar_body_check(region, n, dtypes, what):
@@ -497,7 +629,8 @@ def _infer_reduce(ts, attrs, regions):
     return [_t(shape, t.dtype) for t in inits]
 
 
-register(OpDef("reduce", _infer_reduce, None, regions=("body",), attrs={"dimensions": Attr("ints")}))
+register(OpDef("reduce", _infer_reduce, None, regions=("body",), attrs={"dimensions": Attr("ints")},
+               traits={INNER_LOOP}))
 
 
 def _infer_reduce_window(ts, attrs, regions):
@@ -527,7 +660,7 @@ def _infer_reduce_window(ts, attrs, regions):
 register(OpDef("reduce_window", _infer_reduce_window, None, regions=("body",), attrs={
     "window_dimensions": Attr("ints"), "window_strides": Attr("ints", None),
     "base_dilations": Attr("ints", None), "window_dilations": Attr("ints", None),
-    "padding": Attr("pairs", None)}))
+    "padding": Attr("pairs", None)}, traits={INNER_LOOP}))
 
 
 def _infer_dot_general(ts, attrs, regions):
@@ -552,7 +685,7 @@ def _infer_dot_general(ts, attrs, regions):
 register(OpDef("dot_general", _infer_dot_general, 2, attrs={
     "lhs_batching_dimensions": Attr("ints", ()), "rhs_batching_dimensions": Attr("ints", ()),
     "lhs_contracting_dimensions": Attr("ints", ()), "rhs_contracting_dimensions": Attr("ints", ())},
-    result_dtype_free=True))
+    result_dtype_free=True, traits={INNER_LOOP}))
 
 
 def _infer_gather(ts, attrs, regions):
@@ -632,7 +765,8 @@ register(OpDef("scatter", _infer_scatter, None, regions=("update",), attrs={
     "update_window_dims": Attr("ints", ()), "inserted_window_dims": Attr("ints", ()),
     "input_batching_dims": Attr("ints", ()), "scatter_indices_batching_dims": Attr("ints", ()),
     "scatter_dims_to_operand_dims": Attr("ints"), "index_vector_dim": Attr("int"),
-    "indices_are_sorted": Attr("bool", False), "unique_indices": Attr("bool", False)}))
+    "indices_are_sorted": Attr("bool", False), "unique_indices": Attr("bool", False)},
+    traits={WHOLE_ARRAY}))
 
 
 def _infer_sort(ts, attrs, regions):
@@ -651,7 +785,7 @@ def _infer_sort(ts, attrs, regions):
 
 
 register(OpDef("sort", _infer_sort, None, regions=("comparator",), attrs={
-    "dimension": Attr("int", -1), "is_stable": Attr("bool", False)}))
+    "dimension": Attr("int", -1), "is_stable": Attr("bool", False)}, traits={WHOLE_ARRAY}))
 
 
 def _infer_while(ts, attrs, regions):
@@ -665,7 +799,7 @@ def _infer_while(ts, attrs, regions):
     return want
 
 
-register(OpDef("while", _infer_while, None, regions=("cond", "body")))
+register(OpDef("while", _infer_while, None, regions=("cond", "body"), traits={CONTROL_FLOW, OPEN_REGIONS}))
 
 
 def _branch_results(regions, what):
@@ -682,7 +816,8 @@ def _infer_if(ts, attrs, regions):
     return _branch_results(regions, "if")
 
 
-register(OpDef("if", _infer_if, 1, regions=("true_branch", "false_branch")))
+register(OpDef("if", _infer_if, 1, regions=("true_branch", "false_branch"),
+               traits={CONTROL_FLOW, OPEN_REGIONS}))
 
 
 def _infer_case(ts, attrs, regions):
@@ -690,7 +825,7 @@ def _infer_case(ts, attrs, regions):
     return _branch_results(regions, "case")
 
 
-register(OpDef("case", _infer_case, 1, regions=("*branch",)))
+register(OpDef("case", _infer_case, 1, regions=("*branch",), traits={CONTROL_FLOW, OPEN_REGIONS}))
 
 
 def _infer_conv(ts, attrs, regions):
@@ -740,12 +875,14 @@ register(OpDef("convolution", _infer_conv, 2, attrs={
     "output_batch_dimension": Attr("int"), "output_feature_dimension": Attr("int"),
     "output_spatial_dimensions": Attr("ints"),
     "feature_group_count": Attr("int", 1), "batch_group_count": Attr("int", 1)},
-    result_dtype_free=True))
+    result_dtype_free=True, traits={INNER_LOOP}))
 
-register(OpDef("optimization_barrier", lambda ts, a, r: [t.without_layout() for t in ts], None))
+register(OpDef("optimization_barrier", lambda ts, a, r: [t.without_layout() for t in ts], None,
+               traits={BARRIER}))
 
 # ``call``'s result types come from the callee; the module verifier checks them.
-register(OpDef("call", lambda ts, a, r: None, None, attrs={"callee": Attr("str")}, result_type_given=True))
+register(OpDef("call", lambda ts, a, r: None, None, attrs={"callee": Attr("str")}, result_type_given=True,
+               traits={CONTROL_FLOW, NOT_TRACED}))
 
 
 def _infer_fusion(ts, attrs, regions):
@@ -758,7 +895,7 @@ def _infer_fusion(ts, attrs, regions):
 # A fused computation (made by the fusion passes): one kernel whose body is the fused region.
 register(OpDef("fusion", _infer_fusion, None, regions=("fused",), attrs={
     "kind": Attr("str", choices=("loop", "input", "output", "multi")),
-    "name": Attr("str", None)}))
+    "name": Attr("str", None)}, traits={KERNEL, NOT_TRACED}))
 
 
 def region_names(opdef: OpDef, n: int) -> List[str]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from hlo.ir import ops as op_table
 from hlo.ir.core import Module, Value
 from hlo.ir.types import TensorType
 
@@ -325,6 +326,9 @@ def pad_simplify(op, rw):
 
 # -- reductions ---------------------------------------------------------------------------
 
+_IDEMPOTENT = op_table.with_trait(op_table.IDEMPOTENT)
+
+
 def reduce_of_broadcast(op, rw):
     """reduce(broadcast(x)) over dimensions the broadcast made: reduce x over the rest, then
     (for a sum) multiply by the number of copies, then broadcast to the result."""
@@ -332,8 +336,8 @@ def reduce_of_broadcast(op, rw):
         return None
     b, init = op.operands
     kind = scalar_body_op(op.regions[0])
-    if kind not in ("add", "maximum", "minimum", "and", "or"):
-        return None
+    if kind != "add" and kind not in _IDEMPOTENT:
+        return None  # extra copies of x would change the result
     p = b.op
     if p is None or p.name != "broadcast_in_dim":
         return None
@@ -345,23 +349,9 @@ def reduce_of_broadcast(op, rw):
     if any(bt.shape[r] == 0 for r in R):
         return None  # an empty reduction is its init; x * 0 would not be (inf, nan)
     # The reduction's identity: otherwise the init would be combined a different number of times.
-    ident = {"add": 0, "and": True, "or": False}.get(kind)
-    if kind == "add":
-        if not rw.is_splat_of(init, 0):
-            return None
-    elif kind in ("and", "or"):
-        if not rw.is_splat_of(init, ident):
-            return None
-    else:
-        s = rw.splat(init)
-        if s is None:
-            return None
-        info = np.finfo(et.np_dtype) if et.is_float else (np.iinfo(et.np_dtype) if et.is_int else None)
-        if info is None:
-            return None
-        want = (-np.inf if et.is_float else info.min) if kind == "maximum" else (np.inf if et.is_float else info.max)
-        if not s == want:
-            return None
+    ident = op_table.identity(kind, et)
+    if ident is None or not rw.is_splat_of(init, ident):
+        return None
     # x dimensions that are reduced; unit dims expanded by the broadcast count as made copies.
     rx = []
     copies = 1
@@ -399,9 +389,6 @@ def reduce_of_broadcast(op, rw):
                      result_types=[out_t])]
 
 
-_IDENTITY = {"add": 0, "multiply": 1, "and": True, "or": False}
-
-
 def reduce_unit_dims(op, rw):
     """A reduction over dimensions of size 1 that starts from its identity is a reshape."""
     if len(op.operands) != 2:
@@ -410,15 +397,8 @@ def reduce_unit_dims(op, rw):
     dims = op.attrs["dimensions"]
     if any(x.type.shape[d] != 1 for d in dims):
         return None
-    kind = scalar_body_op(op.regions[0])
-    et = x.type.dtype
-    if kind in _IDENTITY:
-        ok = rw.is_splat_of(init, _IDENTITY[kind])
-    elif kind in ("maximum", "minimum") and et.is_float:
-        ok = rw.is_splat_of(init, -np.inf if kind == "maximum" else np.inf)
-    else:
-        ok = False
-    if not ok:
+    ident = op_table.identity(scalar_body_op(op.regions[0]), x.type.dtype)
+    if ident is None or not rw.is_splat_of(init, ident):
         return None
     return [rw.build("reshape", [x], result_types=[op.results[0].type])]
 

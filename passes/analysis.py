@@ -17,6 +17,7 @@ from typing import Dict
 
 import numpy as np
 
+from hlo.ir import ops as op_table
 from hlo.ir.core import Operation
 from hlo.runtime.memory_analysis import MemoryAnalysis
 
@@ -27,6 +28,11 @@ from .util import ELEMENTWISE, TRANSCENDENTAL, inputs_of, nbytes
 def is_kernel(op: Operation) -> bool:
     """Does this top-level op of main launch a kernel?"""
     return op.name != "constant" and not is_bitcast(op)
+
+
+# Ops whose regions are scalar bodies applied per element (reduce, sort, scatter...), not
+# programs (control flow, fusions) whose ops count on their own.
+_SCALAR_BODIES = op_table.with_trait(op_table.INNER_LOOP, op_table.WHOLE_ARRAY)
 
 
 def op_flops(op: Operation) -> Dict[str, float]:
@@ -57,7 +63,7 @@ def op_flops(op: Operation) -> Dict[str, float]:
             spatial *= rhs.shape[d]
         out["flops"] += 2.0 * op.results[0].type.size * ki * spatial
     for r in op.regions:
-        if op.name in ("reduce", "reduce_window", "sort", "scatter"):
+        if op.name in _SCALAR_BODIES:
             continue  # scalar bodies: counted above
         for inner in r.ops:
             f = op_flops(inner)

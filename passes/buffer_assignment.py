@@ -40,6 +40,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
+from hlo.ir import ops as op_table
 from hlo.ir.core import Operation, Region, Value
 
 from .fusion_kinds import inplace_pairs
@@ -432,11 +433,11 @@ class BufferAssignment:
 # Ops inside a fusion that the CPU backend computes into their own storage before the fusion's
 # elementwise outputs are written (whole, or per row before the row's stores): reading an
 # operand through them is finished before an elementwise output overwrites it.
-_MATERIALIZED_FIRST = frozenset({"reduce", "reduce_window", "dot_general", "convolution"})
+_MATERIALIZED_FIRST = op_table.with_trait(op_table.INNER_LOOP)
 # Ops inside a fusion that run as kernels of their own (lower.py's HEAVY): an output they
 # compute is written before, not together with, the elementwise outputs.
-_OWN_KERNEL = _MATERIALIZED_FIRST | {"sort", "scatter", "while", "if", "case", "call", "fusion",
-                                     "optimization_barrier"}
+_OWN_KERNEL = _MATERIALIZED_FIRST | op_table.with_trait(
+    op_table.WHOLE_ARRAY, op_table.CONTROL_FLOW, op_table.BARRIER, op_table.KERNEL)
 
 
 def usable_inplace_pairs(op: Operation) -> List[Tuple[int, int]]:

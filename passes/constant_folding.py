@@ -12,6 +12,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from hlo.ir import ops
 from hlo.ir.core import Function, Module, Operation, Region, Value
 from hlo.ir.clone import clone_op
 
@@ -20,7 +21,7 @@ from .options import PassConfig
 from .util import free_values, replace_values
 
 SMALL = 64
-NOT_FOLDED = frozenset({"while", "if", "case", "call", "optimization_barrier", "fusion", "constant"})
+NOT_FOLDED = ops.with_trait(ops.CONTROL_FLOW, ops.BARRIER, ops.KERNEL) | {"constant"}
 
 
 def evaluate(op: Operation, operand_values) -> Optional[list]:

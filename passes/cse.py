@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Dict, List
 
+from hlo.ir import ops
 from hlo.ir.core import Module, Region, Value
 
 from .base import Pass, register_pass
 from .util import op_key, replace_values
 
 
-OPEN_REGIONS = frozenset({"while", "if", "case"})
+OPEN_REGIONS = ops.with_trait(ops.OPEN_REGIONS)
 
 
 class _Scope:

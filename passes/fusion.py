@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Set
 
+from hlo.ir import ops as op_table
 from hlo.ir.core import Module, Operation, Region, Value
 
 from .base import MainPass, register_pass
@@ -38,6 +39,7 @@ from .util import (EXPENSIVE, MOVEMENT, Labels, free_values, inputs_of, is_loop_
                    is_scalar_body, is_splat_constant, nbytes)
 
 EXPENSIVE_COST = 16
+_WINDOWS = op_table.with_trait(op_table.WINDOW_OF_OPERAND)
 
 
 def op_cost(op: Operation) -> int:
@@ -112,7 +114,7 @@ def accessed_bytes(unit: Operation, v: Value) -> int:
     """Bytes of input ``v`` that ``unit`` touches: what its slices read when it only slices
     ``v``, else all of it."""
     full = nbytes(v.type)
-    if unit.name in ("slice", "dynamic_slice") and unit.operands[0] is v:
+    if unit.name in _WINDOWS and unit.operands[0] is v:
         return min(full, nbytes(unit.results[0].type))
     if unit.name != "fusion":
         return full
@@ -122,7 +124,7 @@ def accessed_bytes(unit: Operation, v: Value) -> int:
     for op in body.walk():
         for a in args:
             if a in op.operands:
-                if op.name in ("slice", "dynamic_slice") and op.operands[0] is a:
+                if op.name in _WINDOWS and op.operands[0] is a:
                     total += nbytes(op.results[0].type)
                 else:
                     return full

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
+from hlo.ir import ops
 from hlo.ir.core import Module, Operation, Region, Value
 from hlo.ir.types import TensorType
 
 from .base import MainPass, register_pass
 from .util import ELEMENTWISE, LOOP_FUSIBLE, top_users
 
+MAY_BITCAST = ops.with_trait(ops.MAY_BITCAST)
 LAYOUT_FLEXIBLE = (LOOP_FUSIBLE | {"reduce", "dot_general"}) - {"constant"}
 
 
@@ -39,7 +41,7 @@ def _physical(t: TensorType) -> List[int]:
 
 def is_bitcast(op: Operation) -> bool:
     """The op moves no data: its result is its operand's bytes under the assigned layouts."""
-    if op.name not in ("reshape", "transpose", "broadcast_in_dim", "bitcast_convert") or len(op.operands) != 1:
+    if op.name not in MAY_BITCAST or len(op.operands) != 1:
         return False
     a, r = op.operands[0].type, op.results[0].type
     if op.name == "bitcast_convert":

@@ -78,7 +78,18 @@ class Options:
     def row_prologue_for(self, target: str) -> bool:
         if self.row_prologue is not None:
             return bool(self.row_prologue)
-        return target in ("cpu", "interpreter")
+        return bool(target_defaults(target).get("row_prologue", False))
+
+
+# What each target kind changes from the defaults (a target's ``pass_options()``,
+# ``hlo.runtime.target``, hands these out): cpu and the interpreter fuse a row-wise prologue
+# into a dot's operand; cuda does not.
+TARGET_DEFAULTS = {"interpreter": {"row_prologue": True}, "cpu": {"row_prologue": True},
+                   "cuda": {"row_prologue": False}}
+
+
+def target_defaults(kind: str) -> dict:
+    return dict(TARGET_DEFAULTS.get(kind, {}))
 
 
 def check_target(target: str) -> str:

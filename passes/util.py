@@ -11,6 +11,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 import numpy as np
 
+from hlo.ir import ops
 from hlo.ir.core import Function, Module, Operation, Region, Value
 from hlo.ir.types import TensorType
 
@@ -18,31 +19,17 @@ from hlo.ir.types import TensorType
 # Op categories
 # --------------------------------------------------------------------------------------------
 
-UNARY = frozenset({
-    "abs", "negate", "sign", "exponential", "exponential_minus_one", "log", "log_plus_one",
-    "logistic", "tanh", "sqrt", "rsqrt", "cbrt", "sine", "cosine", "tan", "floor", "ceil",
-    "round_nearest_even", "round_nearest_afz", "not", "popcnt", "count_leading_zeros",
-    "is_finite", "convert", "reduce_precision"})
-BINARY = frozenset({
-    "add", "subtract", "multiply", "divide", "remainder", "power", "maximum", "minimum",
-    "atan2", "and", "or", "xor", "shift_left", "shift_right_arithmetic",
-    "shift_right_logical", "compare"})
-TERNARY = frozenset({"select", "clamp"})
+# Derived from the traits of the op table (``hlo.ir.ops.TRAITS`` says what each means).
 # Each result element depends only on the operand elements at the same index.
-ELEMENTWISE = UNARY | BINARY | TERNARY
-COMMUTATIVE = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
+ELEMENTWISE = ops.with_trait(ops.ELEMENTWISE)
+COMMUTATIVE = ops.with_trait(ops.COMMUTATIVE)
 # Per-element work worth not repeating (XLA's "expensive" ops).
-EXPENSIVE = frozenset({
-    "exponential", "exponential_minus_one", "log", "log_plus_one", "logistic", "tanh",
-    "sqrt", "rsqrt", "cbrt", "sine", "cosine", "tan", "power", "atan2", "divide",
-    "remainder"})
-TRANSCENDENTAL = EXPENSIVE - {"divide", "remainder"}
+EXPENSIVE = ops.with_trait(ops.EXPENSIVE)
+TRANSCENDENTAL = ops.with_trait(ops.TRANSCENDENTAL)
 # Data movement an elemental emitter can compute at any output index from operand elements.
-MOVEMENT = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice", "concatenate", "pad",
-                      "reverse", "dynamic_slice", "iota"})
+MOVEMENT = ops.with_trait(ops.MOVEMENT)
 # Ops that can sit in a loop fusion: computed element by element at any index.
 LOOP_FUSIBLE = ELEMENTWISE | MOVEMENT | {"constant"}
-
 
 def is_elementwise(op: Operation) -> bool:
     if op.name == "bitcast_convert":

@@ -23,8 +23,10 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from hlo.ir.types import BY_NAME
-from . import blas_threads, output_pool
-from .loader import LoadedObject, load_library
+from . import output_pool
+from .cpu import blas_threads
+from .cpu.loader import LoadedObject, load_library
+from .hlox import TargetMismatchError
 
 FORMAT_VERSION = 1
 _RUN_SIG = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
@@ -69,7 +71,7 @@ class _Sig:
 def _layout_probe() -> bool:
     """True if this interpreter's tuple and numpy array layouts are the ones the fast entry
     reads (CPython 64-bit with the GIL; checked, never assumed)."""
-    from hlo.backends.cpu.program import NP_ARRAY_DATA, PY_TUPLE_ITEMS
+    from .cpu.abi import NP_ARRAY_DATA, PY_TUPLE_ITEMS
     if ctypes.sizeof(ctypes.c_void_p) != 8:
         return False
     try:
@@ -95,7 +97,8 @@ class Executable:
         if manifest.get("format") != FORMAT_VERSION:
             raise ValueError(f"executable format {manifest.get('format')!r} is not supported "
                              f"(this hlo reads format {FORMAT_VERSION})")
-        _check_target(manifest)
+        from .cpu.target import host
+        host().check_loadable(manifest.get("target") or {}, "the executable")
         self.object_code = bytes(object_code)
         self.manifest = manifest
         self.ir_text = ir_text
@@ -129,16 +132,16 @@ class Executable:
             if self._simple else None
         self._out0 = self._out_specs[0] if self._nout == 1 else None
         if threads is None:
-            from hlo.backends.cpu.target import default_threads
+            from .cpu.target import default_threads
             threads = default_threads()
         self.threads = int(threads)
 
     def _connect_pool(self) -> None:
         """Point the executable at the process-wide worker pool (if it has parallel kernels)."""
-        from hlo.backends.cpu.program import POOL_PTR
+        from .cpu.abi import POOL_PTR
         addr = self._obj.global_address(POOL_PTR)
         if addr:
-            from .thread_pool import pool_address
+            from .cpu.thread_pool import pool_address
             ctypes.c_int64.from_address(addr).value = pool_address()
 
     # -- info -----------------------------------------------------------------------------
@@ -270,26 +273,6 @@ class Executable:
 
     def __call__(self, *args) -> List[np.ndarray]:
         return self.run(args)
-
-
-class TargetMismatchError(ValueError):
-    """The executable was compiled for a CPU this machine is not compatible with."""
-
-
-def _check_target(manifest: dict) -> None:
-    from hlo.backends.cpu.target import host
-    t = manifest.get("target") or {}
-    h = host()
-    if t.get("triple") and t["triple"].split("-")[0] != h.triple.split("-")[0]:
-        raise TargetMismatchError(f"executable compiled for {t['triple']}, this machine is {h.triple}")
-    have = {f[1:] for f in h.features.split(",") if f.startswith("+")}
-    need = {f[1:] for f in (t.get("features") or "").split(",") if f.startswith("+")}
-    missing = sorted(need - have)
-    if missing:
-        raise TargetMismatchError(
-            f"executable compiled for a CPU with features this machine lacks: {', '.join(missing[:8])}"
-            f"{' ...' if len(missing) > 8 else ''} (compiled for {t.get('cpu')}, this is {h.cpu}); "
-            "recompile it here")
 
 
 def _resolve_library(name: str) -> str:

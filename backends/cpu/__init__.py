@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Optional
 
-from .target import compile_ir, default_threads, host
 
 if TYPE_CHECKING:
     from hlo.ir.core import Module
@@ -19,11 +18,21 @@ if TYPE_CHECKING:
 
 def __getattr__(name):
     # The code generator is imported on first use, so that running a saved executable (which
-    # needs only ``target``, ``blas`` and ``program``'s constants) never imports it.
+    # needs only hlo.runtime, and ``blas`` when it calls one) never imports it.
     if name == "UnsupportedOp":
         from ..scalar_ops import UnsupportedOp
         return UnsupportedOp
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def lowered_ops() -> frozenset:
+    """The ops this backend lowers, read from its dispatch: the lowering's own steps
+    (``Lowering.own_lowerings``) and what the elemental emitter computes in loop kernels
+    (``elemental_ops``). ``tests/ir/test_op_table.py`` checks every op of the table is here."""
+    from ..elemental import elemental_ops
+    from ..lower import Lowering
+    from ..mathlib import CPU_MATH
+    return Lowering.own_lowerings() | elemental_ops(CPU_MATH)
 
 
 def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
@@ -31,10 +40,13 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
     from hlo.ir.core import Module
     from hlo.runtime.executable import Executable, FORMAT_VERSION
     from ..llvm_util import ModuleContext
-    from .kernels import Codegen
-    from .lower import Lowering
+    from ..mathlib import CPU_MATH
+    from ..lower import Lowering
+    from .codegen import CpuCodegen
     from .program import ENTRY, PY_ENTRY, EntryEmitter, describe_steps, emit_py_entry
     from .blas import find_blas
+    from .target import compile_ir
+    from hlo.runtime.cpu.target import default_threads, host
     if isinstance(optimized, Module):
         return compile_module(optimized, threads=threads, opt_level=opt_level)
     t_start = time.perf_counter()
@@ -43,8 +55,8 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
         raise ValueError(f"module @{module.name} has no @main function to compile")
     nthreads = threads or default_threads()
     h = host()
-    ctx = ModuleContext(module.name, h.triple)
-    cg = Codegen(ctx, nthreads)
+    ctx = ModuleContext(module.name, h.triple, math=CPU_MATH)
+    cg = CpuCodegen(ctx, nthreads)
     lw = Lowering(cg, module, optimized.buffers)
     steps = lw.lower_main()
     run_fn = EntryEmitter(ctx, cg.kernels, cg.tasks, cg.constants).emit(steps)
@@ -58,7 +70,7 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
                        "layout": list(t.layout) if t.layout is not None else None}
     manifest = {
         "format": FORMAT_VERSION,
-        "target": {"triple": h.triple, "cpu": h.cpu, "features": h.features},
+        "target": h.manifest_entry(),
         "entry": ENTRY,
         "py_entry": PY_ENTRY,
         "inputs": [tdesc(t) for t in main.arg_types],

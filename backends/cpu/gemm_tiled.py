@@ -35,7 +35,7 @@ from .. import llvm_util as U
 from ..llvm_util import F32, F64, I64, for_range, i64
 from .gemm_view import MatrixView, block_item
 from .kernels import KernelBuilder, collect_reads, make_emitter
-from .target import host
+from hlo.runtime.cpu.target import host
 
 MR = 6  # rows of a register tile
 NV = 2  # vectors of a register tile

@@ -18,7 +18,7 @@ from hlo.ir.core import Value
 from ..llvm_util import i64, strides_of
 from .program import BufRef
 
-_VIEW_OPS = ("reshape", "transpose", "copy")
+_VIEW_OPS = ("reshape", "transpose")
 
 
 def element_strides(v: Value, env: Dict[Value, BufRef]) -> Optional[Tuple[Value, List[int]]]:
@@ -36,8 +36,6 @@ def element_strides(v: Value, env: Dict[Value, BufRef]) -> Optional[Tuple[Value,
     if inner is None:
         return None
     base, s = inner
-    if op.name == "copy":
-        return base, s
     if op.name == "transpose":
         perm = op.attrs["permutation"]
         return base, [s[p] for p in perm]

@@ -23,16 +23,17 @@ Kinds of loop nests here:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import llvmlite.ir as ir
 
+from hlo.ir import ops as op_table
 from hlo.ir.core import Value
 from hlo.ir.types import TensorType
 from .. import llvm_util as U
 from ..elemental import BufferSource, ElementalEmitter
+from ..kernel_emitter import Root, physical_order
 from ..llvm_util import I64, PTR, SCALAR_LOOP, VOID, ModuleContext, for_range, i64
 from .program import BufRef, KernelCall, TASK_FN
 
@@ -175,9 +176,8 @@ def collect_reads(roots: Sequence[Value], env: Dict[Value, BufRef]) -> Tuple[Lis
 # the cost model; logistic (exp, a reciprocal and a select) counts double, which gets it 8
 # copies (11.5 -> 6.3 ms).
 TRANSCENDENTAL_WORK = 4
-TRANSCENDENTAL = frozenset({"exponential", "exponential_minus_one", "log", "log_plus_one",
-                            "tanh", "sine", "cosine", "tan", "atan2", "power", "cbrt"})
-LONG_TRANSCENDENTAL = frozenset({"logistic"})
+LONG_MATH_ROUTINES = op_table.with_trait(op_table.LONG_MATH_ROUTINE)
+MATH_ROUTINES = op_table.with_trait(op_table.MATH_ROUTINE) - LONG_MATH_ROUTINES
 
 
 def _inner_work(op) -> int:
@@ -196,9 +196,9 @@ def _inner_work(op) -> int:
     if name == "convolution":
         rhs = op.operands[1]
         return max(1, rhs.type.size // max(1, rhs.shape[op.attrs["kernel_output_feature_dimension"]]))
-    if name in TRANSCENDENTAL:
+    if name in MATH_ROUTINES:
         return TRANSCENDENTAL_WORK
-    return 2 * TRANSCENDENTAL_WORK if name in LONG_TRANSCENDENTAL else 1
+    return 2 * TRANSCENDENTAL_WORK if name in LONG_MATH_ROUTINES else 1
 
 
 def make_emitter(kb: KernelBuilder, reads: Sequence[Value], env: Dict[Value, BufRef]) -> ElementalEmitter:
@@ -237,7 +237,7 @@ class Streaming:
 
     def __init__(self, cg: Codegen, kb: KernelBuilder, dests, row_elems: int):
         from .streaming import NT_MIN_BYTES, NT_MIN_TEMP_BYTES, stream_tag
-        from .target import host
+        from hlo.runtime.cpu.target import host
         self.vbytes = max(16, host().vector_bits // 8)
         self.refs: List[BufRef] = []
         if not host().triple.startswith(("x86_64", "i686", "i386")):
@@ -291,11 +291,6 @@ class Streaming:
 # ------------------------------------------------------------------------------------------
 # Loop nests
 # ------------------------------------------------------------------------------------------
-
-def physical_order(t: TensorType) -> List[int]:
-    """Logical dimensions from the physically major to the minor one."""
-    return list(reversed(t.minor_to_major))
-
 
 def loop_extent(t: TensorType) -> int:
     """How many parallel items a loop nest over ``t`` has."""
@@ -352,18 +347,6 @@ def emit_nest(kb: KernelBuilder, em: ElementalEmitter, t: TensorType,
             return tuple(idx)
         inner_loop(i64(0), i64(t.shape[inner]), full)
         em.pop()
-
-
-@dataclass
-class Root:
-    """A value to compute into a buffer. ``dest_type`` gives the buffer's shape/dtype/layout;
-    ``index_fn`` maps a destination index to the value's index (default: the same index) and
-    ``convert_to`` converts the element type on the way."""
-
-    value: Value
-    dest: BufRef
-    dest_type: TensorType
-    index_fn: Optional[Callable] = None
 
 
 def emit_loop_kernel(cg: Codegen, roots: Sequence[Root], env: Dict[Value, BufRef],
@@ -610,7 +593,7 @@ def _row_caches(b, em: ElementalEmitter, k: int, reduces: Sequence[Value], outpu
     (a stack buffer of one row, allocated in the kernel's entry block)."""
     from hlo.passes.util import EXPENSIVE
     from ..elemental import RowCacheSource
-    from .index_trace import trace_reads
+    from ..index_trace import trace_reads
     from ..llvm_util import reg_type
     inputs = []
     for r in reduces:
@@ -643,6 +626,9 @@ def _row_caches(b, em: ElementalEmitter, k: int, reduces: Sequence[Value], outpu
     return out
 
 
+_INNER_LOOP = op_table.with_trait(op_table.INNER_LOOP)
+
+
 def _computes_expensive(v: Value, env, expensive) -> bool:
     """Does computing ``v`` elementally involve an op of ``expensive`` (stopping at buffers)?"""
     seen, stack = set(), [v]
@@ -653,8 +639,8 @@ def _computes_expensive(v: Value, env, expensive) -> bool:
         seen.add(x)
         if x.op.name in expensive:
             return True
-        if x.op.name in ("reduce", "reduce_window", "dot_general", "convolution"):
-            continue
+        if x.op.name in _INNER_LOOP:
+            continue  # materialized before the kernel's loops
         stack.extend(x.op.operands)
     return False
 
@@ -677,12 +663,6 @@ def _inner_loops(b, em, shape, body):
             em.pop()
 
     rec(0)
-
-
-def is_column_reduce(op) -> bool:
-    """A reduce that keeps the input's physically minor dimension."""
-    t = op.operands[0].type
-    return t.rank >= 2 and t.minor_to_major[0] not in op.attrs["dimensions"] and t.size > 0
 
 
 def emit_column_reduce(cg: Codegen, op, dests: Sequence[BufRef], env: Dict[Value, BufRef],
@@ -790,13 +770,13 @@ def _init_is_idempotent(op) -> bool:
     bop = body.ops[0]
     if body.outputs[0] is not bop.results[0] or set(bop.operands) != set(body.args):
         return False
-    if bop.name in ("maximum", "minimum", "and", "or"):
+    if op_table.get(bop.name).has(op_table.IDEMPOTENT):
         return True
     init = op.operands[1]
     if init.op is None or init.op.name != "constant":
         return False
     v = init.op.attrs["value"]
-    want = {"add": 0, "xor": 0, "multiply": 1}.get(bop.name)
+    want = op_table.identity(bop.name, init.type.dtype)
     return want is not None and bool(np.all(v.astype(np.float64) == want))
 
 

@@ -9,6 +9,8 @@ import llvmlite.ir as ir
 
 from .. import llvm_util as U
 from ..llvm_util import I8, I32, I64, PTR, VOID, ModuleContext, i64
+from hlo.runtime.cpu.abi import (ENTRY, NP_ARRAY_DATA, POOL_PTR, PY_ENTRY, PY_TUPLE_ITEMS,  # noqa: F401
+                                  RW_ANCHOR)
 from hlo.runtime.steps import BufRef, Copy, KernelCall, Switch, While, describe_steps  # noqa: F401 (re-exported)
 
 
@@ -19,9 +21,6 @@ TASK_FN = ir.FunctionType(VOID, [PTR, I64, I64])
 # The entry point
 # ------------------------------------------------------------------------------------------
 
-ENTRY = "hlo_run"
-POOL_PTR = "hlo_pool_ptr"  # global: the process-wide pool's parallel_for, set by the loader
-RW_ANCHOR = "hlo_rw_anchor"  # global: a writable section in every object (see emit)
 POOL_FN = ir.FunctionType(I32, [TASK_FN.as_pointer(), PTR, I64, I64])
 
 
@@ -143,15 +142,6 @@ class EntryEmitter:
             self._steps(steps)
             b.branch(done)
         b.position_at_end(done)
-
-
-PY_ENTRY = "hlo_run_py"
-# CPython (64-bit, GIL build) object layout used by the fast entry: a tuple's items start
-# 24 bytes in; a numpy array's data pointer is 16 bytes in. ``hlo.runtime.executable`` checks
-# both against the running interpreter before it uses this entry, and otherwise falls back to
-# ``hlo_run`` with pointer arrays built in Python.
-PY_TUPLE_ITEMS = 24
-NP_ARRAY_DATA = 16
 
 
 def emit_py_entry(ctx: ModuleContext, run_fn: ir.Function, nin: int, nout: int) -> ir.Function:

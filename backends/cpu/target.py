@@ -1,81 +1,21 @@
-"""The host CPU as an LLVM target: triple, CPU name and features, vector width, thread count,
-and the optimization pipeline that turns our LLVM IR into object code."""
+"""The optimization pipeline that turns the CPU backend's LLVM IR into object code for the host.
+The host's identity (triple, CPU, features, vector width, thread count, the compatibility
+check) is ``hlo.runtime.cpu.target``, which the load path shares."""
 from __future__ import annotations
 
 import functools
-import os
 import time
-from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
+from hlo.runtime.cpu.target import _init, host, new_target_machine
 from .streaming import STREAM_TYPE, add_nontemporal_hints
-
-
-@functools.lru_cache(maxsize=None)
-def _init() -> None:
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-
-
-@dataclass(frozen=True)
-class HostTarget:
-    triple: str
-    cpu: str
-    features: str
-
-    @property
-    def vector_bits(self) -> int:
-        f = self.features.split(",")
-        if "+avx512f" in f:
-            return 512
-        if "+avx2" in f or "+avx" in f:
-            return 256
-        return 128
-
-    def describe(self) -> str:
-        return f"{self.triple} cpu={self.cpu} vector={self.vector_bits}bit"
-
-
-@functools.lru_cache(maxsize=None)
-def host() -> HostTarget:
-    _init()
-    return HostTarget(llvm.get_process_triple(), llvm.get_host_cpu_name(),
-                      llvm.get_host_cpu_features().flatten())
 
 
 @functools.lru_cache(maxsize=None)
 def target_machine():
     """The shared target machine used for code generation (never handed to an engine)."""
     return new_target_machine()
-
-
-def new_target_machine():
-    """A fresh target machine (an MCJIT engine takes ownership of the one it is given)."""
-    _init()
-    h = host()
-    t = llvm.Target.from_triple(h.triple)
-    return t.create_target_machine(cpu=h.cpu, features=h.features, opt=3, reloc="pic",
-                                   codemodel="default")
-
-
-def default_threads() -> int:
-    """All cores of the machine, capped by ``HLO_CPU_THREADS`` when set."""
-    n = os.cpu_count() or 1
-    try:
-        n = len(os.sched_getaffinity(0)) or n
-    except (AttributeError, OSError):
-        pass
-    cap = os.environ.get("HLO_CPU_THREADS")
-    if cap:
-        try:
-            c = int(cap)
-        except ValueError:
-            raise ValueError(f"HLO_CPU_THREADS must be a positive integer, got {cap!r}") from None
-        if c < 1:
-            raise ValueError(f"HLO_CPU_THREADS must be a positive integer, got {cap!r}")
-        n = min(n, c)
-    return max(1, n)
 
 
 def compile_ir(ir_text: str, opt_level: int = 3):

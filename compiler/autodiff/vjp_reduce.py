@@ -19,12 +19,15 @@ from typing import Optional
 import numpy as np
 
 from hlo.ir import Region
+from hlo.ir import ops as op_table
 
 from . import prims as P
 from .backprop import not_differentiable
 from .table import Eqn, vjp_rule
 
-_RECOGNIZED = ("add", "maximum", "minimum", "multiply", "and", "or")
+_RECOGNIZED = op_table.with_trait(op_table.COMMUTATIVE)
+# The bodies with a VJP: the commutative ops that take floats (add, maximum, minimum, multiply).
+DIFFERENTIABLE_BODIES = _RECOGNIZED - op_table.with_trait(op_table.NON_DIFFERENTIABLE)
 
 
 def body_kind(region: Region) -> Optional[str]:
@@ -43,7 +46,7 @@ def body_kind(region: Region) -> Optional[str]:
 @vjp_rule("reduce")
 def _reduce(e: Eqn):
     kind = body_kind(e.op.regions[0]) if len(e.args) == 2 else None
-    if kind not in ("add", "maximum", "minimum", "multiply"):
+    if kind not in DIFFERENTIABLE_BODIES:
         what = f"a '{kind}' body" if kind else (
             "several inputs" if len(e.args) > 2 else "a body that is not a single add/max/min/mul")
         raise not_differentiable(e.op, f" (reduce with {what})")
@@ -106,7 +109,7 @@ MAX_UNROLLED_WINDOW = 64
 @vjp_rule("reduce_window")
 def _reduce_window(e: Eqn):
     kind = body_kind(e.op.regions[0]) if len(e.args) == 2 else None
-    if kind not in ("add", "maximum", "minimum", "multiply"):
+    if kind not in DIFFERENTIABLE_BODIES:
         what = f"a '{kind}' body" if kind else "a body that is not a single add, max, min or mul"
         raise not_differentiable(e.op, f" (reduce_window with {what})")
     x, init = e.args

@@ -63,38 +63,38 @@ _BINARY = {
 }
 
 for _name, _fn in _UNARY.items():
-    handler(_name, elementwise=True)(_unary(_fn))
+    handler(_name)(_unary(_fn))
 for _name, _fn in _BINARY.items():
-    handler(_name, elementwise=True)(_binary(_fn))
+    handler(_name)(_binary(_fn))
 
 # The scalar functions, by op name, for region bodies recognized as a single op.
 BINARY_FUNCTIONS = dict(_BINARY)
 
 
-@handler("compare", elementwise=True)
+@handler("compare")
 def _compare(it, op, ins, env):
     return [nm.compare(ins[0], ins[1], op.attrs["comparison_direction"],
                        attr(op, "compare_type"))]
 
 
-@handler("select", elementwise=True)
+@handler("select")
 def _select(it, op, ins, env):
     p, a, b = ins
     return [np.where(p, a, b).astype(a.dtype, copy=False)]
 
 
-@handler("clamp", elementwise=True)
+@handler("clamp")
 def _clamp(it, op, ins, env):
     lo, x, hi = ins
     return [nm.minimum(nm.maximum(x, lo), hi)]
 
 
-@handler("convert", elementwise=True)
+@handler("convert")
 def _convert(it, op, ins, env):
     return [nm.convert(ins[0], op.results[0].type.np_dtype)]
 
 
-@handler("reduce_precision", elementwise=True)
+@handler("reduce_precision")
 def _reduce_precision(it, op, ins, env):
     return [nm.reduce_precision(ins[0], op.attrs["exponent_bits"], op.attrs["mantissa_bits"])]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import numerics as nm
-from .regions import apply_body, single_op_body
+from .regions import BOOL_UFUNCS, INT_UFUNCS, apply_body, single_op_body
 from .registry import attr, handler
 
 _IDX_MAX = 1 << 62
@@ -124,14 +124,6 @@ def scatter_targets(op, x_shape, idx, upd_shape):
     return flat.astype(np.int64), pos
 
 
-_UFUNC_AT_INT = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum,
-                 "minimum": np.minimum, "and": np.bitwise_and, "or": np.bitwise_or,
-                 "xor": np.bitwise_xor}
-_UFUNC_AT_BOOL = {"add": np.logical_or, "multiply": np.logical_and, "maximum": np.logical_or,
-                  "minimum": np.logical_and, "and": np.logical_and, "or": np.logical_or,
-                  "xor": np.logical_xor}
-
-
 @handler("scatter")
 def _scatter(it, op, ins, env):
     n = (len(ins) - 1) // 2
@@ -155,9 +147,9 @@ def _scatter(it, op, ins, env):
         dt = outs[0].dtype
         uf = None
         if nm.is_bool(dt):
-            uf = _UFUNC_AT_BOOL[name]
+            uf = BOOL_UFUNCS[name]
         elif nm.is_int(dt):
-            uf = _UFUNC_AT_INT[name]
+            uf = INT_UFUNCS[name]
         elif name in ("add", "multiply"):
             uf = np.add if name == "add" else np.multiply  # sequential, rounds per step
         if uf is not None:

@@ -13,16 +13,10 @@ import numpy as np
 
 from . import numerics as nm
 from .elementwise import BINARY_FUNCTIONS
-from .regions import apply_body, single_op_body, tree_reduce
+from .regions import BOOL_UFUNCS, INT_UFUNCS, apply_body, single_op_body, tree_reduce
 from .registry import attr, handler
 from .shape_ops import pad
 
-_INT_UFUNCS = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum,
-               "minimum": np.minimum, "and": np.bitwise_and, "or": np.bitwise_or,
-               "xor": np.bitwise_xor}
-_BOOL_UFUNCS = {"add": np.logical_or, "multiply": np.logical_and, "maximum": np.logical_or,
-                "minimum": np.logical_and, "and": np.logical_and, "or": np.logical_or,
-                "xor": np.logical_xor}
 
 
 def _float_extremum(name, x):
@@ -51,9 +45,9 @@ def reduce_last_axis(it, body, xs, inits, env):
         if x.shape[-1] == 0:
             return [np.broadcast_to(init, kshape)]
         if nm.is_bool(dt):
-            return [fn(init, _BOOL_UFUNCS[name].reduce(x, axis=-1))]
+            return [fn(init, BOOL_UFUNCS[name].reduce(x, axis=-1))]
         if nm.is_int(dt):
-            return [fn(init, nm.arr(_INT_UFUNCS[name].reduce(x, axis=-1, dtype=dt), dt))]
+            return [fn(init, nm.arr(INT_UFUNCS[name].reduce(x, axis=-1, dtype=dt), dt))]
         if name in ("maximum", "minimum"):
             return [fn(init, _float_extremum(name, x))]
         if name in ("add", "multiply"):

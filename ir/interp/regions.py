@@ -6,6 +6,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
+from .. import ops as op_table
 from ..core import Region
 
 
@@ -44,7 +45,15 @@ def tree_reduce(combine, xs: List[np.ndarray]) -> Optional[List[np.ndarray]]:
     return [x[..., 0] for x in xs]
 
 
-_COMMUTATIVE = ("add", "multiply", "maximum", "minimum", "and", "or", "xor")
+_COMMUTATIVE = op_table.with_trait(op_table.COMMUTATIVE)
+# The commutative ops as numpy ufuncs on integers and on pred (reduce's and scatter's fast paths
+# for a body that is one such op).
+INT_UFUNCS = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum,
+              "minimum": np.minimum, "and": np.bitwise_and, "or": np.bitwise_or,
+              "xor": np.bitwise_xor}
+BOOL_UFUNCS = {"add": np.logical_or, "multiply": np.logical_and, "maximum": np.logical_or,
+               "minimum": np.logical_and, "and": np.logical_and, "or": np.logical_or,
+               "xor": np.logical_xor}
 
 
 def single_op_body(body: Region) -> Optional[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict
 
+from .. import ops as op_table
 from ..errors import IRError
 
 
@@ -20,17 +21,19 @@ class InterpreterError(IRError):
 HANDLERS: Dict[str, Callable] = {}
 
 # Ops whose handlers work unchanged when every value is a batch of scalars (see
-# ``Interpreter.eval_region_batched``); a few more get batch-specific handlers there.
-ELEMENTWISE: set = set()
+# ``Interpreter.eval_region_batched``): the elementwise ops (by trait: their handlers only look
+# at element types, never at shapes) and the handlers registered with ``batchable=True``; a
+# few more get batch-specific handlers there.
+ELEMENTWISE: set = set(op_table.with_trait(op_table.ELEMENTWISE))
 
 
-def handler(*names: str, elementwise: bool = False):
+def handler(*names: str, batchable: bool = False):
     def deco(fn):
         for n in names:
             if n in HANDLERS:
                 raise ValueError(f"two interpreter handlers for '{n}'")
             HANDLERS[n] = fn
-            if elementwise:
+            if batchable:
                 ELEMENTWISE.add(n)
         return fn
     return deco

@@ -9,7 +9,7 @@ from . import numerics as nm
 from .registry import attr, handler
 
 
-@handler("constant", elementwise=True)
+@handler("constant", batchable=True)
 def _constant(it, op, ins, env):
     return [op.attrs["value"]]
 
@@ -126,6 +126,6 @@ def _reverse(it, op, ins, env):
     return [np.flip(ins[0], axis=tuple(dims)) if dims else ins[0]]
 
 
-@handler("optimization_barrier", elementwise=True)
+@handler("optimization_barrier", batchable=True)
 def _optimization_barrier(it, op, ins, env):
     return list(ins)

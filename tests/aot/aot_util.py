@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 # Loading a saved executable must import none of these (no tracing, passes or code generation).
 FORBIDDEN_PREFIXES = ("hlo.tracing", "hlo.api", "hlo.jit", "hlo.stages", "hlo.passes", "hlo.numpy", "hlo.lax",
                       "hlo.nn", "hlo.autodiff", "hlo.random", "hlo.control_flow",
-                      "hlo.backends.cpu.lower", "hlo.backends.cpu.kernels", "hlo.backends.elemental",
+                      "hlo.backends.lower", "hlo.backends.cpu.codegen", "hlo.backends.cpu.kernels", "hlo.backends.elemental",
                       "hlo.backends.scalar_ops", "hlo.backends.cpu.dot", "hlo.ir.interpreter")
 
 
@@ -36,7 +36,7 @@ class LinkCounter:
 
     def __init__(self, monkeypatch):
         import hlo.runtime.executable as executable
-        import hlo.runtime.loader as loader
+        import hlo.runtime.cpu.loader as loader
         self.count = 0
         real = loader.LoadedObject
 

@@ -287,7 +287,7 @@ def test_saved_object_runs_in_a_fresh_process(tmp_path):
     np.savez(tmp_path / "args.npz", *args)
     script = (
         "import json, sys, numpy as np\n"
-        "import hlo.backends.cpu.lower as lower\n"
+        "import hlo.backends.lower as lower\n"
         "from hlo.runtime.executable import Executable\n"
         "d = sys.argv[1]\n"
         "lower.Lowering = None  # loading must not lower or compile any program\n"

@@ -219,7 +219,7 @@ define i32 @twice_abs(i32 %x) {
 def test_objects_with_external_calls_link_with_or_without_writable_data(writable):
     import ctypes
     from hlo.backends.cpu.target import compile_ir
-    from hlo.runtime.loader import LoadedObject, one_block_fits
+    from hlo.runtime.cpu.loader import LoadedObject, one_block_fits
     text = _CALLS_ABS + ("@counter = global i64 0\n" if writable else "")
     obj, _, _ = compile_ir(text, opt_level=0)
     assert one_block_fits(obj) == writable
@@ -231,7 +231,7 @@ def test_objects_with_external_calls_link_with_or_without_writable_data(writable
 def test_executables_link_as_one_block():
     """Every object the CPU backend emits has a writable section, so it gets the one-block
     memory manager, also when it calls BLAS and has no parallel kernel."""
-    from hlo.runtime.loader import one_block_fits
+    from hlo.runtime.cpu.loader import one_block_fits
     src = """module @m
 func @main(%a: f32[3,4], %b: f32[4,5]) -> (f32[3,5]) {
   %0 = dot_general(%a, %b) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[3,5]

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from hlo.runtime import thread_pool as tp
+from hlo.runtime.cpu import thread_pool as tp
 
 TASK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 POOL = ctypes.CFUNCTYPE(ctypes.c_int32, TASK, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)

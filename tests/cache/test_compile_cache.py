@@ -80,8 +80,8 @@ def test_key_parts_name_what_differs(cache, monkeypatch):
         assert "differs in hlo version:" in msg and "0.2.0" in msg
 
     with monkeypatch.context() as m:
-        real = cc._cpu_part
-        m.setattr(cc, "_cpu_part", lambda t: real(t) + ",+madeup-feature")
+        real = cc._target_parts
+        m.setattr(cc, "_target_parts", lambda t: dict(real(t), cpu=real(t)["cpu"] + ",+madeup-feature"))
         msg = hlo.explain_cache_miss(f, X, W)
         assert "differs in cpu:" in msg and "madeup-feature added" in msg
 
@@ -93,7 +93,7 @@ def test_key_parts_name_what_differs(cache, monkeypatch):
     with monkeypatch.context() as m:
         # a thread count other than this machine's (HLO_CPU_THREADS can only lower it, so a
         # one-core machine gets a pretend second core)
-        import hlo.backends.cpu.target as cpu_target
+        import hlo.runtime.cpu.target as cpu_target
         other = 2 if cpu_target.default_threads() == 1 else 1
         m.setattr(cpu_target, "default_threads", lambda: other)
         msg = hlo.explain_cache_miss(f, X, W)

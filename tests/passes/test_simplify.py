@@ -355,6 +355,42 @@ def test_reduce_over_an_empty_broadcast_dimension_stays_its_init():
     np.testing.assert_array_equal(run(parse_module(out), args)[0], np.zeros(3, np.float32))
 
 
+def test_integer_and_reduction_starts_from_all_bits_set():
+    # The identity of an integer `and` is -1 (all bits), not 1: an init of 1 keeps the lowest
+    # bit only, so neither the unit-dimension nor the broadcast rewrite may drop it.
+    src = """
+    func @main(%x: s32[4,1], %v: s32[4]) -> (s32[4], s32[4], s32[4]) {
+      %one = constant dense<1> : s32[]
+      %r = reduce(%x, %one) {dimensions = [1]} : s32[4] {
+        ^body(%p: s32[], %q: s32[]):
+          %a = and(%p, %q) : s32[]
+          return(%a)
+      }
+      %b = broadcast_in_dim(%v) {broadcast_dimensions = [1]} : s32[3,4]
+      %s = reduce(%b, %one) {dimensions = [0]} : s32[4] {
+        ^body(%p: s32[], %q: s32[]):
+          %a = and(%p, %q) : s32[]
+          return(%a)
+      }
+      %all = constant dense<-1> : s32[]
+      %t = reduce(%x, %all) {dimensions = [1]} : s32[4] {
+        ^body(%p: s32[], %q: s32[]):
+          %a = and(%p, %q) : s32[]
+          return(%a)
+      }
+      return(%r, %s, %t)
+    }
+    """
+    out = run_passes(src, ["algebraic-simplifier", "dce"])
+    filecheck(out, """
+    CHECK-COUNT-2: reduce(
+    """)
+    args = [np.array([[6], [7], [2], [3]], np.int32), np.array([6, 7, 2, 3], np.int32)]
+    want = [np.array([0, 1, 0, 1], np.int32)] * 2 + [args[0][:, 0]]
+    for got, w in zip(run(parse_module(out), args), want):
+        np.testing.assert_array_equal(got, w)
+
+
 def test_transpose_of_dot_swaps_the_operands():
     src = """
     func @main(%a: f32[5,3], %b: f32[5,4]) -> (f32[4,3]) {

@@ -1,4 +1,6 @@
-"""Lowering a module to the step tree of ``program.py``: which kernel computes which buffer.
+"""Lowering a module to a step tree (``hlo.runtime.steps``): which kernel computes which buffer.
+Shared by every target: the kernels themselves come from the target's ``KernelEmitter``
+(``kernel_emitter.py``; the CPU's is ``cpu/codegen.py``).
 
 Top level: every op of ``main`` (in schedule order) is one kernel or a few (a fusion whose
 region holds reductions or a matrix product may need more than one), writing the buffers the
@@ -22,19 +24,18 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from hlo.ir import ops as op_table
 from hlo.ir.core import Module, Operation, Region, Value
-from ..scalar_ops import UnsupportedOp
+from hlo.runtime.steps import BufRef, Copy, Switch, While
 from . import index_trace
-from .dot import lower_dot
-from .kernels import (Codegen, Root, emit_column_reduce, emit_loop_kernel, emit_row_kernel,
-                      emit_split_reduce, is_column_reduce, physical_order, wants_split_reduce)
-from .program import BufRef, Copy, Switch, While
-from .sort_scatter import lower_scatter, lower_sort
+from .kernel_emitter import KernelEmitter, Root, is_column_reduce, physical_order
+from .scalar_ops import UnsupportedOp
 
-HEAVY = {"reduce", "reduce_window", "convolution", "dot_general", "sort", "scatter", "while",
-         "if", "case", "call", "fusion", "optimization_barrier"}
-CONTROL = {"while", "if", "case", "call", "optimization_barrier", "fusion"}
-BITCAST_OPS = {"reshape", "transpose", "bitcast_convert", "broadcast_in_dim", "copy"}
+# Ops a fusion materializes (a kernel or steps of their own, before its elementwise outputs);
+# the others are computed per element by the elemental emitter inside their readers' loops.
+HEAVY = op_table.with_trait(op_table.INNER_LOOP, op_table.WHOLE_ARRAY, op_table.CONTROL_FLOW,
+                            op_table.BARRIER, op_table.KERNEL)
+BITCAST_OPS = op_table.with_trait(op_table.MAY_BITCAST)
 SCRATCH_ALIGN = 64
 
 
@@ -43,7 +44,7 @@ def _align(n: int, a: int = SCRATCH_ALIGN) -> int:
 
 
 class Lowering:
-    def __init__(self, cg: Codegen, module: Module, plan):
+    def __init__(self, cg: KernelEmitter, module: Module, plan):
         self.cg = cg
         self.module = module
         self.plan = plan
@@ -147,24 +148,18 @@ class Lowering:
             return  # the buffer plan made this a bitcast: same bytes, nothing to compute
         if name == "fusion":
             return self.lower_fusion(op, dests, env)
-        if name in CONTROL:
-            return getattr(self, "_lower_" + name)(op, dests, env)
-        if name == "dot_general":
-            return lower_dot(self, op, dests[0], env)
-        if name == "sort":
-            return lower_sort(self, op, dests, env)
-        if name == "scatter":
-            return lower_scatter(self, op, dests, env)
-        if name == "reduce" and op.results[0].type.size and wants_split_reduce(op, cg.threads):
-            self.steps.extend(emit_split_reduce(cg, self, op, dests, env, what=what))
+        own = getattr(self, "_lower_" + name, None) if name in HEAVY else None
+        if own is not None:
+            return own(op, dests, env)
+        if name == "reduce" and op.results[0].type.size and cg.big_reduce(self, op, dests, env, what):
             return
         if name == "reduce" and is_column_reduce(op):
-            self.steps.append(emit_column_reduce(cg, op, dests, env, what=what))
+            self.steps.append(cg.column_reduce(op, dests, env, what))
             return
         if op.results[0].type.size == 0:
             return
         roots = [Root(r, d, r.type) for r, d in zip(op.results, dests)]
-        self.steps.append(emit_loop_kernel(cg, roots, env, name=_kname(name), what=what))
+        self.steps.append(cg.loop_kernel(roots, env, _kname(name), what))
 
     # -- fusions -------------------------------------------------------------------------
 
@@ -184,7 +179,7 @@ class Lowering:
             if o.op is None or o.op.name == "constant":
                 # returned as bytes (a copy): it would need a transposing kernel instead
                 raise UnsupportedOp(f"a fusion returns its parameter or a constant {o.type} in "
-                                    f"another layout ({r.type}); the CPU backend does not relayout those")
+                                    f"another layout ({r.type}); the LLVM backends do not relayout those")
             if relaid.get(o, r.type) != r.type:
                 raise UnsupportedOp(f"a fusion returns one value in two layouts ({relaid[o]}, {r.type})")
             relaid[o] = r.type
@@ -218,9 +213,8 @@ class Lowering:
         k = index_trace.row_fusable(region, heavy, list(roots)) if heavy else None
         if k is not None and roots:
             in_shape = heavy[0].operands[0].type.shape
-            self.steps.append(emit_row_kernel(cg, k, [h.results[0] for h in heavy], list(roots.items()),
-                                              fenv, in_shape, name=_kname(label),
-                                              what=f"{label}{where} (row-fused)"))
+            self.steps.append(cg.row_kernel(k, [h.results[0] for h in heavy], list(roots.items()),
+                                            fenv, in_shape, _kname(label), f"{label}{where} (row-fused)"))
         else:
             stop = set(region.args)
             reads = [env[v] for v in op.operands]
@@ -240,7 +234,7 @@ class Lowering:
                 if in_place is not None:
                     # output fusion: the dot writes the root's buffer; its epilogue runs per block
                     (root, _), = roots.items()
-                    if lower_dot(self, h, hd[0], fenv, epilogue=root):
+                    if cg.dot(self, h, hd[0], fenv, epilogue=root):
                         done_roots.add(root)
                 else:
                     self.lower_op(h, hd, fenv)
@@ -256,7 +250,7 @@ class Lowering:
             for g in groups.values():
                 if g[0].dest_type.size == 0:
                     continue
-                self.steps.append(emit_loop_kernel(cg, g, fenv, name=_kname(label), what=f"{label}{where}"))
+                self.steps.append(cg.loop_kernel(g, fenv, _kname(label), f"{label}{where}"))
         for d, o in late_copies:
             if fenv[o] != d:
                 self.steps.append(self.copy_step(d, fenv[o], o.type.nbytes))
@@ -294,10 +288,10 @@ class Lowering:
                 if k is None:
                     continue
                 ref = self.scratch(v.type.nbytes)
-                self.steps.append(emit_row_kernel(
-                    self.cg, k, [o.results[0] for o in reduces], [(v, ref)], fenv,
-                    reduces[0].operands[0].type.shape, name=_kname(label + ".prologue"),
-                    what=f"{label}: row-wise prologue of a dot operand"))
+                self.steps.append(self.cg.row_kernel(
+                    k, [o.results[0] for o in reduces], [(v, ref)], fenv,
+                    reduces[0].operands[0].type.shape, _kname(label + ".prologue"),
+                    f"{label}: row-wise prologue of a dot operand"))
                 fenv[v] = ref
                 handled.update(reduces)
         return handled
@@ -319,6 +313,23 @@ class Lowering:
         if not index_trace.reads_at_identity(r, root, stop):
             return None
         return ref
+
+    @classmethod
+    def own_lowerings(cls) -> frozenset:
+        """The ops lowered to steps of their own (a ``_lower_<op>`` method); any other op is
+        computed by a loop kernel of the elemental emitter."""
+        return frozenset(n for n in HEAVY if hasattr(cls, "_lower_" + n))
+
+    # -- ops with their own kernels ------------------------------------------------------
+
+    def _lower_dot_general(self, op, dests, env):
+        self.cg.dot(self, op, dests[0], env)
+
+    def _lower_sort(self, op, dests, env):
+        self.cg.sort(self, op, dests, env)
+
+    def _lower_scatter(self, op, dests, env):
+        self.cg.scatter(self, op, dests, env)
 
     # -- control flow --------------------------------------------------------------------
 

@@ -16,13 +16,12 @@ from __future__ import annotations
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from hlo.ir.core import Region, Value
-from hlo.ir.ops import BINARY_ELEMENTWISE, UNARY_ELEMENTWISE
+from hlo.ir import ops as op_table
 
 OPAQUE = "?"
 ZERO = 0
 
-_SAME_INDEX = set(UNARY_ELEMENTWISE) | set(BINARY_ELEMENTWISE) | {
-    "is_finite", "compare", "convert", "reduce_precision", "select", "clamp"}
+_SAME_INDEX = op_table.with_trait(op_table.ELEMENTWISE)
 
 
 def _operand_indices(op, idx) -> List[Tuple[Value, tuple]]:

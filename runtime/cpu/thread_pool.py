@@ -44,7 +44,7 @@ def _global(ctx, name, ty, init=None):
 
 
 def _is_x86() -> bool:
-    from hlo.backends.cpu.target import host
+    from .target import host
     return host().triple.startswith(("x86_64", "i686", "i386"))
 
 

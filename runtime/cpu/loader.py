@@ -79,7 +79,7 @@ class LoadedObject:
     """
 
     def __init__(self, obj: bytes, symbols: Iterable[str]):
-        from hlo.backends.cpu.target import new_target_machine, host
+        from .target import new_target_machine, host
         tm = new_target_machine()
         empty = llvm.parse_assembly("")
         empty.triple = host().triple

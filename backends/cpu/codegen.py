@@ -1,0 +1,37 @@
+"""The CPU's kernel emitter (``kernel_emitter.KernelEmitter``): the kernels of ``kernels.py``
+(loop nests called as ``KernelCall`` steps, spread over the thread pool), matrix products of
+``dot.py`` (the generated tiled GEMM or a BLAS), sort and scatter of ``sort_scatter.py``, and
+big reductions split over threads."""
+from __future__ import annotations
+
+from ..kernel_emitter import KernelEmitter
+from .dot import lower_dot
+from .kernels import (Codegen, emit_column_reduce, emit_loop_kernel, emit_row_kernel,
+                      emit_split_reduce, wants_split_reduce)
+from .sort_scatter import lower_scatter, lower_sort
+
+
+class CpuCodegen(Codegen, KernelEmitter):
+    def loop_kernel(self, roots, env, name, what):
+        return emit_loop_kernel(self, roots, env, name=name, what=what)
+
+    def row_kernel(self, k, reduces, outputs, env, in_shape, name, what):
+        return emit_row_kernel(self, k, reduces, outputs, env, in_shape, name=name, what=what)
+
+    def column_reduce(self, op, dests, env, what):
+        return emit_column_reduce(self, op, dests, env, what=what)
+
+    def big_reduce(self, lw, op, dests, env, what) -> bool:
+        if not wants_split_reduce(op, self.threads):
+            return False
+        lw.steps.extend(emit_split_reduce(self, lw, op, dests, env, what=what))
+        return True
+
+    def dot(self, lw, op, dest, env, epilogue=None) -> bool:
+        return lower_dot(lw, op, dest, env, epilogue=epilogue)
+
+    def sort(self, lw, op, dests, env) -> None:
+        lower_sort(lw, op, dests, env)
+
+    def scatter(self, lw, op, dests, env) -> None:
+        lower_scatter(lw, op, dests, env)

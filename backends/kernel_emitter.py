@@ -1,0 +1,105 @@
+"""The kernel-emitter interface: what a target implements so that the shared lowering
+(``backends/lower.py``) can turn a module into its step tree (``hlo.runtime.steps``).
+
+The lowering decides *which* kernels a program needs (which values are computed together,
+which get scratch buffers, how control flow nests); a target's ``KernelEmitter`` decides *how*
+each kernel runs: the CPU (``backends/cpu/codegen.py``) emits loop nests called as
+``KernelCall`` steps (spread over its thread pool) and its own GEMM or a BLAS; a GPU backend
+emits kernels launched as ``Launch`` steps (grid/block) and matrix products as
+``LibraryCall("cublaslt", "matmul", ...)``. Every method that takes ``lw`` (the ``Lowering``)
+appends its steps to ``lw.steps`` and may take scratch buffers with ``lw.scratch(nbytes)``;
+the others return the one step they emit.
+
+Kernel families the lowering asks for (``env`` maps every materialized value to its buffer;
+values not in it are computed element by element by ``elemental.ElementalEmitter``):
+
+* ``loop_kernel(roots, env, name, what)``: each ``Root`` (a value, its destination buffer and
+  type, optionally a destination-to-value index map) computed over the destination's index
+  space; all roots share one index space;
+* ``row_kernel(k, reduces, outputs, env, in_shape, name, what)``: reductions over the last
+  ``k`` dimensions of ``in_shape`` (``reduces``, their result values) and the ``outputs``
+  (value, buffer) pairs that read them only at the current row (``index_trace.row_fusable``):
+  softmax, layer norm;
+* ``column_reduce(op, dests, env, what)``: a reduce that keeps the physically minor dimension
+  (``is_column_reduce``);
+* ``big_reduce(lw, op, dests, env, what) -> bool``: a target's own strategy for a reduction
+  (the CPU splits a big reduction to few values over its threads); False: not taken, the
+  lowering goes on with ``column_reduce`` or a loop kernel;
+* ``dot(lw, op, dest, env, epilogue=None) -> bool``: a dot_general into ``dest``; with an
+  ``epilogue`` (the output fusion's root, which reads the product only at its own index:
+  ``index_trace.reads_at_identity``), the epilogue is applied too when the method returns True;
+* ``sort(lw, op, dests, env)``, ``scatter(lw, op, dests, env)``;
+* ``const_ref(array) -> BufRef``: a constant buffer.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from hlo.ir.core import Value
+from hlo.ir.types import TensorType
+from hlo.runtime.steps import BufRef
+
+
+@dataclass
+class Root:
+    """A value to compute into a buffer. ``dest_type`` gives the buffer's shape/dtype/layout;
+    ``index_fn`` maps a destination index to the value's index (default: the same index)."""
+
+    value: Value
+    dest: BufRef
+    dest_type: TensorType
+    index_fn: Optional[Callable] = None
+
+
+def physical_order(t: TensorType) -> List[int]:
+    """Logical dimensions from the physically major to the minor one."""
+    return list(reversed(t.minor_to_major))
+
+
+def is_column_reduce(op) -> bool:
+    """A reduce that keeps the input's physically minor dimension."""
+    t = op.operands[0].type
+    return t.rank >= 2 and t.minor_to_major[0] not in op.attrs["dimensions"] and t.size > 0
+
+
+class KernelEmitter(abc.ABC):
+    """A target's kernels (see the module docstring). ``threads``: how many workers a kernel
+    may spread over (1 for targets that do not split work themselves)."""
+
+    threads: int = 1
+
+    @abc.abstractmethod
+    def const_ref(self, arr: np.ndarray) -> BufRef:
+        ...
+
+    @abc.abstractmethod
+    def loop_kernel(self, roots: Sequence[Root], env: Dict[Value, BufRef], name: str, what: str):
+        ...
+
+    @abc.abstractmethod
+    def row_kernel(self, k: int, reduces: Sequence[Value], outputs: Sequence[Tuple[Value, BufRef]],
+                   env: Dict[Value, BufRef], in_shape, name: str, what: str):
+        ...
+
+    @abc.abstractmethod
+    def column_reduce(self, op, dests: Sequence[BufRef], env: Dict[Value, BufRef], what: str):
+        ...
+
+    def big_reduce(self, lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef], what: str) -> bool:
+        return False
+
+    @abc.abstractmethod
+    def dot(self, lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional[Value] = None) -> bool:
+        ...
+
+    @abc.abstractmethod
+    def sort(self, lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> None:
+        ...
+
+    @abc.abstractmethod
+    def scatter(self, lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> None:
+        ...

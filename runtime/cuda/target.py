@@ -1,0 +1,116 @@
+"""An NVIDIA GPU as a target: kind ``"cuda"``, triple ``nvptx64-nvidia-cuda``, the SM
+architecture (``sm_90``) and the PTX ISA version the code is written in. ``device_target()``
+takes the architecture from ``HLO_CUDA_ARCH`` (``sm_90`` or ``90``) or else from GPU 0 (through
+the CUDA driver)."""
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import re
+from dataclasses import dataclass
+from typing import Dict
+
+from ..hlox import TargetMismatchError
+from ..target import Target
+
+TRIPLE = "nvptx64-nvidia-cuda"
+# The lowest PTX ISA version (x10) that supports each architecture: code is written in it so
+# that the widest range of ptxas / driver versions accepts it.
+_MIN_PTX = {50: 40, 52: 41, 53: 42, 60: 50, 61: 50, 62: 50, 70: 60, 72: 61, 75: 63, 80: 70,
+            86: 71, 87: 74, 89: 78, 90: 78, 100: 86, 101: 86, 103: 88, 120: 87, 121: 88}
+
+
+def parse_arch(text: str) -> int:
+    """The SM number of ``sm_90`` / ``90`` / ``9.0``."""
+    m = re.fullmatch(r"\s*(?:sm_)?(\d+)(?:\.(\d))?\s*", str(text))
+    if not m:
+        raise ValueError(f"not a CUDA architecture: {text!r} (expected e.g. sm_90)")
+    return int(m.group(1)) * 10 + int(m.group(2)) if m.group(2) is not None else int(m.group(1))
+
+
+def min_ptx(sm: int) -> int:
+    known = [a for a in _MIN_PTX if a <= sm]
+    if not known:
+        raise ValueError(f"CUDA architecture sm_{sm} is older than any this hlo supports")
+    return _MIN_PTX[max(known)] if sm not in _MIN_PTX else _MIN_PTX[sm]
+
+
+@dataclass(frozen=True)
+class CudaTarget(Target):
+    sm: int  # 90 for sm_90
+    ptx: int  # PTX ISA version x10 (78: PTX 7.8)
+    kind = "cuda"
+    triple = TRIPLE
+
+    @classmethod
+    def for_arch(cls, arch) -> "CudaTarget":
+        sm = parse_arch(arch) if not isinstance(arch, int) else arch
+        return cls(sm, min_ptx(sm))
+
+    @property
+    def arch(self) -> str:
+        return f"sm_{self.sm}"
+
+    @property
+    def features(self) -> str:
+        """The LLVM NVPTX feature string (the PTX ISA version)."""
+        return f"+ptx{self.ptx}"
+
+    def describe(self) -> str:
+        return f"{self.triple} {self.arch} PTX {self.ptx // 10}.{self.ptx % 10}"
+
+    def manifest_entry(self) -> dict:
+        return {"kind": "cuda", "triple": self.triple, "arch": self.arch, "ptx": self.ptx}
+
+    def check_loadable(self, entry: dict, where: str) -> None:
+        """PTX built for ``sm_X`` runs on this GPU when X <= this GPU's architecture (the driver
+        compiles PTX forward)."""
+        if entry.get("triple") != self.triple:
+            raise TargetMismatchError(f"{where} was compiled for {entry.get('triple')!r}, not for "
+                                      f"an NVIDIA GPU ({self.triple})")
+        try:
+            sm = parse_arch(entry.get("arch", ""))
+        except ValueError as e:
+            raise TargetMismatchError(f"{where}: {e}") from None
+        if sm > self.sm:
+            raise TargetMismatchError(f"{where} was compiled for sm_{sm}, this GPU is {self.arch}; "
+                                      "compile it again here")
+
+    def key_parts(self) -> Dict[str, str]:
+        knobs = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items())
+                         if k.startswith("HLO_CUDA_") and k != "HLO_CUDA_ARCH")
+        return {"cpu": f"{self.triple} {self.arch} {self.features}", "environment": knobs or "-"}
+
+    def pass_options(self) -> dict:
+        from hlo.passes.options import target_defaults
+        return target_defaults("cuda")
+
+
+def device_sm() -> int:
+    """The SM architecture of GPU 0 (compute capability major*10 + minor); RuntimeError when
+    there is no usable GPU."""
+    for name in ("libcuda.so.1", "libcuda.so"):
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        dev, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        if lib.cuInit(0) != 0 or lib.cuDeviceGet(ctypes.byref(dev), 0) != 0:
+            break
+        # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76
+        if lib.cuDeviceGetAttribute(ctypes.byref(major), 75, dev) != 0 or \
+                lib.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev) != 0:
+            break
+        return major.value * 10 + minor.value
+    raise RuntimeError("no usable NVIDIA GPU (set HLO_CUDA_ARCH, e.g. sm_90, to compile for one)")
+
+
+@functools.lru_cache(maxsize=None)
+def _device_target(env_arch: str) -> CudaTarget:
+    return CudaTarget.for_arch(env_arch if env_arch else device_sm())
+
+
+def device_target() -> CudaTarget:
+    """The GPU code is built for: ``HLO_CUDA_ARCH`` when set, else GPU 0."""
+    return _device_target(os.environ.get("HLO_CUDA_ARCH", ""))
