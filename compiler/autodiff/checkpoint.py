@@ -147,6 +147,3 @@ class RematMark(Mark):
         new = super().remap(mapping)
         new.saved = [mapping.get(v, v) for v in self.saved]
         return new
-
-    def batched(self, args, flags, size):
-        return RematMark(args, self.n_out, [])

@@ -5,7 +5,7 @@ A call inside a trace emits the primal function as a marked one-branch ``case`` 
 ``marks``); the mark keeps the rules. The backward pass of ``custom_vjp`` runs ``fwd`` on the
 primal arguments and ``bwd`` on its residuals and the output cotangent; that of ``custom_jvp``
 transposes the rule's tangent output (linear in the tangents) by reverse mode. Under ``vmap``
-the rules are themselves vmapped (``batched``). ``nondiff_argnums`` arguments are static
+the rules are themselves vmapped (``hlo.batching.rules_custom``). ``nondiff_argnums`` arguments are static
 Python values passed first to the rules, as in jax.
 """
 from __future__ import annotations
@@ -202,24 +202,6 @@ class CustomVJPMark(Mark):
         _set_free_cts(e, self.args, cts)
         return [None]
 
-    def batched(self, args, flags, size):
-        """The mark of the batched op: the rules vmapped over the batched arguments."""
-        from ..batching import vmap
-        axes = tuple(tree_unflatten(self.in_tree, [0 if b else None for b in flags]))
-        fwd, bwd, nondiff, pos = self.fwd, self.bwd, self.nondiff, self.nondiff_pos
-
-        def fwd_b(*diff):
-            return vmap(lambda *d: fwd(*_interleave(pos, nondiff, d)), in_axes=axes,
-                        axis_size=size)(*diff)
-
-        def bwd_b(res, ct):
-            cts = vmap(lambda r, c: tuple(bwd(*nondiff, r, c)), axis_size=size)(res, ct)
-            return _sum_unbatched(cts, axes)
-
-        new = CustomVJPMark(args, self.fun, fwd_b, bwd_b, (), (), self.in_tree, self.out_tree)
-        new.name = self.name
-        return new
-
 
 def _interleave(positions, nondiff, diff):
     if not positions:
@@ -227,22 +209,6 @@ def _interleave(positions, nondiff, diff):
     out, nd, d = [], iter(nondiff), iter(diff)
     for i in range(len(nondiff) + len(diff)):
         out.append(next(nd) if i in positions else next(d))
-    return tuple(out)
-
-
-def _sum_unbatched(cts, axes):
-    """Cotangents of a vmapped rule summed over the batch for arguments that were not batched."""
-    out = []
-    for c, a in zip(cts, axes):
-        if c is None:
-            out.append(None)
-            continue
-        flags = tree_flatten(a, is_leaf=lambda x: x is None)[0]
-        leaves, tree = tree_flatten(c)
-        if len(flags) == 1 and len(leaves) != 1:
-            flags = flags * len(leaves)
-        out.append(tree_unflatten(tree, [P.reduce_sum(x, [0]) if f is None else x
-                                         for x, f in zip(leaves, flags)]))
     return tuple(out)
 
 
@@ -331,16 +297,3 @@ class CustomJVPMark(Mark):
         cts = tree_flatten(pull(_output_cotangents(e, self.out_tree)))[0]
         _set_free_cts(e, self.args, [c if dtypes.is_float(c.dtype) else None for c in cts])
         return [None]
-
-    def batched(self, args, flags, size):
-        from ..batching import vmap
-        axes = tuple(tree_unflatten(self.in_tree, [0 if b else None for b in flags]))
-        rule, nondiff = self.rule, self.nondiff
-
-        def rule_b(primals, tangents):
-            return vmap(lambda p, t: rule(*nondiff, p, t), in_axes=(axes, axes),
-                        axis_size=size)(primals, tangents)
-
-        new = CustomJVPMark(args, self.fun, rule_b, (), self.in_tree, self.out_tree)
-        new.name = self.name
-        return new

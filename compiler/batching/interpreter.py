@@ -20,7 +20,7 @@ from ..autodiff.backprop import _append, free_values
 from ..autodiff.marks import MARKS, copy_mark
 from ..errors import UnsupportedError
 from ..tracing import Tracer, _stack, current_trace, lift
-from .table import RULES, BatchContext
+from .table import MARK_RULES, RULES, BatchContext
 
 
 class Env:
@@ -83,8 +83,7 @@ def batch_ops(ops: Sequence[Operation], env: Env, size: int) -> None:
         ins = [env.get(v) for v in op.operands]
         with P.at(op.loc):
             if mark is not None:
-                from .rules_custom import batch_marked
-                outs, bat = batch_marked(ctx, op)
+                outs, bat = MARK_RULES[type(mark)](ctx, op)
             else:
                 rule = RULES.get(op.name)
                 if rule is None:

@@ -21,6 +21,9 @@ Rule = Callable[["BatchContext", Operation, List[Tracer], List[bool]], Tuple[Lis
 
 RULES: Dict[str, Rule] = {}
 
+# Rules of ops marked by custom_vjp / custom_jvp / checkpoint, by mark class (rules_custom).
+MARK_RULES: Dict[type, Callable] = {}
+
 
 def batch_rule(*names: str):
     """Register the decorated function as the batching rule of each op in ``names``."""
