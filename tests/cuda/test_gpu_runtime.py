@@ -477,8 +477,8 @@ def test_graph_patches_changed_addresses(ptx):
     exe = make_exe(ptx, [launch("add_one", [X, OUT0], [("i32", N)])], [sig("f32", [N])], [sig("f32", [N])], graphs=1)
     xs = [exe(np.full(N, float(i), np.float32))[0] for i in range(4)]
     outs = [exe(x)[0] for x in xs for _ in range(2)]
-    for i, o in enumerate(outs):
-        np.testing.assert_array_equal(np.asarray(o), np.full(N, i // 2 + 1, np.float32))
+    for i, o in enumerate(outs):  # xs[j] holds j + 1
+        np.testing.assert_array_equal(np.asarray(o), np.full(N, i // 2 + 2, np.float32))
     assert len({o.device_ptr for o in outs}) == len(outs)  # every result kept: all at new addresses
     del outs
     y = exe(xs[0])[0]
@@ -487,7 +487,7 @@ def test_graph_patches_changed_addresses(ptx):
     del y
     z = exe(xs[0])[0]  # the dropped result's memory comes back from the pool
     assert z.device_ptr == ptr
-    np.testing.assert_array_equal(np.asarray(z), np.ones(N, np.float32))
+    np.testing.assert_array_equal(np.asarray(z), np.full(N, 2, np.float32))
 
 
 def test_two_threads_calling_one_graph_executable(ptx):
