@@ -31,7 +31,7 @@ an arena from a pool (a "slot", which also owns the pre-built launch records of
 executable stays usable.
 
 CUDA graphs (``graph.py``): every run of at least ``graphs`` consecutive kernel launches,
-copies and cuBLASLt products (default 2; ``HLO_CUDA_GRAPHS``; 0 turns graphs off) is replayed
+copies and cuBLASLt products (default 1; ``HLO_CUDA_GRAPHS``; 0 turns graphs off) is replayed
 as one CUDA graph, built on a slot's first call and patched per call where argument / result
 addresses changed. While and Switch read their predicate on the host: they split the steps
 into segments (their bodies are segments of their own) rather than falling back to the step
@@ -146,13 +146,13 @@ def _walk_steps(steps):
                 yield from _walk_steps(b)
 
 
-GRAPH_MIN_DEFAULT = 2
+GRAPH_MIN_DEFAULT = 1  # a one-node graph launches faster than cuLaunchKernel from Python
 
 
 def graph_min_records(graphs: Optional[int] = None) -> int:
     """The shortest run of steps a call replays as one CUDA graph; 0: none (every step is its
     own driver call, the "step walk"). ``graphs`` when given, else ``HLO_CUDA_GRAPHS`` (a
-    number; 0 / off turns graphs off), else 2. ``HLO_CUDA_SYNC=1`` (a synchronization after
+    number; 0 / off turns graphs off), else 1. ``HLO_CUDA_SYNC=1`` (a synchronization after
     every kernel, to find the one that fails) turns them off too."""
     if program.SYNC:
         return 0

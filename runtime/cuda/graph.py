@@ -10,7 +10,11 @@ What stays a plain record: While and Switch themselves (they read a predicate ba
 and choose what runs next, so they split a program into segments; their bodies become
 segments of their own), a copy whose two ends are both arguments / results (its source and
 destination may be the same memory when a result aliases a donated argument), and runs shorter
-than ``min_records`` (one kernel costs about as much to launch directly as a one-node graph).
+than ``min_records`` (the executable's default, 1, graphs every run: on an H100 a one-node
+graph launched from Python cost 9.4 us a call against 11-12 us for a direct ``cuLaunchKernel``,
+whose eleven arguments cost more to convert). A segment whose graph cannot be built or
+instantiated (a launch the driver refuses, e.g. too many threads a block) runs its records
+through the step walk instead, which names the failing kernel.
 
 A segment is a chain of nodes in step order, built on its first launch (the addresses of that
 call's arguments and results go in) and instantiated once. Each later launch patches only the
@@ -23,7 +27,11 @@ nodes whose argument / result addresses changed since the previous launch of tha
   when one of its addresses changes it is captured again for the new ones (kept, a few per
   node, so alternating buffers are captured once) and swapped in with
   ``cuGraphExecChildGraphNodeSetParams``. Where the new addresses' alignment makes cuBLASLt
-  choose another algorithm (another graph shape), the segment is built again.
+  choose another algorithm (another graph shape), the segment is built again. A capture costs
+  far more than a direct ``cublasLtMatmul`` call (about 70 us against 25 on an H100), so once a
+  segment has captured its products for new addresses ``CAPTURES_BEFORE_SPLIT`` times (results
+  kept by the caller land at new addresses every call), it splits for good: the products that
+  read arguments / results run as direct calls between graphs of the rest.
 
 A parameter update only affects launches queued after it, so a call may patch a segment that
 an earlier call's launch still uses on the GPU.
@@ -33,10 +41,11 @@ from __future__ import annotations
 from typing import List
 
 from . import driver
-from .errors import KernelLaunchError
+from .errors import CudaError, KernelLaunchError
 
 GRAPH = 5  # the record kind (program.py's LAUNCH, COPY, MATMUL, WHILE, SWITCH are 0-4)
 _CHILD_GRAPHS_KEPT = 4  # captured products per node (by addresses)
+CAPTURES_BEFORE_SPLIT = 8
 
 
 def graphify(records: list, env, min_records: int) -> list:
@@ -88,6 +97,8 @@ class Segment:
         self._copies = []    # (node, CUDA_MEMCPY3D, dst address, src address, [last dst, last src])
         self._products = []  # (node, MatmulCall, {addresses: child graph}, [last addresses])
         self._capture_stream = None
+        self._recaptures = 0
+        self._parts = None  # once split: callables of bufs (sub-segments' launch, direct products)
 
     # -- building -------------------------------------------------------------------------------
 
@@ -160,16 +171,29 @@ class Segment:
 
     def launch(self, bufs) -> None:
         """Patch the nodes whose addresses changed, then ``cuGraphLaunch`` on the env's stream."""
+        parts = self._parts
+        if parts is not None:
+            for part in parts:
+                part(bufs)
+            return
         exe = self._exec
         if exe is None:
-            self._build(bufs)
+            try:
+                self._build(bufs)
+            except CudaError:
+                self._release()
+                self._parts = [self._walk]
+                return self._walk(bufs)
             exe = self._exec
         else:
             try:
-                self._patch(exe, bufs)
+                split = self._patch(exe, bufs)
             except BaseException:
                 self._invalidate()
                 raise
+            if split:
+                self._split()
+                return self.launch(bufs)
             exe = self._exec  # built again where a product's graph changed shape
         res = driver.cu.cuGraphLaunch(exe, self.env.stream.handle)[0]
         if res is not driver.OK:
@@ -177,7 +201,29 @@ class Segment:
             raise KernelLaunchError(f"launching the CUDA graph of {', '.join(self.names)} failed: {name}"
                                     + (f" ({text})" if text else ""), "cuGraphLaunch", name)
 
-    def _patch(self, exe, bufs) -> None:
+    def _walk(self, bufs) -> None:
+        from .program import run
+        run(self.records, bufs, self.env)
+
+    def _split(self) -> None:
+        """For good: the products that read arguments / results become direct calls, the runs
+        between them sub-segments (which have no such products, so never split again)."""
+        from .program import MATMUL
+        self._release()
+        parts, run = [], []
+        for r in self.records + [None]:
+            if r is None or (r[0] == MATMUL and r[1].patched):
+                if run:
+                    parts.append(Segment(run, self.env).launch)
+                    run = []
+                if r is not None:
+                    parts.append(r[1])
+            else:
+                run.append(r)
+        self._parts = parts
+
+    def _patch(self, exe, bufs) -> bool:
+        """Bring ``exe`` to ``bufs``' addresses; True when the segment should split instead."""
         cu = driver.cu
         ok = driver.OK
         for node, p, ptrs, patches in self._kernels:
@@ -204,14 +250,18 @@ class Segment:
                 continue
             child = kept.get(addrs)
             if child is None:
+                self._recaptures += 1
+                if self._recaptures > CAPTURES_BEFORE_SPLIT:
+                    return True
                 if len(kept) >= _CHILD_GRAPHS_KEPT:  # the oldest goes (the exec holds a copy)
                     _destroy_graph(kept.pop(next(iter(kept))))
                 child = kept[addrs] = self._capture(mm, addrs)
             res = cu.cuGraphExecChildGraphNodeSetParams(exe, node, child)[0]
             if res is not ok:  # another algorithm (another graph shape) for these alignments
                 self._build(bufs)
-                return
+                return False
             last[0] = addrs
+        return False
 
     def _invalidate(self) -> None:
         """After a failed patch: the next launch rewrites every patched address."""

@@ -518,3 +518,24 @@ def test_two_threads_calling_one_graph_executable(ptx):
     for th in threads:
         th.join()
     assert not errors and len(exe._slots) >= 1
+
+
+def test_products_at_new_addresses_split_the_segment(ptx):
+    """Results kept by the caller put a product's result at a new address every call; after
+    CAPTURES_BEFORE_SPLIT captures the segment splits (the product a direct call between
+    graphs) and the results stay those of the step walk."""
+    from hlo.runtime.cuda.graph import CAPTURES_BEFORE_SPLIT, GRAPH
+    steps, ins, outs, arena, consts, make_args = _programs()[3]
+    walk = make_exe(ptx, steps, ins, outs, arena=arena, consts=consts, graphs=0)
+    fast = make_exe(ptx, steps, ins, outs, arena=arena, consts=consts, graphs=1)
+    rng = np.random.default_rng(7)
+    kept = []
+    for call in range(CAPTURES_BEFORE_SPLIT + 4):
+        args = [_on_device(ptx, a) for a in make_args(rng)]
+        a, b = walk(*args), fast(*args)
+        kept.append((args, a, b))
+    for call, (_, a, b) in enumerate(kept):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=f"call {call}")
+    segs = [r[1] for r in fast._slots[0].records if r[0] == GRAPH]
+    assert segs and all(s._parts is not None for s in segs)
