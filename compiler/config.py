@@ -38,8 +38,6 @@ import os
 import threading
 from typing import Any, Dict
 
-from hlo.passes.options import MATMUL_PRECISIONS  # ("highest", "tf32")
-
 _lock = threading.Lock()
 
 TARGETS = ("cpu", "cuda", "interpreter")
@@ -85,6 +83,9 @@ _values: Dict[str, Any] = dict(_DEFAULTS)
 
 
 def _check_precision(value: str, where: str) -> str:
+    # the values live with the pipeline's options (imported here, not at import: loading a
+    # saved executable imports no pass)
+    from hlo.passes.options import MATMUL_PRECISIONS
     if value not in MATMUL_PRECISIONS:
         raise ValueError(f"unknown matmul precision {value!r} in {where} (expected "
                          f"{' or '.join(repr(p) for p in MATMUL_PRECISIONS)})")

@@ -227,6 +227,15 @@ def get_context(device: int = 0) -> Context:
     return ctx
 
 
+def _done(res, call: str) -> bool:
+    """A query's result: True (finished), False (CUDA_ERROR_NOT_READY), else the error."""
+    if res is OK:
+        return True
+    if res == cu.CUresult.CUDA_ERROR_NOT_READY:
+        return False
+    fail(res, call)
+
+
 class Stream:
     """A non-blocking stream (it does not wait for the legacy default stream: work handed to
     or from other libraries is ordered through events, see ``wait_foreign``)."""
@@ -246,12 +255,7 @@ class Stream:
 
     def query(self) -> bool:
         """True once every call queued on the stream has finished."""
-        res = cu.cuStreamQuery(self.handle)[0]
-        if res is OK:
-            return True
-        if res == cu.CUresult.CUDA_ERROR_NOT_READY:
-            return False
-        fail(res, "cuStreamQuery")
+        return _done(cu.cuStreamQuery(self.handle)[0], "cuStreamQuery")
 
     def wait(self, event: "Event") -> None:
         ret = cu.cuStreamWaitEvent(self.handle, event.handle, 0)
@@ -282,12 +286,7 @@ class Event:
 
     def query(self) -> bool:
         """True once the work before the last ``record`` has finished."""
-        res = cu.cuEventQuery(self.handle)[0]
-        if res is OK:
-            return True
-        if res == cu.CUresult.CUDA_ERROR_NOT_READY:
-            return False
-        fail(res, "cuEventQuery")
+        return _done(cu.cuEventQuery(self.handle)[0], "cuEventQuery")
 
     def synchronize(self, what: str = "") -> None:
         ret = cu.cuEventSynchronize(self.handle)

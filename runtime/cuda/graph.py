@@ -42,30 +42,28 @@ from typing import List
 
 from . import driver
 from .errors import CudaError, KernelLaunchError
-
-GRAPH = 5  # the record kind (program.py's LAUNCH, COPY, MATMUL, WHILE, SWITCH are 0-4)
+from .program import COPY, GRAPH, LAUNCH, MATMUL, SWITCH, WHILE, run
 _CHILD_GRAPHS_KEPT = 4  # captured products per node (by addresses)
 CAPTURES_BEFORE_SPLIT = 8
 
 
 def graphify(records: list, env, min_records: int) -> list:
     """``records`` with runs of graphable records replaced by segments (see the docstring)."""
-    from .program import COPY, LAUNCH, MATMUL, SWITCH, WHILE
-    out, run = [], []
+    out, pending = [], []
 
     def flush():
-        if len(run) >= max(min_records, 1):
-            out.append((GRAPH, Segment(list(run), env)))
+        if len(pending) >= max(min_records, 1):
+            out.append((GRAPH, Segment(list(pending), env)))
         else:
-            out.extend(run)
-        run.clear()
+            out.extend(pending)
+        pending.clear()
 
     for r in records:
         k = r[0]
         if k == COPY and r[3] == 0:
             continue  # nothing to copy
         if k == LAUNCH or k == MATMUL or (k == COPY and (r[1][0] is not None or r[2][0] is not None)):
-            run.append(r)
+            pending.append(r)
             continue
         flush()
         if k == WHILE:
@@ -89,7 +87,6 @@ class Segment:
     def __init__(self, records: list, env):
         self.records = records
         self.env = env
-        from .program import COPY, LAUNCH
         self.names = [r[4] if r[0] == LAUNCH else "a copy" if r[0] == COPY else r[1].what for r in records]
         self._graph = None
         self._exec = None
@@ -103,7 +100,6 @@ class Segment:
     # -- building -------------------------------------------------------------------------------
 
     def _build(self, bufs) -> None:
-        from .program import COPY, LAUNCH
         cu = driver.cu
         check = driver.check
         self._release()
@@ -202,24 +198,22 @@ class Segment:
                                     + (f" ({text})" if text else ""), "cuGraphLaunch", name)
 
     def _walk(self, bufs) -> None:
-        from .program import run
         run(self.records, bufs, self.env)
 
     def _split(self) -> None:
         """For good: the products that read arguments / results become direct calls, the runs
         between them sub-segments (which have no such products, so never split again)."""
-        from .program import MATMUL
         self._release()
-        parts, run = [], []
+        parts, pending = [], []
         for r in self.records + [None]:
             if r is None or (r[0] == MATMUL and r[1].patched):
-                if run:
-                    parts.append(Segment(run, self.env).launch)
-                    run = []
+                if pending:
+                    parts.append(Segment(pending, self.env).launch)
+                    pending = []
                 if r is not None:
                     parts.append(r[1])
             else:
-                run.append(r)
+                pending.append(r)
         self._parts = parts
 
     def _patch(self, exe, bufs) -> bool:
@@ -303,4 +297,4 @@ def _destroy_graph(g) -> None:
         pass
 
 
-__all__ = ["GRAPH", "Segment", "graphify"]
+__all__ = ["GRAPH", "Segment", "graphify"]  # GRAPH: program.py's record kind

@@ -32,9 +32,8 @@ from hlo.runtime.steps import BufRef, Copy, KernelCall, LibraryCall, Launch, Swi
 
 from . import cublaslt, driver
 from .errors import KernelLaunchError
-from .graph import GRAPH
 
-LAUNCH, COPY, MATMUL, WHILE, SWITCH = range(5)
+LAUNCH, COPY, MATMUL, WHILE, SWITCH, GRAPH = range(6)
 _WHICH = {"input": 0, "output": 1}
 
 

@@ -168,12 +168,15 @@ class FakeModule:
         return name
 
 
-@pytest.fixture
-def fake(monkeypatch):
-    f = FakeDriver()
+def _install(monkeypatch, f):
     monkeypatch.setattr(driver, "cu", f)
     monkeypatch.setattr(driver, "OK", 0)
     return f
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    return _install(monkeypatch, FakeDriver())
 
 
 def env_for(fake, host):
@@ -306,10 +309,7 @@ class FakeGraphDriver(FakeDriver):
 
 @pytest.fixture
 def fake_graphs(monkeypatch):
-    f = FakeGraphDriver()
-    monkeypatch.setattr(driver, "cu", f)
-    monkeypatch.setattr(driver, "OK", 0)
-    return f
+    return _install(monkeypatch, FakeGraphDriver())
 
 
 def _kinds(records):
