@@ -27,6 +27,9 @@ Settings and the environment variables that seed them:
   changed setting compiles again, in ``hlo.jit``'s cache and the persistent one); bf16 / f16
   / f64 products are not affected; the cpu target ignores it (its f32 products are always
   full float32), and so does the interpreter.
+- ``jit_cache_size`` (int, default 128): how many compiled signatures each ``hlo.jit`` function
+  keeps in memory; past it the least recently used one is dropped (a later call with that
+  signature compiles again, or loads it from the persistent cache).
 
 The three cache settings are read when a compile happens (not at import), so setting the
 environment variables at any time before the first compile works.
@@ -62,6 +65,7 @@ _DEFAULTS: Dict[str, Any] = {
     "cache_dir": None,
     "cache_max_bytes": None,
     "matmul_precision": None,
+    "jit_cache_size": 128,
 }
 
 _CHECKS = {
@@ -72,6 +76,7 @@ _CHECKS = {
     "cache_dir": lambda v: v is None or isinstance(v, (str, os.PathLike)),
     "cache_max_bytes": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v > 0),
     "matmul_precision": lambda v: v is None or isinstance(v, str),
+    "jit_cache_size": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
 }
 
 # Settings that change the code a compile generates: updating one bumps ``generation``, which
