@@ -173,12 +173,17 @@ def report_progress(stage: str) -> None:
         cb(stage)
 
 
-def compile_options(donated: Sequence[int] = (), options: Optional[dict] = None) -> dict:
+def compile_options(donated: Sequence[int] = (), options: Optional[dict] = None,
+                    target: Optional[str] = None) -> dict:
     """The options a compile passes to the pipeline and keys the persistent cache on; one place,
-    so that ``hlo.explain_cache_miss`` compares exactly what a compile would."""
+    so that ``hlo.explain_cache_miss`` compares exactly what a compile would. For the cuda
+    target they carry ``hlo.config``'s ``matmul_precision`` (other targets ignore it, so it is
+    not in their keys)."""
     opts = dict(options or {})
     if donated:
         opts["donated_args"] = tuple(donated)
+    if target == "cuda":
+        opts.setdefault("matmul_precision", config.resolved_matmul_precision())
     return opts
 
 
@@ -195,7 +200,7 @@ def compile_module(module: Module, target: str, *, donated: Sequence[int] = (),
 
 def _compile_module(module, target, donated, options, dump_dir) -> Artifact:
     check_target_name(target)
-    opts = compile_options(donated, options)
+    opts = compile_options(donated, options, target)
     if target == "interpreter":
         if not _module_exists("hlo.ir.interpreter"):
             raise TargetUnavailableError(
