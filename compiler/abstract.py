@@ -3,7 +3,11 @@ arguments of ``hlo.jit`` functions become abstract values and concrete numpy arr
 
 Accepted array arguments: numpy arrays and scalars, Python ``bool``/``int``/``float`` (weakly
 typed, as in jax.numpy), ``hlo.ShapeDtypeStruct`` (for ``lower`` only), and any object that
-exports DLPack (``__dlpack__``) or ``__array__`` (jax arrays, torch CPU tensors, ...).
+exports DLPack (``__dlpack__``) or ``__array__`` (jax arrays, torch CPU tensors, ...). GPU
+arrays (``gpu_array_type``: hlo's ``DeviceArray``, torch / cupy / jax arrays in CUDA memory) are
+described from their attributes without touching their memory; for the cuda target
+``concrete_arg`` hands them to the runtime as they are (read in place), for other targets it
+copies them to the host.
 """
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ from typing import Tuple
 import numpy as np
 
 from hlo.ir import TensorType
+
+from hlo.runtime.cuda.interop import gpu_array_type
 
 from . import dtypes
 from .errors import ArgumentTypeError
@@ -140,8 +146,11 @@ def to_numpy(x, what: str = "argument") -> np.ndarray:
     raise ArgumentTypeError(f"{what} of type {type(x).__name__} is not an array")
 
 
-def concrete_arg(x, aval: ShapedArray, what: str = "argument") -> np.ndarray:
-    """The numpy array an executable receives for one argument leaf."""
+def concrete_arg(x, aval: ShapedArray, what: str = "argument", device: bool = False):
+    """The array an executable receives for one argument leaf: numpy, or, with ``device``
+    (the cuda target), a GPU array as it is (the runtime reads it in place)."""
+    if device and gpu_array_type(x) is not None:
+        return x
     if isinstance(x, np.ndarray):
         a = x
     elif isinstance(x, (bool, int, float)):

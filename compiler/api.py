@@ -18,7 +18,11 @@ is added only after the full path (``_call``: flattening, abstract signature, ca
 handled a call with that key, so the fast path never decides anything the full path has not:
 keyword arguments, calls that pass static arguments, pytrees, other array types (jax arrays,
 ``__array__``/DLPack objects, ndarray subclasses, lists) and every error case take the full
-path. Inside a trace every call takes the full path (and is inlined)."""
+path. On target cuda, GPU arrays (hlo's ``DeviceArray``, torch / cupy / jax arrays in CUDA
+memory) take the fast path too, keyed the same way (torch tensors, which have no numpy
+``strides``, by type, shape and dtype: the CUDA runtime checks their strides each call); results
+are ``DeviceArray``\\ s, returned before the GPU has computed them. Inside a trace every call
+takes the full path (and is inlined)."""
 from __future__ import annotations
 
 import functools
@@ -31,6 +35,8 @@ from collections import OrderedDict
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
+
+from hlo.runtime.cuda.interop import gpu_array_type
 
 from .abstract import ShapedArray, array_key, c_strides, concrete_arg
 from . import config, gc_pause
@@ -294,7 +300,8 @@ class JitFunction:
         else:
             next(self._hit_counter)
             compiled = hit[0]
-        flat = [concrete_arg(x, a, n) for x, a, n in zip(sig.leaves, sig.avals, sig.names)]
+        device = sig.target == "cuda"  # GPU arrays go to the CUDA runtime as they are
+        flat = [concrete_arg(x, a, n, device) for x, a, n in zip(sig.leaves, sig.avals, sig.names)]
         outs = compiled.run_flat(flat)
         if not kwargs:
             self._add_fast_entry(args, sig, compiled)
@@ -312,8 +319,8 @@ class JitFunction:
                 contiguous = contiguous and a.strides == c_strides(a.shape, a.dtype)
             elif t in _PY_NUMBERS or isinstance(a, np.generic):
                 convert.append((i, aval.dtype))
-            else:
-                return
+            elif not (sig.target == "cuda" and gpu_array_type(a) is not None):
+                return  # (the CUDA runtime reads GPU arrays in place and checks them itself)
         if sig.in_tree != positional_treedef(len(args)):
             return  # e.g. a registered pytree class among the arguments
         key = _mixed_key(args)
@@ -327,8 +334,8 @@ class JitFunction:
         with self._lock:
             if sig.key not in self._cache:
                 return  # evicted meanwhile: a fast entry would keep its executable alive
-            if any(k in _PY_NUMBERS for k in key):
-                self._numbers_keyed = True
+            if any(k in _PY_NUMBERS or len(k) == 3 for k in key):
+                self._numbers_keyed = True  # (or some array has no numpy ``strides``: torch)
             self._fast[(sig.target, key)] = (run, unflattener(compiled.lowered.out_tree), sig.key)
             self._fast_of.setdefault(sig.key, []).append((sig.target, key))
 
@@ -381,12 +388,26 @@ class JitFunction:
 
 
 def _mixed_key(args) -> Optional[tuple]:
-    """The fast key of arguments that include Python numbers (keyed by their type), or None
-    when some argument is neither a number nor has array attributes."""
+    """The fast key of arguments that include Python numbers (keyed by their type) or arrays
+    without numpy's ``strides`` (torch tensors: keyed by type, shape and dtype; the CUDA runtime
+    checks their strides on every call), or None when some argument is neither a number nor
+    has array attributes."""
     try:
         return tuple([t if (t := type(a)) in _PY_NUMBERS else _ARRAY_KEY(a) for a in args])
+    except AttributeError:  # e.g. a torch tensor (no ``strides``)
+        try:
+            return tuple([t if (t := type(a)) in _PY_NUMBERS else _array_or_tensor_key(a) for a in args])
+        except Exception:
+            return None
     except Exception:
         return None
+
+
+def _array_or_tensor_key(a) -> tuple:
+    try:
+        return _ARRAY_KEY(a)
+    except AttributeError:
+        return (type(a), tuple(a.shape), a.dtype)
 
 
 def _count_value(counter: "itertools.count") -> int:

@@ -93,7 +93,8 @@ class UnsupportedError(HloError, NotImplementedError):
 
 
 def cuda_runner(program):
-    """``run(flat)`` of a CUDA program (``hlo.backends.cuda.program.CudaProgram``): numpy results;
+    """``run(flat)`` of a CUDA program (``hlo.backends.cuda.program.CudaProgram``): the runtime's
+    ``DeviceArray`` results (asynchronous);
     where the program cannot run (no GPU, driver or bindings: the runtime's
     ``CudaUnavailableError``), ``TargetUnavailableError`` with the runtime's reason."""
     from hlo.runtime.cuda.errors import CudaUnavailableError

@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from hlo.runtime import hlox
+from hlo.runtime.cuda.interop import gpu_array_type
 from hlo.runtime.manifest_schema import check_ir_signature, check_manifest
 from hlo.runtime.memory_analysis import MemoryAnalysis
 from hlo.runtime.hlox import (CorruptFileError, FormatVersionError, InputMismatchError, LoadError,
@@ -463,7 +464,7 @@ class LoadedExecutable:
 
     def _check_leaf(self, i: int, leaf):
         spec = self.in_avals[i]
-        a = _as_array(leaf, spec)
+        a = _as_array(leaf, spec, device=self.target == "cuda")
         if a is None:
             return None, f"{self.arg_names[i]} is {_describe(leaf)} (saved for {spec.str_short()})"
         return a, None
@@ -472,8 +473,9 @@ def _kind(dt: np.dtype) -> str:
     return "f" if dt.name == "bfloat16" else dt.kind
 
 
-def _as_array(x, spec: ArraySpec) -> Optional[np.ndarray]:
+def _as_array(x, spec: ArraySpec, device: bool = False):
     """``x`` as an array of ``spec``'s dtype and shape, or None. Arrays must match exactly;
+    with ``device`` (a CUDA executable) a GPU array is passed as it is;
     Python scalars fill rank-0 arguments of a compatible kind (bool: bool; int: integer or
     float; float: float), as ``hlo.jit`` accepts them."""
     t = type(x)
@@ -485,6 +487,10 @@ def _as_array(x, spec: ArraySpec) -> Optional[np.ndarray]:
             return np.asarray(x, dtype=spec.dtype)
         except OverflowError:
             return None
+    if device and not isinstance(x, np.ndarray):
+        gpu = gpu_array_type(x)
+        if gpu is not None:  # read in place by the CUDA runtime
+            return x if gpu == (spec.shape, spec.dtype) else None
     if not isinstance(x, np.ndarray):
         if isinstance(x, np.generic) or hasattr(x, "__array__"):
             x = np.asarray(x)

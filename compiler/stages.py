@@ -182,7 +182,7 @@ class Compiled:
         if got.shape != aval.shape or got.dtype != aval.dtype:
             return None, (f"{plain_name(name)} is {got.strip_weak().str_short()} (compiled for "
                           f"{aval.strip_weak().str_short()})")
-        return concrete_arg(leaf, aval, name), None
+        return concrete_arg(leaf, aval, name, device=self.target == "cuda"), None
 
     def __repr__(self):
         return f"<Compiled {self.lowered.signature_text()} for {self.target}>"

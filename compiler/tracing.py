@@ -45,7 +45,7 @@ import numpy as np
 from hlo.ir import Builder, Function, Module, Region, Value, VerifyError, TensorType
 
 from . import dtypes, source_info
-from .abstract import ShapeDtypeStruct, ShapedArray, aval_of_type, to_numpy
+from .abstract import ShapeDtypeStruct, ShapedArray, aval_of_type, gpu_array_type, to_numpy
 from .errors import (DTypeError, ShapeError, TracerArrayConversionError, TracerBoolConversionError,
                      TracerIntegerConversionError, TracerLeakError, ConcretizationError, ArgumentTypeError)
 from .tree_util import PyTreeDef, keystr, tree_flatten_with_path, tree_unflatten
@@ -468,6 +468,9 @@ def abstractify(x, what: str = "argument", allow_struct: bool = False) -> Shaped
         return ShapedArray(x.shape, x.dtype, x.weak_type)
     if isinstance(x, complex):
         raise ArgumentTypeError(f"{what} is a complex number; hlo has no complex dtypes")
+    gpu = gpu_array_type(x)
+    if gpu is not None:  # a GPU array: described without a copy
+        return ShapedArray(gpu[0], _dtype_of(gpu[1], what), False)
     if hasattr(x, "__dlpack__") or hasattr(x, "__array__"):
         a = to_numpy(x, what)
         return ShapedArray(a.shape, _dtype_of(a.dtype, what), False)

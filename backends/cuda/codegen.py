@@ -22,9 +22,11 @@ from .sort_scatter import lower_scatter, lower_sort
 class CudaCodegen(GpuCodegen, KernelEmitter):
     threads = 1
 
-    def __init__(self, ctx, device):
+    def __init__(self, ctx, device, matmul_precision=None):
         super().__init__(ctx, device)
         self.generated_dots = []  # why each generated dot kernel was not a library call
+        # the compile's ``Options.matmul_precision`` ("highest" / "tf32"; None: the default)
+        self.matmul_precision = matmul_precision
 
     def loop_kernel(self, roots, env, name, what):
         return emit_loop_kernel(self, roots, env, name=name, what=what)
@@ -58,7 +60,7 @@ class CudaCodegen(GpuCodegen, KernelEmitter):
         are fused producers (not in a buffer) are computed into scratch first."""
         from .gemm import plan_dot
         lhs, rhs = op.operands
-        plan = plan_dot(lhs.type, rhs.type, op.results[0].type, op.attrs)
+        plan = plan_dot(lhs.type, rhs.type, op.results[0].type, op.attrs, precision=self.matmul_precision)
         if not plan:
             return None, plan.reason
         refs = []

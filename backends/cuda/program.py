@@ -103,15 +103,10 @@ class CudaProgram:
             self._runtime = CudaExecutable(code if code is not None else self.ptx, m)
         return self._runtime
 
-    def run(self, args: Sequence) -> list:
-        """Queue a call; the results as the runtime's ``DeviceArray`` objects (asynchronous)."""
+    def __call__(self, *args) -> list:
+        """Queue a call: the results as ``DeviceArray`` objects at once (asynchronous, like
+        jax's), what ``hlo.jit`` returns on target cuda."""
         return self.executable().run(list(args))
-
-    def __call__(self, *args) -> List[np.ndarray]:
-        """Run and wait: the results as numpy arrays, what ``hlo.jit`` returns on every target
-        (device-resident results are the runtime's ``run``)."""
-        # reshape: the runtime's DeviceArray.__array__ gives a rank-0 result as shape (1,)
-        return [np.asarray(o).reshape(o.shape) for o in self.run(args)]
 
 
 def pack_constants(arrays: Sequence[np.ndarray]) -> bytes:

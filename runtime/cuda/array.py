@@ -15,6 +15,7 @@ the donated array is marked deleted (using it raises).
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -257,7 +258,11 @@ class DeviceArray:
         return self._done is None or self._done.ready()
 
     def __array__(self, dtype=None, copy=None):
+        """A host copy (after the GPU has computed the array); rank-0 arrays stay rank 0."""
         self._check_live()
+        if copy is False:
+            raise ValueError("an hlo DeviceArray lives in GPU memory: numpy.asarray(x, copy=False) "
+                             "cannot give a view of it; copy it (numpy.asarray(x))")
         self._buf.ctx.make_current()
         stream = self._done.stream if self._done is not None else self._buf.stream
         span = _span_bytes(self.shape, self.strides, self.dtype.itemsize)
@@ -268,15 +273,49 @@ class DeviceArray:
             what = self._done.what if self._done is not None else "the array"
             raise type(e)(f"{e} (copying the result of {what} to the host; set HLO_CUDA_SYNC=1 to "
                           "find the kernel that failed)", e.call, e.code) from None
-        out = np.ndarray(self.shape, self.dtype, buffer=host, strides=self.strides) if span else \
-            np.empty(self.shape, self.dtype)
-        out = np.ascontiguousarray(out)
+        if not span:
+            out = np.empty(self.shape, self.dtype)
+        else:
+            out = np.ndarray(self.shape, self.dtype, buffer=host, strides=self.strides)
+            if self._strides is not None:  # another layout: a row-major copy (keeps rank 0)
+                out = np.array(out, order="C")
         if dtype is not None and np.dtype(dtype) != out.dtype:
             out = out.astype(dtype)
         return out
 
     def to_numpy(self) -> np.ndarray:
         return self.__array__()
+
+    # -- host conversions (each waits for the GPU and copies, like a jax array's) -----------
+
+    def item(self, *index):
+        return self.__array__().item(*index)
+
+    def tolist(self):
+        return self.__array__().tolist()
+
+    def __float__(self) -> float:
+        return float(self._scalar("float"))
+
+    def __int__(self) -> int:
+        return int(self._scalar("int"))
+
+    def __complex__(self) -> complex:
+        return complex(self._scalar("complex"))
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "iub":
+            raise TypeError(f"only integer arrays can be used as an index; this one is {self.dtype}")
+        return int(self._scalar("an index"))
+
+    def __bool__(self) -> bool:
+        return bool(self._scalar("bool"))
+
+    def _scalar(self, what: str):
+        if self.size != 1:
+            raise TypeError(f"only an array of one element converts to {what}; this one is "
+                            f"{self.dtype}{list(self.shape)}")
+        return self.__array__().reshape(()).item()
 
     def __len__(self) -> int:
         if not self.shape:
@@ -291,7 +330,23 @@ class DeviceArray:
         body = np.array2string(self.__array__(), separator=", ", prefix="DeviceArray(")
         return f"DeviceArray({body}, dtype={self.dtype})"
 
-    # -- zero-copy exchange -----------------------------------------------------------------
+    __str__ = __repr__
+
+    # -- what is not here: computing. An hlo DeviceArray has no arithmetic, indexing or array
+    # methods (they would have to run on the GPU through hlo); numpy's ufuncs refuse it rather
+    # than compute on a host copy behind the user's back.
+    __array_ufunc__ = None
+    __hash__ = None  # an array, not a value (like numpy's and jax's)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name in DeviceArray.__slots__:
+            raise AttributeError(name)
+        raise AttributeError(
+            f"'DeviceArray' object has no attribute {name!r}: an hlo DeviceArray (a result in GPU "
+            f"memory) does not compute by itself. Compute inside an hlo.jit function (which takes "
+            f"DeviceArrays without a copy), or copy it to the host with numpy.asarray(x) first")
+
+    # -- zero-copy exchange    # -- zero-copy exchange -----------------------------------------------------------------
 
     @property
     def __cuda_array_interface__(self) -> dict:
@@ -320,8 +375,55 @@ class DeviceArray:
         return interop.export_capsule(self._buf.ptr, self.shape, self._strides, self.dtype, self.device, self)
 
 
+def _no_operator(op: str):
+    def refuse(self, *args):
+        raise TypeError(
+            f"an hlo DeviceArray has no {op!r} operator: it does not compute by itself. Compute "
+            "inside an hlo.jit function (which takes DeviceArrays without a copy), or copy it to "
+            "the host with numpy.asarray(x) first")
+    refuse.__name__ = f"__{op}__"
+    return refuse
+
+
+for _op in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "floordiv",
+            "rfloordiv", "mod", "rmod", "pow", "rpow", "matmul", "rmatmul", "and", "rand", "or",
+            "ror", "xor", "rxor", "lshift", "rlshift", "rshift", "rrshift", "lt", "le", "eq", "ne",
+            "gt", "ge", "neg", "pos", "abs", "invert", "getitem", "setitem", "iter", "contains"):
+    setattr(DeviceArray, f"__{_op}__", _no_operator(_op))
+del _op
+
+
 def _span_bytes(shape, strides, itemsize: int) -> int:
     """Bytes from the first to one past the last element (dense layouts: the array's size)."""
     if any(d == 0 for d in shape):
         return 0
     return sum((d - 1) * s for d, s in zip(shape, strides)) + itemsize
+
+
+_transfer_streams = {}  # device -> the stream device_put copies on
+_transfer_events: list = []  # free events of device_put's completions
+_transfer_lock = threading.Lock()
+
+
+def device_put(host: np.ndarray, device: int = 0) -> DeviceArray:
+    """A ``DeviceArray`` on ``device`` holding a copy of ``host`` (queued on a stream of the
+    device's own; like a call's result, it is ready when ``block_until_ready`` returns, and an
+    executable that reads it orders itself after the copy). ``CudaUnavailableError`` without a
+    GPU."""
+    ctx = driver.get_context(device)
+    stream = _transfer_streams.get(device)
+    if stream is None:
+        with _transfer_lock:
+            stream = _transfer_streams.get(device)
+            if stream is None:
+                stream = _transfer_streams[device] = ctx.create_stream()
+    a = np.ascontiguousarray(host)
+    n = a.nbytes
+    ptr = ctx.alloc(n, stream, what=f"hlo.device_put of a {a.dtype}{list(a.shape)} array")
+    try:
+        driver.memcpy_htod(ptr, a.ctypes.data, n, stream)
+    except BaseException:
+        ctx.free(ptr, stream)
+        raise
+    done = Completion(stream, "hlo.device_put", _transfer_events)
+    return DeviceArray(DeviceBuffer(ptr, n, ctx, stream), a.shape, a.dtype, done=done)

@@ -7,7 +7,8 @@ reads a GPU array of another library (torch, jax, cupy, numba): through ``__dlpa
 (asking the producer to order its pending work before ``stream_handle``), else through
 ``__cuda_array_interface__`` (v3's ``stream``, or the legacy default stream when the producer
 names none, is waited on through ``event``). It returns a ``ForeignArray`` or None when ``obj``
-is not a GPU array.
+is not a GPU array. ``gpu_array_type(obj)`` tells a GPU array's shape and dtype from its
+attributes alone (what ``hlo.jit`` keys and traces it by).
 """
 from __future__ import annotations
 
@@ -145,6 +146,44 @@ def export_capsule(ptr: int, shape, strides_bytes, dtype: np.dtype, device_id: i
 
 
 # -- import --------------------------------------------------------------------------------
+
+def gpu_array_type(x):
+    """``(shape, numpy dtype)`` of an array in CUDA device memory -- one that says so through
+    ``__dlpack_device__`` or has a ``__cuda_array_interface__`` (hlo's ``DeviceArray``, torch,
+    cupy, jax on a GPU) -- read from its attributes (no copy, no wait); None for anything else
+    (numpy, host arrays of other libraries, numbers)."""
+    if isinstance(x, (np.ndarray, np.generic, bool, int, float)):
+        return None
+    dev = getattr(x, "__dlpack_device__", None)
+    on_gpu = False
+    if dev is not None:
+        try:
+            on_gpu = int(dev()[0]) == KDL_CUDA
+        except Exception:
+            on_gpu = False
+    if not on_gpu:
+        try:
+            on_gpu = getattr(x, "__cuda_array_interface__", None) is not None
+        except Exception:  # e.g. torch refuses it for a tensor that requires grad
+            on_gpu = False
+    if not on_gpu:
+        return None
+    try:
+        shape = tuple(int(d) for d in x.shape)
+    except (AttributeError, TypeError):
+        return None
+    dt = x.dtype
+    try:
+        dt = np.dtype(dt)
+    except TypeError:  # torch.float32 and the like: the name after the library's prefix
+        name = str(dt).rsplit(".", 1)[-1]
+        try:
+            dt = _BF16 if name == "bfloat16" else np.dtype(name)
+        except TypeError:
+            dt = name  # a dtype hlo does not know: the caller's dtype check names it
+    return shape, dt
+
+
 
 class ForeignArray:
     """A GPU array of another library, seen through DLPack or the CUDA array interface.
