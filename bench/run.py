@@ -44,7 +44,7 @@ def parse_args(argv):
                         "(default: interpreter,cpu; with --gpu: cuda)")
     p.add_argument("--workloads", default=None, help="comma-separated workload ids (default: all)")
     p.add_argument("--systems", default=None,
-                   help="comma-separated: numpy, jax, torch, torch.compile, iree, hlo (default: all)")
+                   help="comma-separated: numpy, jax, torch, torch.compile, torch.compile-ro (CUDA graphs; --gpu), iree, hlo (default: all)")
     p.add_argument("--quick", action="store_true", help="tiny sizes and short timing: a smoke run")
     p.add_argument("--gpu", action="store_true", help="GPU sizes; jax, torch and hlo on CUDA")
     p.add_argument("--out", default=None,

@@ -277,6 +277,29 @@ class TorchCompileSystem(TorchSystem):
         return torch.compile(impl, dynamic=False)
 
 
+class TorchCompileReduceOverheadSystem(TorchCompileSystem):
+    """torch.compile(mode="reduce-overhead"): Inductor's code replayed through CUDA graphs (the
+    peer of hlo's graph replay); GPU runs only. Each call starts a new graph step
+    (``torch.compiler.cudagraph_mark_step_begin``), since a replay reuses its outputs' memory."""
+    name = "torch.compile-ro"
+
+    def unavailable(self):
+        if not self.gpu:
+            return "torch.compile mode='reduce-overhead' (CUDA graphs) is measured on --gpu runs only"
+        return super().unavailable()
+
+    def _make(self, impl):
+        import torch
+        torch._dynamo.reset()
+        f = torch.compile(impl, dynamic=False, mode="reduce-overhead")
+        mark = torch.compiler.cudagraph_mark_step_begin
+
+        def step(*args):
+            mark()
+            return f(*args)
+        return step
+
+
 # ---------------------------------------------------------------- IREE (llvm-cpu)
 
 class IreeSystem(System):
@@ -331,7 +354,9 @@ class IreeSystem(System):
 # ---------------------------------------------------------------- hlo
 
 class HloSystem(System):
-    """hlo.jit(fn, target=...) on hlo.numpy; first call = trace + compile + run."""
+    """hlo.jit(fn, target=...) on hlo.numpy; first call = trace + compile + run. On target cuda
+    the inputs are ``hlo.device_put`` once at bind (outside the timed calls), each call returns
+    DeviceArrays asynchronously and ``sync`` waits with ``block_until_ready``."""
     is_peer = False
 
     def __init__(self, gpu: bool, quick: bool, target: str):
@@ -365,6 +390,8 @@ class HloSystem(System):
         body = case.workload.fn
         ops = Ops(hnp, getattr(hlo, "grad", None))
         target = self.target
+        # on the GPU the inputs live there before timing starts, as the peers' do
+        args = [hlo.device_put(a) for a in inputs] if target == "cuda" else list(inputs)
 
         def fn(*a):
             return body(ops, *a)
@@ -376,7 +403,7 @@ class HloSystem(System):
                 return self.call()
 
             def call(self):
-                return self.f(*inputs)
+                return self.f(*args)
 
             def sync(self, out):
                 for a in flatten(out):
@@ -416,16 +443,20 @@ class HloSystem(System):
 
 
 PEERS = {"numpy": NumpySystem, "jax": JaxSystem, "torch": TorchSystem,
-         "torch.compile": TorchCompileSystem, "iree": IreeSystem}
+         "torch.compile": TorchCompileSystem, "torch.compile-ro": TorchCompileReduceOverheadSystem,
+         "iree": IreeSystem}
+GPU_ONLY = {"torch.compile-ro"}
 
 
 def make_systems(names: Optional[list], targets: list, gpu: bool, quick: bool) -> list:
     """Systems in table order: the named peers (all if None; without numpy when ``gpu``) and, when
     ``hlo`` is named or names are None, one hlo system per target."""
     # numpy on the host only times the host CPU in a GPU run; it runs there when named
-    wanted = names or [n for n in PEERS if not (gpu and n == "numpy")] + ["hlo"]
+    # torch.compile-ro (CUDA graphs) is a GPU peer: it runs on --gpu runs, or when named
+    wanted = names or [n for n in PEERS if not (gpu and n == "numpy") and (gpu or n not in GPU_ONLY)] + ["hlo"]
     aliases = {"jax.jit": "jax", "torch-eager": "torch", "torch_compile": "torch.compile",
-               "torch-compile": "torch.compile", "inductor": "torch.compile"}
+               "torch-compile": "torch.compile", "inductor": "torch.compile",
+               "torch.compile-reduce-overhead": "torch.compile-ro", "torch-compile-ro": "torch.compile-ro"}
     wanted = [aliases.get(n, n) for n in wanted]
     unknown = [n for n in wanted if n not in PEERS and n != "hlo"]
     if unknown:
