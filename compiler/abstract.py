@@ -136,6 +136,13 @@ def to_numpy(x, what: str = "argument") -> np.ndarray:
         return x
     if isinstance(x, np.generic):
         return np.asarray(x)
+    if gpu_array_type(x) is not None:  # GPU memory: a copy to the host (hlo's own: __array__)
+        try:
+            return np.asarray(x)
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise ArgumentTypeError(f"{what} is a {type(x).__name__} in GPU memory, which this target "
+                                    f"reads from the host and cannot copy there ({e}); copy it to the "
+                                    "host first, or call the function with target='cuda'") from None
     if hasattr(x, "__dlpack__"):
         try:
             return np.from_dlpack(x)

@@ -417,7 +417,9 @@ def device_put(host: np.ndarray, device: int = 0) -> DeviceArray:
             stream = _transfer_streams.get(device)
             if stream is None:
                 stream = _transfer_streams[device] = ctx.create_stream()
-    a = np.ascontiguousarray(host)
+    a = np.asarray(host)
+    if not a.flags.c_contiguous:
+        a = np.array(a, order="C")  # (np.ascontiguousarray would make a rank-0 array rank 1)
     n = a.nbytes
     ptr = ctx.alloc(n, stream, what=f"hlo.device_put of a {a.dtype}{list(a.shape)} array")
     try:
