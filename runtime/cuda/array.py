@@ -5,6 +5,10 @@ Results come back before the GPU has computed them (calls are asynchronous, like
 (waiting first). ``__cuda_array_interface__`` (v3, naming the stream that produces it) and
 ``__dlpack__`` / ``__dlpack_device__`` hand the memory to torch, jax, cupy or another hlo
 executable without a copy; a DeviceArray passed to an hlo executable is read in place.
+It describes itself (``shape``, ``dtype``, ``ndim``, ``size``, ``nbytes``, ``len``, a ``repr``
+with values) and converts to host values (``item``, ``tolist``, ``float``, ``int``, ``bool``:
+each waits and copies) but computes nothing: operators, indexing, numpy ufuncs and array
+methods raise errors pointing to ``numpy.asarray(x)`` or an ``hlo.jit`` function.
 
 An array's memory is a ``DeviceBuffer``: memory hlo allocated (given back to its stream's
 ``BufferPool`` for reuse, or freed stream-ordered, when the last array or DLPack consumer using
