@@ -5,7 +5,8 @@ the float64 numpy reference, and the StableHLO conformance folders on ``--target
 
 Phases: ``tests`` (tests/cuda and the frontend tests with ``HLO_TEST_TARGETS=cuda``, not slow),
 ``workloads`` (bench/workloads.py at its gpu sizes and dtypes: relative error of every output
-and the median of a few timed calls, which include the host<->device copies), ``conformance``
+and the median of a few timed calls on inputs put on the device first, each to
+``block_until_ready``), ``conformance``
 (each folder given; ``--sample N`` runs a fixed sample of N tests per folder). Prints a short
 table last; logs and JSON go to ``--out`` (``$OUT`` on the device machine).
 """
