@@ -392,7 +392,7 @@ def _no_operator(op: str):
 for _op in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "floordiv",
             "rfloordiv", "mod", "rmod", "pow", "rpow", "matmul", "rmatmul", "and", "rand", "or",
             "ror", "xor", "rxor", "lshift", "rlshift", "rshift", "rrshift", "lt", "le", "eq", "ne",
-            "gt", "ge", "neg", "pos", "abs", "invert", "getitem", "setitem", "iter", "contains"):
+            "gt", "ge", "neg", "pos", "abs", "invert", "getitem", "setitem"):
     setattr(DeviceArray, f"__{_op}__", _no_operator(_op))
 del _op
 
