@@ -46,6 +46,7 @@ _FRONTEND = (
     ("jacrev", "hlo.batching.jacobians", "jacrev"), ("hessian", "hlo.batching.jacobians", "hessian"),
     ("explain_cache_miss", "hlo.api", "explain_cache_miss"),  # the persistent cache
     ("devices", "hlo.placement", "devices"), ("device_put", "hlo.placement", "device_put"),
+    ("device_get", "hlo.placement", "device_get"),
 )
 _FRONTEND_NAMES = {n for n, _, _ in _FRONTEND}
 _loading = False

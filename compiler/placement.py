@@ -1,4 +1,4 @@
-"""``hlo.devices()`` and ``hlo.device_put(x, device=None)``, like jax's.
+"""``hlo.devices()``, ``hlo.device_put(x, device=None)`` and ``hlo.device_get(tree)``, like jax's.
 
 ``devices()`` lists the CUDA devices (``Device``: ``id``, ``platform`` "cuda", ``device_kind``,
 the GPU's name); an empty list where there is no usable GPU. ``device_put(x)`` copies a host
@@ -87,3 +87,11 @@ def device_put(x, device: Union[None, int, Device] = None):
         return put(host, dev)
     except CudaUnavailableError as e:
         raise TargetUnavailableError(f"hlo.device_put needs a CUDA device: {e}") from None
+
+
+def device_get(x):
+    """``x`` (a pytree) with every GPU array copied to the host as a numpy array (other leaves
+    as they are), like ``jax.device_get``."""
+    from hlo.runtime.cuda.interop import gpu_array_type
+    from .tree_util import tree_map
+    return tree_map(lambda a: np.asarray(a) if gpu_array_type(a) is not None else a, x)

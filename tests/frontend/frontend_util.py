@@ -67,7 +67,8 @@ def jax_run(fn, args, x64=None, jit=True):
 
 
 def hlo_run(fn, args, target, **kw):
-    return hlo.jit(fn, target=target, **kw)(*args)
+    """``fn(*args)`` through hlo.jit on ``target``, as numpy (cuda's DeviceArrays copied back)."""
+    return hlo.device_get(hlo.jit(fn, target=target, **kw)(*args))
 
 
 def tolerance(dt, rtol=None):

@@ -636,7 +636,7 @@ def test_mlp_train_step_matches_jax(labels_as, target):
     x = rng.standard_normal((128, 784)).astype(f32)
     labels = rng.integers(0, 10, 128).astype(i32)
     args = (w1, b1, w2, b2, x, labels)
-    got = hlo.jit(_mlp_step(hnp, hlo.nn, hlo.value_and_grad, labels_as), target=target)(*args)
+    got = hlo.device_get(hlo.jit(_mlp_step(hnp, hlo.nn, hlo.value_and_grad, labels_as), target=target)(*args))
     want = jax.jit(_mlp_step(jnp, jax.nn, jax.value_and_grad, labels_as))(*args)
     np.testing.assert_allclose(got[4], want[4], rtol=1e-5)
     for new, ref, old in zip(got[:4], want[:4], args[:4]):  # compare the updates, not the weights

@@ -177,7 +177,7 @@ def test_fori_loop_traced_bounds_and_index_dtype(target):
     compare(make(lax), make(jax.lax), (np.int16(-3), np.int16(4), x), target)
     # a Python int bound adopts the traced bound's signed dtype
     f = hlo.jit(lambda hi, x: lax.fori_loop(0, hi, lambda i, v: (v[0] + 1, i), (x, hi)), target=target)
-    out = f(np.int16(6), np.float32(0))
+    out = hlo.device_get(f(np.int16(6), np.float32(0)))
     assert out[0] == 6 and out[1].dtype == np.int16 and out[1] == 5
 
 
@@ -250,10 +250,10 @@ def test_eager_calls(target):
     with hlo.config.override(target=target):
         x = np.arange(4, dtype=np.float32)
         np.testing.assert_array_equal(lax.cond(np.bool_(False), lambda v: v + 1, lambda v: v * 3, x), x * 3)
-        assert lax.switch(7, [lambda: np.int32(1), lambda: np.int32(2)]) == 2
-        assert lax.fori_loop(np.int64(0), np.int64(4), lambda i, v: v + i, 0) == 6
-        assert lax.while_loop(lambda v: v < 100, lambda v: v * 3, np.int32(1)) == 243
-        carry, ys = lax.scan(lambda c, x: (c + x, c), np.float32(0), x)
+        assert hlo.device_get(lax.switch(7, [lambda: np.int32(1), lambda: np.int32(2)])) == 2
+        assert hlo.device_get(lax.fori_loop(np.int64(0), np.int64(4), lambda i, v: v + i, 0)) == 6
+        assert hlo.device_get(lax.while_loop(lambda v: v < 100, lambda v: v * 3, np.int32(1))) == 243
+        carry, ys = hlo.device_get(lax.scan(lambda c, x: (c + x, c), np.float32(0), x))
         assert carry == 6 and list(ys) == [0, 0, 1, 3]
 
 

@@ -51,8 +51,8 @@ def test_pytree_arguments_and_results(target):
                 "point": Point(pt.y, pt.x), "box": Box(box.value * box.scale, box.scale),
                 "layer": x @ layer.w + layer.b, "scalar": scalar * 2, "const": 7}
     f = hlo.jit(f.fun, target=target)
-    out = f({"b": x, "a": x + 1}, [x, x[0]], Point(x, x * 3), Box(x, 2.0),
-            Layer(np.ones((3, 2), np.float32), np.ones(2, np.float32)), None, 1.5)
+    out = hlo.device_get(f({"b": x, "a": x + 1}, [x, x[0]], Point(x, x * 3), Box(x, 2.0),
+                           Layer(np.ones((3, 2), np.float32), np.ones(2, np.float32)), None, 1.5))
     np.testing.assert_array_equal(out["sum"], 2 * x + 1)
     np.testing.assert_array_equal(out["list"][0], x * 2)
     assert out["list"][1][1] is None and isinstance(out["list"][1], tuple)

@@ -39,6 +39,7 @@ def _run_keys(hfn, jfn, target, x64=False, keys=KEYS, tag=None):
 
 
 def _assert_bits_equal(got, want):
+    got = hlo.device_get(list(got))  # (cuda's DeviceArrays as numpy)
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
         np.testing.assert_array_equal(g.reshape(-1).view(np.uint8), w.reshape(-1).view(np.uint8))
@@ -196,10 +197,10 @@ def test_bernoulli(target):
 
 def test_eager_calls(target):
     with hlo.config.override(target=target):
-        k = hr.key(11)
+        k = hlo.device_get(hr.key(11))  # (a numpy key: jax takes it too)
         np.testing.assert_array_equal(k, jax.random.PRNGKey(11))
         np.testing.assert_array_equal(hr.uniform(k, (3,)), jax.random.uniform(k, (3,)))
-        np.testing.assert_array_equal(hr.split(k)[1], jax.random.split(k)[1])
+        np.testing.assert_array_equal(hlo.device_get(hr.split(k))[1], jax.random.split(k)[1])
 
 
 def test_errors():
@@ -242,7 +243,7 @@ def test_dropout(target, dtype):
         hf = hlo.jit(lambda k, x: hlo.nn.dropout(k, rate, x, broadcast_dims=bd), target=target)
         jf = _jax_jit(("dropout", rate, bd), lambda k, x, rate=rate, bd=bd: _dropout_ref(k, rate, x, bd))
         for k in KEYS[:3]:
-            got, want = hf(k, x), np.asarray(jf(k, x))
+            got, want = np.asarray(hf(k, x)), np.asarray(jf(k, x))
             np.testing.assert_array_equal(got == 0, want == 0)
             np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-3)
             assert got.dtype == dtype and not np.isnan(got).any()
@@ -250,7 +251,7 @@ def test_dropout(target, dtype):
             assert ((got == 0).all(axis=0) | (got != 0).all(axis=0)).all()
     f = hlo.jit(lambda k, x: (hlo.nn.dropout(k, 0.0, x), hlo.nn.dropout(k, 0.7, x, deterministic=True),
                               hlo.nn.dropout(k, 1.0, x)), target=target)
-    a, b, c = f(KEYS[0], x)
+    a, b, c = hlo.device_get(f(KEYS[0], x))
     np.testing.assert_array_equal(a, x)
     np.testing.assert_array_equal(b, x)
     assert (c == 0).all()
