@@ -66,7 +66,7 @@ def invoke(callback_id: int, args: List[np.ndarray], result_types: Sequence[Tens
         if o.shape != tuple(t.shape) or o.dtype != t.dtype.np_dtype:
             raise CallbackError(f"host callback{at}: result {k} is {o.dtype}{list(o.shape)}, "
                                 f"expected {t.without_layout()}")
-        checked.append(np.ascontiguousarray(o))
+        checked.append(np.asarray(o, order="C"))  # (ascontiguousarray makes 0-d 1-d)
     return checked
 
 

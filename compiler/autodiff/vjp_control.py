@@ -26,6 +26,7 @@ from hlo.ir import Operation, Region, Value
 from hlo.ir.clone import clone_op
 
 from ..abstract import aval_of_type
+from ..errors import UnsupportedError
 from ..tracing import Tracer, current_trace, lift, trace_region
 from . import prims as P
 from .backprop import (STOP_GRADIENT_OPS, _append, active_values, backprop, free_values,
@@ -267,3 +268,18 @@ def _record(body: Region, init: List[Tracer], taped: List[bool], outer: Dict[Val
                trace_region(step, avals, name="body", description="the taping loop's body").region]
     res = P.emit("while", [P.const(0, i32)] + list(init) + tape0, regions=regions)
     return res[1 + len(init):]
+
+
+# --------------------------------------------------------------------------------------------
+# host_callback
+# --------------------------------------------------------------------------------------------
+
+@vjp_rule("host_callback")
+def _host_callback(e: Eqn):
+    # Called only when a result carries a cotangent: a pure_callback's value is differentiated.
+    # (A debug print has no results: it stays in the forward pass and prints the primals.)
+    kw = {"location": e.op.loc} if e.op.loc is not None else {}
+    raise UnsupportedError(
+        f"{e.attr('what') or 'a host callback'} has no derivative: pure callbacks do not support "
+        "JVP or VJP (as in jax). Define one with hlo.custom_vjp around the call, or wrap its "
+        "inputs in hlo.autodiff.stop_gradient", **kw)
