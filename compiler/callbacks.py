@@ -28,7 +28,7 @@ from . import dtypes
 from .errors import CallbackError, UnsupportedError
 from .source_info import SourceLocation, user_location
 from .tracing import Tracer, emit, is_tracing
-from .tree_util import tree_flatten, tree_structure, tree_unflatten
+from .tree_util import tree_flatten, tree_unflatten
 
 VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all")
 _NOT_IMPLEMENTED_METHODS = ("legacy_vectorized",)

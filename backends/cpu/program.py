@@ -13,8 +13,8 @@ from .. import llvm_util as U
 from ..llvm_util import I8, I32, I64, PTR, VOID, ModuleContext, i64
 from hlo.runtime.cpu.abi import (ENTRY, HOST_CALL_PTR, NP_ARRAY_DATA, POOL_PTR, PY_ENTRY,  # noqa: F401
                                   PY_TUPLE_ITEMS, RW_ANCHOR)
-from hlo.runtime.steps import (BufRef, Copy, HostCall, KernelCall, Switch, While,  # noqa: F401 (re-exported)
-                               describe_steps)
+from hlo.runtime.steps import (BufRef, Copy, HostCall, KernelCall, Switch, While,  # noqa: F401
+                               describe_steps)  # noqa: F401 (re-exported)
 
 
 TASK_FN = ir.FunctionType(VOID, [PTR, I64, I64])

@@ -23,14 +23,13 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from hlo.ir import Operation, Region, Value
-from hlo.ir.clone import clone_op
 
 from ..abstract import aval_of_type
 from ..errors import UnsupportedError
 from ..tracing import Tracer, current_trace, lift, trace_region
 from . import prims as P
-from .backprop import (STOP_GRADIENT_OPS, _append, active_values, backprop, free_values,
-                       not_differentiable)
+from .backprop import (STOP_GRADIENT_OPS, active_values, backprop, free_values,
+                       not_differentiable, recompute)
 from .table import Eqn, vjp_rule
 
 
@@ -54,7 +53,7 @@ def _backward_branch(e: Eqn, region: Region, free: List[Value]) -> Region:
             values[v] = lift(e.primal_of(v))._value  # read from the enclosing trace
         outer = set(values)
         for op in region.ops:
-            _append(trace, clone_op(op, values))
+            recompute(trace, op, values)
         tracers: Dict[Value, Tracer] = {}
 
         def primal_of(v: Value) -> Tracer:
@@ -138,9 +137,8 @@ def _clone_body(body: Region, carry: List[Tracer], outer: Dict[Value, Tracer]) -
     values = {v: lift(t)._value for v, t in outer.items()}
     values.update((a, lift(c)._value) for a, c in zip(body.args, carry))
     for op in body.ops:
-        new = clone_op(op, values)
-        _append(trace, new)
-        if op in STOP_GRADIENT_OPS:
+        new = recompute(trace, op, values)
+        if new is not None and op in STOP_GRADIENT_OPS:
             STOP_GRADIENT_OPS.add(new)
     return values
 

@@ -150,6 +150,28 @@ def test_grad_prints_the_primal_once_and_pure_callback_has_no_derivative(target,
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_the_backward_pass_does_not_print_again(target, capsys):
+    """Loops, branches and checkpoints recompute their forward ops in the backward pass; their
+    prints run once, in the forward pass (as in jax)."""
+    def loss(w):
+        def body(i, c):
+            hlo.debug.print("it {} {}", i, c)
+            return c * w
+
+        c = hlo.lax.fori_loop(0, 2, body, w)
+        c = hlo.lax.cond(c.sum() > 0, lambda c: (hlo.debug.print("T {}", c), c * 2.0)[1],
+                         lambda c: c, c)
+        c = hlo.checkpoint(lambda c: (hlo.debug.print("ck {}", c), hnp.sin(c))[1])(c)
+        return c.sum()
+
+    w = np.array([0.5, 1.0], np.float32)
+    g = hlo.jit(hlo.grad(loss), target=target)(w)
+    c2 = w ** 3
+    np.testing.assert_allclose(g, np.cos(2 * c2) * 2 * 3 * w ** 2, rtol=1e-5)
+    assert lines(capsys) == [f"it 0 {w}", f"it 1 {w * w}", f"T {c2}", f"ck {2 * c2}"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("fast", [True, False])
 def test_a_wrong_result_or_an_exception_in_the_callback_is_raised_by_the_call(target, fast):
     def f(x):
