@@ -35,10 +35,45 @@ from .. import llvm_util as U
 from ..llvm_util import F32, F64, I64, for_range, i64
 from .gemm_view import MatrixView, block_item
 from .kernels import KernelBuilder, collect_reads, make_emitter
-from hlo.runtime.cpu.target import host
+from hlo.runtime.cpu import target as _target
+from hlo.runtime.cpu.target import cache_bytes
 
-MR = 6  # rows of a register tile
-NV = 2  # vectors of a register tile
+# Register tiles (rows x vectors) by vector width. With 32 zmm registers (AVX-512) a 6 x 4 tile
+# keeps 24 accumulators, 4 panel vectors and a broadcast in registers: per k, 10 loads for 24
+# FMAs instead of 8 for 12 (6 x 2, the 16-register AVX2 tile). Measured on one thread (AVX-512
+# Xeon, GFLOP/s, 1024 x 512 x 512 / 1024 x 2048 x 512 / 32 x 512 x 1024): 6x2 161/147/115,
+# 8x3 172/139/124, 6x4 178/160/119, 12x2 167/114/116, 14x2 162/112/118.
+TILES = {512: (6, 4), 256: (6, 2), 128: (6, 2)}
+# The panel of B (KC rows of the tile's columns) is sized to stay in L1 while every row tile of
+# a chunk passes over it: past PANEL_L1_FRACTION of L1, the contraction runs in blocks of KC
+# rows, each adding to C (1024 x 2048 x 512 on one thread 101 -> 160-169 GFLOP/s).
+PANEL_L1_FRACTION = 1.0
+# A chunk's rows of A (MC x KC) and, when the contraction is blocked, its rows of C (MC x
+# columns) stay in L2 while the panels pass over them: at most L2_FRACTION of the core's L2.
+L2_FRACTION = 0.5
+
+
+def register_tile(target=None):
+    """(MR, NV): the register tile of the target's vector width."""
+    bits = (target or _target.host()).vector_bits
+    return TILES.get(bits, TILES[128])
+
+
+def k_block(K: int, NV: int, W: int, itemsize: int) -> Tuple[int, int]:
+    """(KC, number of blocks): the contraction in equal blocks whose panels fit in L1."""
+    row = NV * W * itemsize
+    budget = int(cache_bytes(1, 32 << 10) * PANEL_L1_FRACTION)
+    nk = max(1, -(-K * row // budget))
+    return -(-K // nk), nk
+
+
+def chunk_rows(MR: int, KC: int, cols: int, nk: int, itemsize: int) -> int:
+    """Rows per chunk: A's MC x KC (and C's MC x cols when the contraction is blocked) in L2."""
+    per_row = (KC + (cols if nk > 1 else 0)) * itemsize
+    budget = int(cache_bytes(2, 1 << 20) * L2_FRACTION)
+    return max(MR, budget // max(1, per_row) // MR * MR)
+
+
 # When B's rows are PANEL_GROUP_MIN_STRIDE bytes apart or more (a page: N >= 1024 f32), each
 # row of a panel sits on its own page, and packing one panel at a time walks K pages per panel.
 # Then up to PANEL_GROUP panels (at most PANEL_GROUP_BYTES of stack) are packed together, row
@@ -53,7 +88,7 @@ FILL_PREFETCH_ROWS = 16
 
 
 def vector_lanes(comp) -> int:
-    return max(1, host().vector_bits // (8 * comp.itemsize))
+    return max(1, _target.host().vector_bits // (8 * comp.itemsize))
 
 
 def supports(A: MatrixView, Bv: MatrixView, C: MatrixView) -> bool:
@@ -63,7 +98,7 @@ def supports(A: MatrixView, Bv: MatrixView, C: MatrixView) -> bool:
     return C.cs in (1, None)
 
 
-def _k_loop(b: ir.IRBuilder, K: int, init: List[ir.Value], step) -> List[ir.Value]:
+def _k_loop(b: ir.IRBuilder, K, init: List[ir.Value], step) -> List[ir.Value]:
     """``for k in [0, K): accs = step(k, accs)`` with the accumulators as loop phis."""
     fn = b.function
     pre = b.block
@@ -79,7 +114,7 @@ def _k_loop(b: ir.IRBuilder, K: int, init: List[ir.Value], step) -> List[ir.Valu
         p = b.phi(v.type)
         p.add_incoming(v, pre)
         phis.append(p)
-    b.cbranch(b.icmp_signed("<", k, i64(K)), body, done)
+    b.cbranch(b.icmp_signed("<", k, K if isinstance(K, ir.Value) else i64(K)), body, done)
     b.position_at_end(body)
     new = step(k, phis)
     k1 = b.add(k, i64(1), flags=U.NSW)
@@ -98,9 +133,9 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
     tiles, then ``epilogue_fn`` (``dot._block_epilogue``) on each block while it is in cache."""
     fty = F64 if comp.name == "f64" else F32
     W = vector_lanes(comp)
+    MR, NV = register_tile()
     vty = ir.VectorType(fty, W)
     fma_v = cg.ctx.intrinsic("fma", vty, 3)
-    fma_s = cg.ctx.intrinsic("fma", fty, 3)
     refs, writes = [C.ref, A.ref, Bv.ref], [True, False, False]
     ereads = []
     if epi is not None:
@@ -121,7 +156,6 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
     mblocks, nblocks = -(-M // MB), -(-N // NB)
     per_batch = mblocks * nblocks
     zero_v = ir.Constant(vty, [ir.Constant(fty, 0.0)] * W)
-    zero_s = ir.Constant(fty, 0.0)
     shuf0 = ir.Constant(ir.VectorType(ir.IntType(32), W), [ir.Constant(ir.IntType(32), 0)] * W)
     undef_v = ir.Constant(vty, ir.Undefined)
 
@@ -134,23 +168,41 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
     if fill:
         prefetch = cg.ctx.declare("llvm.prefetch.p0", U.VOID, [U.PTR, U.I32, U.I32, U.I32])
         prefetch_args = [ir.Constant(U.I32, c) for c in (0, 3, 1)]  # read, keep (L1), data
+    KC, NK = k_block(K, NV, W, comp.itemsize)
     G = 1
     if b_contig and ldb * comp.itemsize >= PANEL_GROUP_MIN_STRIDE:
-        G = max(1, min(PANEL_GROUP, PANEL_GROUP_BYTES // (K * NV * W * comp.itemsize)))
+        G = max(1, min(PANEL_GROUP, PANEL_GROUP_BYTES // (KC * NV * W * comp.itemsize)))
+    kc_cur = [i64(KC)]   # rows of B in the current block of the contraction (run time)
+    acc_cur = [None]     # i1: add to C (a later block of the contraction), None: one block
     with b.goto_entry_block():
-        bpanel = b.alloca(vty, size=i64(K * NV * G), name="bpanel")
+        bpanel = b.alloca(vty, size=i64(KC * NV * G), name="bpanel")
         bpanel.align = 64
     cur_panel = [i64(0)]  # which panel of the packed group the row tiles read
 
     def panel_at(k, v, p=None):
-        base = b.mul(p if p is not None else cur_panel[0], i64(K * NV))
+        base = b.mul(p if p is not None else cur_panel[0], i64(KC * NV))
         return b.gep(bpanel, [b.add(base, b.add(b.mul(k, i64(NV)), i64(v)))], source_etype=vty)
 
-    def tile(oa, ob, oc, i0, j0, mr: int, nv: int, packed: bool = False, fill: bool = False):
-        """C[i0:i0+mr, j0:j0+nv*W] (nv = 0: one scalar column); ``packed``: B's columns
-        j0.. were copied to the contiguous panel (row k at vectors k*NV ..); ``fill``: this
-        tile reads them from B and copies them to the panel as it goes (prefetching
-        ``FILL_PREFETCH_ROWS`` rows of B ahead)."""
+    def masked(op, ptr, lanes, value=None):
+        """``llvm.masked.load`` / ``.store`` of the first ``lanes`` lanes of a vector at ``ptr``."""
+        mask = ir.Constant(ir.VectorType(ir.IntType(1), W), [ir.Constant(ir.IntType(1), int(l < lanes))
+                                                              for l in range(W)])
+        align = ir.Constant(U.I32, comp.itemsize)
+        if op == "load":
+            fn = cg.ctx.declare(f"llvm.masked.load.v{W}{'f64' if fty == F64 else 'f32'}.p0", vty,
+                                [U.PTR, U.I32, mask.type, vty])
+            return b.call(fn, [ptr, align, mask, zero_v])
+        fn = cg.ctx.declare(f"llvm.masked.store.v{W}{'f64' if fty == F64 else 'f32'}.p0", U.VOID,
+                            [vty, U.PTR, U.I32, mask.type])
+        return b.call(fn, [value, ptr, align, mask])
+
+    def tile(oa, ob, oc, i0, j0, mr: int, nv: int, packed: bool = False, fill: bool = False,
+             lanes: int = 0):
+        """C[i0:i0+mr, j0:j0+nv*W]; ``lanes``: only that many lanes of the last vector (a
+        column tail: masked loads and stores of C; its panel holds zeros past them);
+        ``packed``: B's columns j0.. were copied to the contiguous panel (row k at vectors
+        k*NV ..); ``fill``: this tile reads them from B and copies them to the panel as it goes
+        (prefetching ``FILL_PREFETCH_ROWS`` rows of B ahead)."""
         arow = [b.add(oa, b.mul(b.add(i0, i64(r)), i64(rsA))) for r in range(mr)]
 
         def step(k, accs):
@@ -162,45 +214,70 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
                 for v in range(nv):
                     b.store(bvs[v], panel_at(k, v))
                 ahead = b.add(k, i64(FILL_PREFETCH_ROWS))
-                ahead = b.select(b.icmp_signed("<", ahead, i64(K)), ahead, i64(K - 1))
+                last = b.sub(kc_cur[0], i64(1))
+                ahead = b.select(b.icmp_signed("<", ahead, kc_cur[0]), ahead, last)
                 src = elem(Bp, b.add(b.add(ob, b.mul(ahead, i64(ldb))), j0))
                 span = nv * W * comp.itemsize
                 for off in sorted({0, span - 1}):  # the first and last line of the row's run
                     b.call(prefetch, [b.gep(src, [i64(off)], source_etype=U.I8)] + prefetch_args)
             elif packed:
                 bvs = [b.load(panel_at(k, v), typ=vty) for v in range(nv)]
-            elif nv:
+            else:
                 bvs = [b.load(elem(Bp, b.add(brow, i64(v * W))), typ=vty, align=comp.itemsize)
                        for v in range(nv)]
-            else:
-                bvs = [b.load(elem(Bp, b.add(b.add(ob, b.mul(k, i64(ldb))), b.mul(j0, i64(csB)))), typ=fty)]
             out = []
             for r in range(mr):
                 a = b.load(elem(Ap, b.add(arow[r], ak)), typ=fty)
-                if nv:
-                    a = b.shuffle_vector(b.insert_element(undef_v, a, ir.Constant(ir.IntType(32), 0)),
-                                         undef_v, shuf0)
-                for v in range(len(bvs)):
-                    out.append(b.call(fma_v if nv else fma_s, [a, bvs[v], accs[r * len(bvs) + v]]))
+                a = b.shuffle_vector(b.insert_element(undef_v, a, ir.Constant(ir.IntType(32), 0)),
+                                     undef_v, shuf0)
+                for v in range(nv):
+                    out.append(b.call(fma_v, [a, bvs[v], accs[r * nv + v]]))
             return out
 
-        init = [zero_v if nv else zero_s] * (mr * max(nv, 1))
-        accs = _k_loop(b, K, init, step)
-        for r in range(mr):
-            crow = b.add(b.add(oc, b.mul(b.add(i0, i64(r)), i64(ldc))), j0)
-            for v in range(max(nv, 1)):
-                p = elem(Cp, b.add(crow, i64(v * W)) if nv else crow)
-                b.store(accs[r * max(nv, 1) + v], p, align=comp.itemsize)
+        def c_ptrs():
+            out = []
+            for r in range(mr):
+                crow = b.add(b.add(oc, b.mul(b.add(i0, i64(r)), i64(ldc))), j0)
+                for v in range(nv):
+                    out.append((elem(Cp, b.add(crow, i64(v * W))), lanes if v == nv - 1 else 0))
+            return out
+
+        init = [zero_v] * (mr * nv)
+        if acc_cur[0] is not None:   # a later block of the contraction adds to C
+            pre = b.block
+            load_c = b.function.append_basic_block("cload")
+            start = b.function.append_basic_block("cstart")
+            b.cbranch(acc_cur[0], load_c, start)
+            b.position_at_end(load_c)
+            loaded = [masked("load", p, n) if n else b.load(p, typ=vty, align=comp.itemsize)
+                      for p, n in c_ptrs()]
+            b.branch(start)
+            b.position_at_end(start)
+            phis = []
+            for z, l in zip(init, loaded):
+                ph = b.phi(z.type)
+                ph.add_incoming(z, pre)
+                ph.add_incoming(l, load_c)
+                phis.append(ph)
+            init = phis
+        accs = _k_loop(b, kc_cur[0], init, step)
+        for acc, (p, n) in zip(accs, c_ptrs()):
+            if n:
+                masked("store", p, n, acc)
+            else:
+                b.store(acc, p, align=comp.itemsize)
 
     # Block sizes are compile-time constants, so the row counts and column counts an item can
     # have are known: only the tiles they need are emitted (linear_relu's product needs 2 of
     # the 18 general ones, which cut its LLVM time by ~3x).
-    row_counts = {min(MB, M - m0) for m0 in range(0, M, MB)}
+    MC = chunk_rows(MR, KC, NB, NK, comp.itemsize)
+    row_counts = {h for hb in {min(MB, M - m0) for m0 in range(0, M, MB)}
+                  for h in ({min(MC, hb)} | ({hb % MC} if hb > MC and hb % MC else set()))}
     col_counts = {min(NB, N - n0) for n0 in range(0, N, NB)}
     row_rems = sorted({r % MR for r in row_counts} - {0})
     any_full_rows = any(r >= MR for r in row_counts)
 
-    def row_tiles(oa, ob, oc, m0, m1, j0, nv, packed=False, fill=False):
+    def row_tiles(oa, ob, oc, m0, m1, j0, nv, packed=False, fill=False, lanes=0):
         """Row tiles of MR for the column panel at j0, then one tile of the 1..MR-1 rows left
         (a tile per remainder that can occur, so a tail row keeps MR-way independent
         accumulation chains where it can rather than one latency-bound chain per row).
@@ -212,8 +289,8 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
         full_end = b.sub(m1, rem)
         if any_full_rows:
             with for_range(b, i64(0), b.udiv(b.sub(full_end, m0), i64(MR)), "it") as it:
-                tile(oa, ob, oc, b.add(m0, b.mul(it, i64(MR))), j0, MR, nv, packed)
-        by_height(rem, row_rems, "tail", lambda r: tile(oa, ob, oc, full_end, j0, r, nv, packed))
+                tile(oa, ob, oc, b.add(m0, b.mul(it, i64(MR))), j0, MR, nv, packed, lanes=lanes)
+        by_height(rem, row_rems, "tail", lambda r: tile(oa, ob, oc, full_end, j0, r, nv, packed, lanes=lanes))
 
     def by_height(height, heights, name, emit):
         """``emit(h)`` for the one of ``heights`` (compile-time tile heights) that ``height``
@@ -241,21 +318,25 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
             with for_range(b, i64(0), b.udiv(b.sub(m1, start), i64(MR)), "it") as it:
                 tile(oa, ob, oc, b.add(start, b.mul(it, i64(MR))), j0, MR, nv, True)
 
-    def pack(ob, j0, nv, npanels=None):
+    def pack(ob, j0, nv, npanels=None, lanes=0):
         """Copy B[0:K, j0:j0+nv*W] (``npanels`` consecutive panels of it) into the panel buffer
         (sequential reads for every row tile); gathered element by element when B's columns
         are not contiguous. A group of panels is copied row by row of B, so each row of B is
-        read as one run of G panels (one page walk, not G)."""
-        with for_range(b, i64(0), i64(K), "pk") as k:
+        read as one run of G panels (one page walk, not G). ``lanes``: the last vector holds
+        only that many columns (zeros after them)."""
+        with for_range(b, i64(0), kc_cur[0], "pk") as k:
             src = b.add(ob, b.mul(k, i64(ldb)))
 
             def one(p, jp0):
                 for v in range(nv):
-                    if b_contig:
+                    n = lanes if v == nv - 1 and lanes else W
+                    if b_contig and n < W:
+                        x = masked("load", elem(Bp, b.add(b.add(src, jp0), i64(v * W))), n)
+                    elif b_contig:
                         x = b.load(elem(Bp, b.add(b.add(src, jp0), i64(v * W))), typ=vty, align=comp.itemsize)
                     else:
-                        x = undef_v
-                        for l in range(W):
+                        x = zero_v if n < W else undef_v
+                        for l in range(n):
                             col = b.add(jp0, i64(v * W + l))
                             e = b.load(elem(Bp, b.add(src, b.mul(col, i64(csB)))), typ=fty)
                             x = b.insert_element(x, e, ir.Constant(ir.IntType(32), l))
@@ -266,12 +347,26 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
                 with for_range(b, i64(0), npanels, "pg") as p:
                     one(p, b.add(j0, b.mul(p, i64(nv * W))))
 
-    with for_range(b, kb.lo, kb.hi, "item") as t:
-        bi, oa, ob, oc, m0, n0, rows, cols = block_item(b, t, per_batch, nblocks, MB, NB, M, N, batch_dims)
-        m1, n1 = b.add(m0, rows), b.add(n0, cols)
+    def chunk(bi, oa, ob, oc, m0, m1, rows, n0, n1, cols):
+        """Rows m0..m1 (one chunk) times columns n0..n1 of one item, a block of the
+        contraction at a time (each adding to C after the first), then its epilogue."""
+        if NK == 1:
+            columns(oa, ob, oc, m0, m1, n0, n1, cols)
+        else:
+            with for_range(b, i64(0), i64(NK), "kb") as kk:
+                k0 = b.mul(kk, i64(KC))
+                left = b.sub(i64(K), k0)
+                kc_cur[0] = b.select(b.icmp_signed("<", left, i64(KC)), left, i64(KC))
+                acc_cur[0] = b.icmp_unsigned("!=", kk, i64(0))
+                columns(b.add(oa, b.mul(k0, i64(csA))), b.add(ob, b.mul(k0, i64(ldb))), oc,
+                        m0, m1, n0, n1, cols)
+                kc_cur[0], acc_cur[0] = i64(KC), None
+        if epi is not None:
+            epilogue_fn(kb, em, epi, C.ref, bi, m0, rows, n0, cols)
+
+    def columns(oa, ob, oc, m0, m1, n0, n1, cols):
         panel = NV * W
-        # whole panels of NV vectors, then single vectors, then scalar columns (each loop only
-        # where some item's column count needs it)
+        # whole panels of NV vectors (where some item's column count has one), then the rest
         n_panels_end = b.sub(n1, b.urem(cols, i64(panel)))
         if any(c >= panel for c in col_counts):
             npan = b.udiv(b.sub(n_panels_end, n0), i64(panel))
@@ -286,18 +381,27 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
                     cur_panel[0] = jp
                     row_tiles(oa, ob, oc, m0, m1, b.add(g0, b.mul(jp, i64(panel))), NV, True, fill)
                     cur_panel[0] = i64(0)
-        n_vec_end = b.sub(n1, b.urem(b.sub(n1, n_panels_end), i64(W)))
-        if any(c % panel >= W for c in col_counts):
-            with for_range(b, i64(0), b.udiv(b.sub(n_vec_end, n_panels_end), i64(W)), "jv") as jv:
-                j0 = b.add(n_panels_end, b.mul(jv, i64(W)))
-                if not b_contig:
-                    pack(ob, j0, 1)
-                row_tiles(oa, ob, oc, m0, m1, j0, 1, not b_contig)
-        if any(c % W for c in col_counts):
-            with for_range(b, n_vec_end, n1, "js") as j:
-                row_tiles(oa, ob, oc, m0, m1, j, 0)
-        if epi is not None:
-            epilogue_fn(kb, em, epi, C.ref, bi, m0, rows, n0, cols)
+        # the columns left: one narrower panel (its last vector masked to the columns there)
+        by_height(b.urem(cols, i64(panel)), sorted({c % panel for c in col_counts} - {0}), "ctail",
+                  lambda r: tail_panel(oa, ob, oc, m0, m1, n_panels_end, r))
+
+    def tail_panel(oa, ob, oc, m0, m1, j0, ncols):
+        nv, lanes = -(-ncols // W), ncols % W
+        pack(ob, j0, nv, lanes=lanes)
+        row_tiles(oa, ob, oc, m0, m1, j0, nv, True, lanes=lanes)
+
+    with for_range(b, kb.lo, kb.hi, "item") as t:
+        bi, oa, ob, oc, mb0, n0, brows, cols = block_item(b, t, per_batch, nblocks, MB, NB, M, N, batch_dims)
+        n1 = b.add(n0, cols)
+        # the block's rows in chunks of MC, so that the chunk's rows of A stay in L2 while
+        # every panel of B passes over them
+        with for_range(b, i64(0), b.udiv(b.add(brows, i64(MC - 1)), i64(MC)), "mc") as mc:
+            m0 = b.add(mb0, b.mul(mc, i64(MC)))
+            left = b.sub(b.add(mb0, brows), m0)
+            rows = b.select(b.icmp_signed("<", left, i64(MC)), left, i64(MC))
+            m1 = b.add(m0, rows)
+            chunk(bi, oa, ob, oc, m0, m1, rows, n0, n1, cols)
+
     flops = 2 * Bn * M * N * K
     from .dot import GEMM_PARALLEL_MIN_FLOPS
     return kb.finish(Bn * per_batch, flops >= GEMM_PARALLEL_MIN_FLOPS, what)
