@@ -11,23 +11,18 @@ kernel cannot write in place (another dtype, a layout that interleaves the group
 scratch and is laid out by one more loop kernel; a column-major result is computed as
 C^T = B^T A^T instead.
 
-Floats run one of two kernels (``choose_gemm``), split over our thread pool by (batch, row
-block, column block) items, with an output fusion's epilogue applied to each block right after
-it is computed:
+Floats run the generated register-tiled GEMM (``gemm_tiled.py``), split over our thread pool
+by (batch, row block, column block) items, with an output fusion's epilogue applied to each
+block right after it is computed. With AVX-512 tiles and cache blocking it is faster than
+numpy's bundled OpenBLAS on every product shape of the seed workloads, on one and two threads,
+both with this machine's OPENBLAS_CORETYPE=Haswell / OPENBLAS_L2_SIZE=512 and without them
+(AVX-512 Xeon, one thread, minimum CPU time, GFLOP/s generated / OpenBLAS as set / unset:
+1024x512x512 182/116/152, 1024x2048x512 168/113/148, 32x512x256 151/94/114, 128x784x512
+170/103/139, 128x512x10 74/51/70, 16384x512x512 148/99/147; the one exception, 512x128x10 with
+A transposed, 70/60/117, is 1.3 MFLOP). ``blas`` (``blas.py``, one ?gemm call per item, BLAS
+kept to one thread inside each) runs only when ``HLO_CPU_GEMM=blas`` asks for it.
 
-* ``blas``: numpy's bundled OpenBLAS ``?gemm`` (``blas.py``), one call per item, BLAS itself
-  kept to one thread inside each call (our pool does the splitting: it balances load on a busy
-  machine, where OpenBLAS's own threads measured far slower);
-* ``tiled``: the generated register-tiled GEMM (``gemm_tiled.py``), for small products (at
-  most ``TILED_MAX_WORK`` multiply-adds per batch: attention's 64^3 heads) and short ones (at
-  most ``TILED_MAX_ROWS`` rows: a batch of rows times a weight matrix), where BLAS's per-call
-  set-up and packing cost as much as the arithmetic. Measured side by side (2 threads of an
-  AVX-512 Xeon, quiet): generated/BLAS GFLOP/s 150/118 at 32x512x256, 173/145 at 32x512x1024,
-  264/230 at 128x784x512; 278/275 at 1024x512x512, 217/255 at 1024x512x2048, 229/264 at
-  16384x512x512 (those stay on BLAS); on the loaded 2-core AVX2 machine the generated kernel's
-  best times matched or beat BLAS on every short shape.
-
-``HLO_CPU_GEMM=generated`` selects the generated kernel for every float product and
+``HLO_CPU_GEMM=generated`` (the default, also ``auto``) selects the generated kernel and
 ``HLO_CPU_GEMM=blas`` BLAS (for measurements; ``python -m hlo.backends.cpu.gemm_profile``
 times a workload's kernels next to numpy's BLAS). Integers and pred use a generated i-k-j loop
 kernel over canonical copies.
