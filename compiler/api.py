@@ -31,15 +31,16 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from .abstract import ShapedArray, abstractify, array_key, c_strides, concrete_arg
+from .abstract import ShapedArray, array_key, c_strides, concrete_arg
 from . import gc_pause
-from .api_util import api_boundary, static_key
+from .api_util import api_boundary, set_eager_compiler, static_key
 from .errors import ArgumentTypeError
 from .source_info import function_location, function_name, user_location
 from .stages import Compiled, Lowered
-from .targets import check_target_name, default_target, resolve_target
+from .config import check_target_name
+from .targets import default_target, resolve_target
 from .tracing import _state as _trace_state  # its ``stack`` is non-empty while tracing
-from .tracing import is_tracing, trace_function
+from .tracing import abstractify, is_tracing, trace_function
 from .tree_util import (PyTreeDef, SequenceKey, describe_difference, keystr,
                         positional_treedef, tree_flatten_with_path, tree_unflatten,
                         unflattener)
@@ -221,6 +222,7 @@ class JitFunction:
 
     # --- lowering and calling -------------------------------------------------------------
     def _lower(self, sig: _Signature) -> Lowered:
+        from .numpy import array_methods  # noqa: F401  (loads hlo.numpy: Tracer's operators)
         desc = f"hlo.jit({self._name})"
         fn_loc = self._loc.ir() if self._loc is not None else None
         with gc_pause.paused():
@@ -463,3 +465,18 @@ def make_ir(fun: Callable, *, static_argnums=(), static_argnames=()):
     def make(*args, **kwargs):
         return jf.lower(*args, **kwargs).ir
     return make
+
+
+
+set_eager_compiler(jit)  # hlo.numpy / hlo.lax / hlo.nn functions called outside a trace
+
+def explain_cache_miss(f: Callable, *args, **kwargs) -> str:
+    """Why ``f(*args, **kwargs)`` would (not) be served by the persistent cache: ``f`` is an
+    ``hlo.jit`` function (or a plain function, jitted with defaults); arrays or
+    ``hlo.ShapeDtypeStruct``s. Returns the explanation (it does not compile)."""
+    from .compile_cache import explain
+    from .targets import compile_options
+    jf = f if isinstance(f, JitFunction) else jit(f)
+    lowered = jf.lower(*args, **kwargs)
+    target = resolve_target(lowered.target)
+    return explain(lowered.ir, target, compile_options(lowered.donated))

@@ -51,7 +51,7 @@ import os
 import re
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .targets import Artifact
 
@@ -346,11 +346,12 @@ def clear() -> None:
 # ----------------------------------------------------------------------------------------------
 
 def _entry_bytes(artifact, module, key: Key) -> bytes:
-    """The ``.hlox`` bytes of a fresh artifact (``hlo.aot.to_payload``), with the key section."""
+    """The ``.hlox`` bytes of a fresh artifact (``saved_executable.to_payload``), with the key
+    section."""
     from hlo.runtime import hlox
-    from . import aot
+    from .saved_executable import to_payload
     from .stages import Compiled, Lowered
-    payload = aot.to_payload(Compiled(Lowered(module), artifact))
+    payload = to_payload(Compiled(Lowered(module), artifact))
     info = key.to_json()
     buffers = getattr(artifact.optimize_result, "buffers", None)
     info["warnings"] = [n for n in getattr(buffers, "donation_notes", ()) if " is not reused: " in n]
@@ -360,8 +361,8 @@ def _entry_bytes(artifact, module, key: Key) -> bytes:
 
 def _entry_artifact(payload, target: str, mapping: Dict[str, str], path: str):
     """The ``Artifact`` of a cache entry (raises if the entry does not load)."""
-    from . import aot
-    loaded = aot.LoadedExecutable(payload, path)
+    from .saved_executable import LoadedExecutable
+    loaded = LoadedExecutable(payload, path)
     plan = "\n".join((payload.manifest.get("buffer_plan") or {}).get("text") or [])
     return CachedArtifact(target, loaded, relocate(loaded.as_text(), mapping), relocate(plan, mapping))
 
@@ -611,15 +612,3 @@ def explain(module, target: str, options: Optional[dict], dump_dir: Optional[str
     if not cands:
         return f"cache miss: the cache ({entries_dir()}) has no entries"
     return _explain(key, cands)
-
-
-def explain_cache_miss(f: Callable, *args, **kwargs) -> str:
-    """Why ``f(*args, **kwargs)`` would (not) be served by the persistent cache: ``f`` is an
-    ``hlo.jit`` function (or a plain function, jitted with defaults); arrays or
-    ``hlo.ShapeDtypeStruct``s. Returns the explanation (it does not compile)."""
-    from .api import JitFunction, jit
-    from .targets import compile_options, resolve_target
-    jf = f if isinstance(f, JitFunction) else jit(f)
-    lowered = jf.lower(*args, **kwargs)
-    target = resolve_target(lowered.target)
-    return explain(lowered.ir, target, compile_options(lowered.donated))

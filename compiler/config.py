@@ -30,6 +30,15 @@ from typing import Any, Dict
 
 _lock = threading.Lock()
 
+TARGETS = ("cpu", "cuda", "interpreter")
+
+
+def check_target_name(target: str) -> str:
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
+    return target
+
+
 
 def _env_log_flags() -> set:
     return {w.strip().lower() for w in os.environ.get("HLO_LOG", "").replace(";", ",").split(",") if w.strip()}
@@ -63,7 +72,6 @@ def update(name: str, value: Any) -> None:
     if not _CHECKS[name](value):
         raise TypeError(f"bad value {value!r} for hlo setting {name!r}")
     if name == "target" and value is not None:
-        from .targets import check_target_name
         check_target_name(value)
     with _lock:
         _values[name] = value

@@ -34,15 +34,8 @@ import numpy as np
 from hlo.ir import Module
 
 from . import config, gc_pause
+from .config import check_target_name  # the target names (settings check them too)
 from .errors import TargetUnavailableError
-
-TARGETS = ("cpu", "cuda", "interpreter")
-
-
-def check_target_name(target: str) -> str:
-    if target not in TARGETS:
-        raise ValueError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
-    return target
 
 
 @lru_cache(maxsize=1)
@@ -84,10 +77,13 @@ def resolve_target(target: Optional[str]) -> str:
 
 
 def _module_exists(name: str) -> bool:
+    """True if ``name`` is a module or a package with an ``__init__`` (a folder of helper
+    modules alone, a namespace package, is no backend)."""
     try:
-        return importlib.util.find_spec(name) is not None
+        spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
         return False
+    return spec is not None and spec.origin not in (None, "namespace")
 
 
 class Artifact:

@@ -12,7 +12,7 @@ from hlo.ir.builder import Builder
 from hlo.ir.core import Function, Module
 from hlo.ir.interpreter import run
 from hlo.ir.types import TensorType, f32
-from hlo.passes.base import create_pass
+from hlo.passes.registry import create_pass
 from hlo.passes.fusion_build import TopLevel
 from hlo.passes.options import Options, PassConfig
 from hlo.passes.pipeline import optimize, verify
