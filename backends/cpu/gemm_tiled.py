@@ -47,10 +47,11 @@ from hlo.runtime.cpu.target import cache_bytes
 # Xeon, GFLOP/s, 1024 x 512 x 512 / 1024 x 2048 x 512 / 32 x 512 x 1024): 6x2 161/147/115,
 # 8x3 172/139/124, 6x4 178/160/119, 12x2 167/114/116, 14x2 162/112/118.
 TILES = {512: (6, 4), 256: (6, 2), 128: (6, 2)}
-# The panel of B (KC rows of the tile's columns) is sized to stay in L1 while every row tile of
-# a chunk passes over it: past PANEL_L1_FRACTION of L1, the contraction runs in blocks of KC
-# rows, each adding to C (1024 x 2048 x 512 on one thread 101 -> 160-169 GFLOP/s).
-PANEL_L1_FRACTION = 1.0
+# A panel of B (K rows of the tile's columns) past PANEL_BLOCK_L2_FRACTION of L2 makes the
+# contraction run in blocks of KC rows whose panel fits in L1, each adding to C (1024 x 2048 x
+# 512 on one thread 101 -> 160-169 GFLOP/s). Smaller panels are read from L2 at the same
+# speed, and blocking costs compile time (the tiles' loads of C: linear_relu's kernel 50 -> 66 ms).
+PANEL_BLOCK_L2_FRACTION = 1 / 8
 # A chunk's rows of A (MC x KC) and, when the contraction is blocked, its rows of C (MC x
 # columns) stay in L2 while the panels pass over them: at most L2_FRACTION of the core's L2.
 L2_FRACTION = 0.5
@@ -63,10 +64,12 @@ def register_tile(target=None):
 
 
 def k_block(K: int, NV: int, W: int, itemsize: int) -> Tuple[int, int]:
-    """(KC, number of blocks): the contraction in equal blocks whose panels fit in L1."""
+    """(KC, number of blocks): the contraction in equal blocks whose panels fit in L1 (one
+    block while the whole panel takes at most ``PANEL_BLOCK_L2_FRACTION`` of L2)."""
     row = NV * W * itemsize
-    budget = int(cache_bytes(1, 32 << 10) * PANEL_L1_FRACTION)
-    nk = max(1, -(-K * row // budget))
+    if K * row <= cache_bytes(2, 1 << 20) * PANEL_BLOCK_L2_FRACTION:
+        return K, 1
+    nk = max(1, -(-K * row // cache_bytes(1, 32 << 10)))
     return -(-K // nk), nk
 
 

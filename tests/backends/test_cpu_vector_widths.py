@@ -56,20 +56,25 @@ def _gemm_src(m, k, n, bt=False, batch=1, relu=False):
 
 
 @pytest.mark.parametrize("which", _targets())
-@pytest.mark.parametrize("m,k,n,bt,batch", [
-    (32, 512, 256, False, 1),     # linear_relu's product: whole panels
-    (13, 700, 10, False, 1),      # a contraction in blocks and a masked column tail only
-    (37, 1100, 200, False, 1),    # blocked contraction, row tails, panels and a tail panel
-    (128, 10, 512, True, 1),      # a transposed B (gathered panels), short contraction
-    (64, 64, 64, True, 3),        # attention's batched heads
-    (130, 64, 1030, False, 1),    # B's rows a page apart: grouped panels, then a tail
+@pytest.mark.parametrize("m,k,n,bt,batch,blocked", [
+    (32, 512, 256, False, 1, False),     # linear_relu's product: whole panels
+    (13, 1300, 10, False, 1, True),      # a contraction in blocks and a masked column tail only
+    (37, 1300, 200, False, 1, True),     # blocked contraction, row tails, panels, a tail panel
+    (128, 10, 512, True, 1, False),      # a transposed B (gathered panels), short contraction
+    (64, 64, 64, True, 3, False),        # attention's batched heads
+    (130, 64, 1030, False, 1, False),    # B's rows a page apart: grouped panels, then a tail
+    (130, 1300, 1030, True, 1, True),     # blocked, gathered, grouped... and a tail
 ])
-def test_generated_gemm_at_each_vector_width(monkeypatch, which, m, k, n, bt, batch):
+def test_generated_gemm_at_each_vector_width(monkeypatch, which, m, k, n, bt, batch, blocked):
     """The register tile, blocking and masked column tail follow the target's vector width;
-    results match numpy (float64) at both widths, on 1 and 2 threads."""
+    results match numpy (float64) at both widths, on 1 and 2 threads. ``blocked``: the
+    contraction runs in blocks whose panel fits in L1 (forced, whatever this machine's L2)."""
+    import hlo.backends.cpu.gemm_tiled as gt
     from hlo.backends.cpu.gemm_tiled import register_tile, vector_lanes
     from hlo.ir.types import f32
     monkeypatch.setenv("HLO_CPU_GEMM", "generated")
+    if blocked:
+        monkeypatch.setattr(gt, "PANEL_BLOCK_L2_FRACTION", 0.0)
     src, ash, bsh = _gemm_src(m, k, n, bt, batch, relu=True)
     rng = np.random.default_rng(m * 7 + n)
     a = rng.standard_normal(ash).astype(np.float32)
@@ -87,6 +92,7 @@ def test_generated_gemm_at_each_vector_width(monkeypatch, which, m, k, n, bt, ba
             np.testing.assert_allclose(got, ref, rtol=2e-4, atol=2e-4 * np.sqrt(k))
     widths = {int(w) for w in re.findall(r"call <(\d+) x float> @\"?llvm\.fma\.v", exe.ir_text)}
     assert widths == {lanes}, f"FMA vector widths {widths}, expected <{lanes} x float>"
+    assert ("cload" in exe.ir_text) == blocked
     assert exe.manifest["target"]["cpu"] == target.cpu
 
 
