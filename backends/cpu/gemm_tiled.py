@@ -133,15 +133,61 @@ def _k_loop(b: ir.IRBuilder, K, init: List[ir.Value], step) -> List[ir.Value]:
     return phis
 
 
+# Every product of a module with the same (dtype, B's access mode, blocked contraction) calls one
+# shared body (``_Core``): strides, offsets and the block's extent are its run-time arguments, and
+# it holds the tiles of every row and column count that one of its products can produce. Its
+# name starts with CORE_PREFIX, which ``target.compile_ir`` optimizes with a light pipeline.
+CORE_PREFIX = "hlo.gemm_core"
+
+
+class _Core:
+    """The shared register-tiled body: C[m0:m1, n0:n1] (+)= A[m0:m1, 0:kc] x B[0:kc, n0:n1]
+    (offsets oa, ob, oc into A, B, C; strides as arguments), B's panels in ``panel`` (room for
+    ``G`` panels of ``pstride`` vectors). ``mode``: "fill" (B's columns contiguous, rows less
+    than a page apart: the first tile copies the panel as it computes), "pack" (rows a page
+    or more apart: up to G panels copied row by row of B) or "gather" (B's columns strided:
+    copied element by element). ``acc``: an argument saying whether to add to C (a later
+    block of a blocked contraction). The body is emitted by ``emit`` once every product has
+    added the row and column counts its items can have."""
+
+    ARGS = ("C", "A", "B", "panel", "oa", "ob", "oc", "m0", "m1", "n0", "n1", "kc", "acc",
+            "pstride", "G", "rsA", "csA", "ldb", "csB", "ldc", "fill")
+
+    def __init__(self, cg, comp, mode: str):
+        self.cg, self.comp, self.mode, self.has_acc = cg, comp, mode, False
+        name = cg.ctx.unique(f"{CORE_PREFIX}.{comp.name}.{mode}")
+        fnty = ir.FunctionType(U.VOID, [U.PTR] * 4 + [I64] * (len(self.ARGS) - 4))
+        self.fn = ir.Function(cg.ctx.module, fnty, name=name)
+        self.fn.linkage = "internal"
+        self.fn.attributes.add("noinline")
+        for a in self.fn.args[:4]:
+            a.add_attribute("noalias")   # C is never A's or B's buffer (dot.lower_dot)
+        self.row_counts, self.col_counts, self.fills = set(), set(), set()
+
+    def call(self, b, *args):
+        b.call(self.fn, [a if isinstance(a, ir.Value) else i64(a) for a in args])
+
+    def emit(self):
+        _emit_core(self.cg, self.comp, self.fn, self.mode, self.has_acc, self.row_counts,
+                   self.col_counts, self.fills)
+
+
+def _core_for(cg, comp, mode: str) -> _Core:
+    key = ("gemm_core", comp.name, mode)
+    core = cg.shared.get(key)
+    if core is None:
+        core = cg.shared[key] = _Core(cg, comp, mode)
+    return core
+
+
 def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: int, M: int, N: int,
                     K: int, blocks: Tuple[int, int], what: str, epi=None, epilogue_fn=None):
-    """A kernel over (batch, row block, column block) items computing C = A x B by register
-    tiles, then ``epilogue_fn`` (``dot._block_epilogue``) on each block while it is in cache."""
-    fty = F64 if comp.name == "f64" else F32
+    """A kernel over (batch, row block, column block) items: each chunk of an item's rows runs
+    the shared body (``_Core``), a block of the contraction at a time, then ``epilogue_fn``
+    (``dot._block_epilogue``) on the chunk while it is in cache."""
     W = vector_lanes(comp)
     MR, NV = register_tile()
-    vty = ir.VectorType(fty, W)
-    fma_v = cg.ctx.intrinsic("fma", vty, 3)
+    vty = ir.VectorType(F64 if comp.name == "f64" else F32, W)
     refs, writes = [C.ref, A.ref, Bv.ref], [True, False, False]
     ereads = []
     if epi is not None:
@@ -161,6 +207,67 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
     MB, NB = blocks
     mblocks, nblocks = -(-M // MB), -(-N // NB)
     per_batch = mblocks * nblocks
+    KC, NK = k_block(K, NV, W, comp.itemsize)
+    G = 1
+    mode = "contig" if b_contig else "gather"
+    fill = int(b_contig and FILL_PREFETCH_ROWS > 0 and ldb * comp.itemsize < PANEL_GROUP_MIN_STRIDE)
+    if b_contig and ldb * comp.itemsize >= PANEL_GROUP_MIN_STRIDE:
+        G = max(1, min(PANEL_GROUP, PANEL_GROUP_BYTES // (KC * NV * W * comp.itemsize)))
+    core = _core_for(cg, comp, mode)
+    core.has_acc |= NK > 1
+    # the row counts of a chunk and the column counts of an item: the core holds a tile for each
+    MC = chunk_rows(MR, KC, NB, NK, comp.itemsize)
+    core.row_counts |= {h for hb in {min(MB, M - m0) for m0 in range(0, M, MB)}
+                        for h in ({min(MC, hb)} | ({hb % MC} if hb > MC and hb % MC else set()))}
+    core.col_counts |= {min(NB, N - n0) for n0 in range(0, N, NB)}
+    core.fills.add(fill)
+    with b.goto_entry_block():
+        bpanel = b.alloca(vty, size=i64(KC * NV * G), name="bpanel")
+        bpanel.align = 64
+
+    with for_range(b, kb.lo, kb.hi, "item") as t:
+        bi, oa, ob, oc, mb0, n0, brows, cols = block_item(b, t, per_batch, nblocks, MB, NB, M, N, batch_dims)
+        n1 = b.add(n0, cols)
+        # the block's rows in chunks of MC, so that the chunk's rows of A stay in L2 while
+        # every panel of B passes over them
+        with for_range(b, i64(0), b.udiv(b.add(brows, i64(MC - 1)), i64(MC)), "mc") as mc:
+            m0 = b.add(mb0, b.mul(mc, i64(MC)))
+            left = b.sub(b.add(mb0, brows), m0)
+            rows = b.select(b.icmp_signed("<", left, i64(MC)), left, i64(MC))
+            m1 = b.add(m0, rows)
+            strides = (KC * NV, G, rsA, csA, ldb, csB, ldc, fill)
+            if NK == 1:
+                core.call(b, Cp, Ap, Bp, bpanel, oa, ob, oc, m0, m1, n0, n1, K, 0, *strides)
+            else:
+                with for_range(b, i64(0), i64(NK), "kb") as kk:
+                    k0 = b.mul(kk, i64(KC))
+                    left_k = b.sub(i64(K), k0)
+                    kc = b.select(b.icmp_signed("<", left_k, i64(KC)), left_k, i64(KC))
+                    core.call(b, Cp, Ap, Bp, bpanel, b.add(oa, b.mul(k0, i64(csA))),
+                              b.add(ob, b.mul(k0, i64(ldb))), oc, m0, m1, n0, n1, kc,
+                              b.zext(b.icmp_unsigned("!=", kk, i64(0)), I64), *strides)
+            if epi is not None:
+                epilogue_fn(kb, em, epi, C.ref, bi, m0, rows, n0, cols)
+
+    flops = 2 * Bn * M * N * K
+    from .dot import GEMM_PARALLEL_MIN_FLOPS
+    return kb.finish(Bn * per_batch, flops >= GEMM_PARALLEL_MIN_FLOPS, what)
+
+
+def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, col_counts, fills):
+    """The body of a ``_Core`` (see there): tiles for the row and column counts given."""
+    fty = F64 if comp.name == "f64" else F32
+    W = vector_lanes(comp)
+    MR, NV = register_tile()
+    vty = ir.VectorType(fty, W)
+    fma_v = cg.ctx.intrinsic("fma", vty, 3)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    (Cp, Ap, Bp, bpanel, oa0, ob0, oc, m0, m1, n0, n1, kc, acc, pstride, G,
+     rsA, csA, ldb, csB, ldc, fill) = fn.args
+    b_contig = mode == "contig"
+    # whether the first tile of each whole panel copies it from B (else the panel is packed
+    # first): known when every product of this core does the same, else the argument says
+    filling = (True if fills == {1} else False if fills == {0} else b.icmp_unsigned("!=", fill, i64(0)))
     zero_v = ir.Constant(vty, [ir.Constant(fty, 0.0)] * W)
     shuf0 = ir.Constant(ir.VectorType(ir.IntType(32), W), [ir.Constant(ir.IntType(32), 0)] * W)
     undef_v = ir.Constant(vty, ir.Undefined)
@@ -168,25 +275,15 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
     def elem(base, off):
         return b.gep(base, [off], source_etype=fty)
 
-    # B's panels are filled by their first tile (below) unless its rows are a page or more
-    # apart: then groups of panels are packed up front, a run of G panels per row of B.
-    fill = b_contig and FILL_PREFETCH_ROWS > 0 and ldb * comp.itemsize < PANEL_GROUP_MIN_STRIDE
-    if fill:
+    if b_contig:
         prefetch = cg.ctx.declare("llvm.prefetch.p0", U.VOID, [U.PTR, U.I32, U.I32, U.I32])
         prefetch_args = [ir.Constant(U.I32, c) for c in (0, 3, 1)]  # read, keep (L1), data
-    KC, NK = k_block(K, NV, W, comp.itemsize)
-    G = 1
-    if b_contig and ldb * comp.itemsize >= PANEL_GROUP_MIN_STRIDE:
-        G = max(1, min(PANEL_GROUP, PANEL_GROUP_BYTES // (KC * NV * W * comp.itemsize)))
-    kc_cur = [i64(KC)]   # rows of B in the current block of the contraction (run time)
-    acc_cur = [None]     # i1: add to C (a later block of the contraction), None: one block
-    with b.goto_entry_block():
-        bpanel = b.alloca(vty, size=i64(KC * NV * G), name="bpanel")
-        bpanel.align = 64
+    kc_cur = [kc]                                         # rows of B in this block
+    acc_cur = [b.icmp_unsigned("!=", acc, i64(0)) if has_acc else None]  # i1: add to C
     cur_panel = [i64(0)]  # which panel of the packed group the row tiles read
 
     def panel_at(k, v, p=None):
-        base = b.mul(p if p is not None else cur_panel[0], i64(KC * NV))
+        base = b.mul(p if p is not None else cur_panel[0], pstride)
         return b.gep(bpanel, [b.add(base, b.add(b.mul(k, i64(NV)), i64(v)))], source_etype=vty)
 
     def masked(op, ptr, lanes, value=None):
@@ -209,11 +306,11 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
         ``packed``: B's columns j0.. were copied to the contiguous panel (row k at vectors
         k*NV ..); ``fill``: this tile reads them from B and copies them to the panel as it goes
         (prefetching ``FILL_PREFETCH_ROWS`` rows of B ahead)."""
-        arow = [b.add(oa, b.mul(b.add(i0, i64(r)), i64(rsA))) for r in range(mr)]
+        arow = [b.add(oa, b.mul(b.add(i0, i64(r)), rsA)) for r in range(mr)]
 
         def step(k, accs):
-            ak = b.mul(k, i64(csA))
-            brow = b.add(b.add(ob, b.mul(k, i64(ldb))), j0)
+            ak = b.mul(k, csA)
+            brow = b.add(b.add(ob, b.mul(k, ldb)), j0)
             if fill:
                 bvs = [b.load(elem(Bp, b.add(brow, i64(v * W))), typ=vty, align=comp.itemsize)
                        for v in range(nv)]
@@ -222,7 +319,7 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
                 ahead = b.add(k, i64(FILL_PREFETCH_ROWS))
                 last = b.sub(kc_cur[0], i64(1))
                 ahead = b.select(b.icmp_signed("<", ahead, kc_cur[0]), ahead, last)
-                src = elem(Bp, b.add(b.add(ob, b.mul(ahead, i64(ldb))), j0))
+                src = elem(Bp, b.add(b.add(ob, b.mul(ahead, ldb)), j0))
                 span = nv * W * comp.itemsize
                 for off in sorted({0, span - 1}):  # the first and last line of the row's run
                     b.call(prefetch, [b.gep(src, [i64(off)], source_etype=U.I8)] + prefetch_args)
@@ -243,7 +340,7 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
         def c_ptrs():
             out = []
             for r in range(mr):
-                crow = b.add(b.add(oc, b.mul(b.add(i0, i64(r)), i64(ldc))), j0)
+                crow = b.add(b.add(oc, b.mul(b.add(i0, i64(r)), ldc)), j0)
                 for v in range(nv):
                     out.append((elem(Cp, b.add(crow, i64(v * W))), lanes if v == nv - 1 else 0))
             return out
@@ -273,30 +370,34 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
             else:
                 b.store(acc, p, align=comp.itemsize)
 
-    # Block sizes are compile-time constants, so the row counts and column counts an item can
-    # have are known: only the tiles they need are emitted (linear_relu's product needs 2 of
-    # the 18 general ones, which cut its LLVM time by ~3x).
-    MC = chunk_rows(MR, KC, NB, NK, comp.itemsize)
-    row_counts = {h for hb in {min(MB, M - m0) for m0 in range(0, M, MB)}
-                  for h in ({min(MC, hb)} | ({hb % MC} if hb > MC and hb % MC else set()))}
-    col_counts = {min(NB, N - n0) for n0 in range(0, N, NB)}
     row_rems = sorted({r % MR for r in row_counts} - {0})
+    fill_heights = sorted({r % MR or MR for r in row_counts})
     any_full_rows = any(r >= MR for r in row_counts)
 
-    def row_tiles(oa, ob, oc, m0, m1, j0, nv, packed=False, fill=False, lanes=0):
-        """Row tiles of MR for the column panel at j0, then one tile of the 1..MR-1 rows left
-        (a tile per remainder that can occur, so a tail row keeps MR-way independent
+    def row_tiles(oa, ob, oc, m0, m1, j0, nv, packed=False, filling=None, lanes=0):
+        """Row tiles of MR for the column panel at j0 and one tile of the 1..MR-1 rows left (a
+        tile per remainder that can occur, so a tail row keeps MR-way independent
         accumulation chains where it can rather than one latency-bound chain per row).
-        ``fill``: the panel is still to be copied; the tail tile (or, with no tail, a first
-        whole tile) runs first and copies it."""
-        if fill:
-            return fill_then_tiles(oa, ob, oc, m0, m1, j0, nv)
+        ``filling`` (an i1, run time): the panel is still to be copied; then the tail tile (or,
+        with no tail, a first whole tile) runs first and copies it, else it runs last."""
         rem = b.urem(b.sub(m1, m0), i64(MR))
-        full_end = b.sub(m1, rem)
-        if any_full_rows:
-            with for_range(b, i64(0), b.udiv(b.sub(full_end, m0), i64(MR)), "it") as it:
-                tile(oa, ob, oc, b.add(m0, b.mul(it, i64(MR))), j0, MR, nv, packed, lanes=lanes)
-        by_height(rem, row_rems, "tail", lambda r: tile(oa, ob, oc, full_end, j0, r, nv, packed, lanes=lanes))
+        start, tail = m0, rem
+        if filling is True:
+            first = b.select(b.icmp_unsigned("==", rem, i64(0)), i64(MR), rem)
+            by_height(first, fill_heights, "fill", lambda h: tile(oa, ob, oc, m0, j0, h, nv, fill=True))
+            start, tail = b.add(m0, first), None
+        elif filling not in (None, False):
+            first = b.select(b.icmp_unsigned("==", rem, i64(0)), i64(MR), rem)
+            with b.if_then(filling):
+                by_height(first, fill_heights, "fill", lambda h: tile(oa, ob, oc, m0, j0, h, nv, fill=True))
+            start = b.select(filling, b.add(m0, first), m0)
+            tail = b.select(filling, i64(0), rem)
+        full_end = m1 if tail is None else b.sub(m1, tail)
+        if any_full_rows if filling is not True else any(r > MR for r in row_counts):
+            with for_range(b, i64(0), b.udiv(b.sub(full_end, start), i64(MR)), "it") as it:
+                tile(oa, ob, oc, b.add(start, b.mul(it, i64(MR))), j0, MR, nv, packed, lanes=lanes)
+        if tail is not None:
+            by_height(tail, row_rems, "tail", lambda r: tile(oa, ob, oc, full_end, j0, r, nv, packed, lanes=lanes))
 
     def by_height(height, heights, name, emit):
         """``emit(h)`` for the one of ``heights`` (compile-time tile heights) that ``height``
@@ -314,16 +415,6 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
             b.branch(done)
         b.position_at_end(done)
 
-    def fill_then_tiles(oa, ob, oc, m0, m1, j0, nv):
-        rem = b.urem(b.sub(m1, m0), i64(MR))
-        first = b.select(b.icmp_unsigned("==", rem, i64(0)), i64(MR), rem)
-        by_height(first, sorted({r % MR or MR for r in row_counts}), "fill",
-                  lambda h: tile(oa, ob, oc, m0, j0, h, nv, fill=True))
-        start = b.add(m0, first)
-        if any(r > MR for r in row_counts):
-            with for_range(b, i64(0), b.udiv(b.sub(m1, start), i64(MR)), "it") as it:
-                tile(oa, ob, oc, b.add(start, b.mul(it, i64(MR))), j0, MR, nv, True)
-
     def pack(ob, j0, nv, npanels=None, lanes=0):
         """Copy B[0:K, j0:j0+nv*W] (``npanels`` consecutive panels of it) into the panel buffer
         (sequential reads for every row tile); gathered element by element when B's columns
@@ -331,7 +422,7 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
         read as one run of G panels (one page walk, not G). ``lanes``: the last vector holds
         only that many columns (zeros after them)."""
         with for_range(b, i64(0), kc_cur[0], "pk") as k:
-            src = b.add(ob, b.mul(k, i64(ldb)))
+            src = b.add(ob, b.mul(k, ldb))
 
             def one(p, jp0):
                 for v in range(nv):
@@ -344,7 +435,7 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
                         x = zero_v if n < W else undef_v
                         for l in range(n):
                             col = b.add(jp0, i64(v * W + l))
-                            e = b.load(elem(Bp, b.add(src, b.mul(col, i64(csB)))), typ=fty)
+                            e = b.load(elem(Bp, b.add(src, b.mul(col, csB))), typ=fty)
                             x = b.insert_element(x, e, ir.Constant(ir.IntType(32), l))
                     b.store(x, panel_at(k, v, p))
             if npanels is None:
@@ -353,39 +444,23 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
                 with for_range(b, i64(0), npanels, "pg") as p:
                     one(p, b.add(j0, b.mul(p, i64(nv * W))))
 
-    def chunk(bi, oa, ob, oc, m0, m1, rows, n0, n1, cols):
-        """Rows m0..m1 (one chunk) times columns n0..n1 of one item, a block of the
-        contraction at a time (each adding to C after the first), then its epilogue."""
-        if NK == 1:
-            columns(oa, ob, oc, m0, m1, n0, n1, cols)
-        else:
-            with for_range(b, i64(0), i64(NK), "kb") as kk:
-                k0 = b.mul(kk, i64(KC))
-                left = b.sub(i64(K), k0)
-                kc_cur[0] = b.select(b.icmp_signed("<", left, i64(KC)), left, i64(KC))
-                acc_cur[0] = b.icmp_unsigned("!=", kk, i64(0))
-                columns(b.add(oa, b.mul(k0, i64(csA))), b.add(ob, b.mul(k0, i64(ldb))), oc,
-                        m0, m1, n0, n1, cols)
-                kc_cur[0], acc_cur[0] = i64(KC), None
-        if epi is not None:
-            epilogue_fn(kb, em, epi, C.ref, bi, m0, rows, n0, cols)
-
     def columns(oa, ob, oc, m0, m1, n0, n1, cols):
         panel = NV * W
         # whole panels of NV vectors (where some item's column count has one), then the rest
         n_panels_end = b.sub(n1, b.urem(cols, i64(panel)))
         if any(c >= panel for c in col_counts):
             npan = b.udiv(b.sub(n_panels_end, n0), i64(panel))
-            with for_range(b, i64(0), b.udiv(b.add(npan, i64(G - 1)), i64(G)), "jg") as jg:
-                first = b.mul(jg, i64(G))
+            with for_range(b, i64(0), b.udiv(b.add(npan, b.sub(G, i64(1))), G), "jg") as jg:
+                first = b.mul(jg, G)
                 left = b.sub(npan, first)
-                count = b.select(b.icmp_signed("<", left, i64(G)), left, i64(G))
+                count = b.select(b.icmp_signed("<", left, G), left, G)
                 g0 = b.add(n0, b.mul(first, i64(panel)))
-                if not fill:
-                    pack(ob, g0, NV, count)
+                if filling is not True:
+                    with b.if_then(b.not_(filling) if filling not in (None, False) else ir.Constant(ir.IntType(1), 1)):
+                        pack(ob, g0, NV, count)
                 with for_range(b, i64(0), count, "jp") as jp:
                     cur_panel[0] = jp
-                    row_tiles(oa, ob, oc, m0, m1, b.add(g0, b.mul(jp, i64(panel))), NV, True, fill)
+                    row_tiles(oa, ob, oc, m0, m1, b.add(g0, b.mul(jp, i64(panel))), NV, True, filling)
                     cur_panel[0] = i64(0)
         # the columns left: one narrower panel (its last vector masked to the columns there)
         by_height(b.urem(cols, i64(panel)), sorted({c % panel for c in col_counts} - {0}), "ctail",
@@ -396,18 +471,6 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
         pack(ob, j0, nv, lanes=lanes)
         row_tiles(oa, ob, oc, m0, m1, j0, nv, True, lanes=lanes)
 
-    with for_range(b, kb.lo, kb.hi, "item") as t:
-        bi, oa, ob, oc, mb0, n0, brows, cols = block_item(b, t, per_batch, nblocks, MB, NB, M, N, batch_dims)
-        n1 = b.add(n0, cols)
-        # the block's rows in chunks of MC, so that the chunk's rows of A stay in L2 while
-        # every panel of B passes over them
-        with for_range(b, i64(0), b.udiv(b.add(brows, i64(MC - 1)), i64(MC)), "mc") as mc:
-            m0 = b.add(mb0, b.mul(mc, i64(MC)))
-            left = b.sub(b.add(mb0, brows), m0)
-            rows = b.select(b.icmp_signed("<", left, i64(MC)), left, i64(MC))
-            m1 = b.add(m0, rows)
-            chunk(bi, oa, ob, oc, m0, m1, rows, n0, n1, cols)
 
-    flops = 2 * Bn * M * N * K
-    from .dot import GEMM_PARALLEL_MIN_FLOPS
-    return kb.finish(Bn * per_batch, flops >= GEMM_PARALLEL_MIN_FLOPS, what)
+    columns(oa0, ob0, oc, m0, m1, n0, n1, b.sub(n1, n0))
+    b.ret_void()
