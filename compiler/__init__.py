@@ -39,6 +39,11 @@ _FRONTEND = (
     ("load_stablehlo", "hlo.stablehlo_loader", "load_stablehlo"),
     ("grad", "hlo.autodiff", "grad"), ("value_and_grad", "hlo.autodiff", "value_and_grad"),
     ("vjp", "hlo.autodiff", "vjp"), ("jvp", "hlo.autodiff", "jvp"),
+    ("vmap", "hlo.batching", "vmap"),
+    ("custom_vjp", "hlo.autodiff.custom", "custom_vjp"), ("custom_jvp", "hlo.autodiff.custom", "custom_jvp"),
+    ("checkpoint", "hlo.autodiff.checkpoint", "checkpoint"), ("remat", "hlo.autodiff.checkpoint", "remat"),
+    ("checkpoint_policies", "hlo.autodiff.checkpoint", "checkpoint_policies"), ("jacfwd", "hlo.batching.jacobians", "jacfwd"),
+    ("jacrev", "hlo.batching.jacobians", "jacrev"), ("hessian", "hlo.batching.jacobians", "hessian"),
     ("explain_cache_miss", "hlo.api", "explain_cache_miss"),  # the persistent cache
 )
 _FRONTEND_NAMES = {n for n, _, _ in _FRONTEND}

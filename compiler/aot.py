@@ -42,14 +42,46 @@ def compile(fun, *arg_specs, target: Optional[str] = None, static_argnums=(), st
     return jf.lower(*arg_specs, **kwarg_specs).compile(target if target is not None else jf.target)
 
 
-def loads(data: bytes, *, what: str = "the executable") -> LoadedExecutable:
+def loads(data: bytes, *, what: str = "the executable", recompile: bool = False) -> LoadedExecutable:
     """Load an executable from ``.hlox`` bytes (see ``load``)."""
-    return LoadedExecutable(hlox.loads(data, what=what), what)
+    return LoadedExecutable(hlox.loads(data, what=what), what,
+                            recompile=_compile_ir if recompile else None)
 
 
-def load(path) -> LoadedExecutable:
+def load(path, *, recompile: bool = False) -> LoadedExecutable:
     """Load the executable saved at ``path``. Raises a ``hlo.LoadError`` subclass (never
     anything else for bad files) when the file is corrupt (``CorruptFileError``), from a newer
-    format (``FormatVersionError``) or for another target or CPU (``TargetMismatchError``)."""
+    format (``FormatVersionError``) or for another target or CPU (``TargetMismatchError``).
+
+    A saved executable is native code that runs in this process: load files only from sources
+    you trust, as with pickle. ``recompile=True`` is the way to run a file you do not trust: the
+    manifest and the optimized IR section are checked and the IR is compiled for this machine;
+    the stored native code is never read (it also runs a file on a machine its code was not
+    built for)."""
     p = os.fspath(path)
-    return LoadedExecutable(hlox.read(p), p)
+    return LoadedExecutable(hlox.read(p), p, recompile=_compile_ir if recompile else None)
+
+
+def _compile_ir(ir: str, where: str):
+    """``recompile=True``: parse and verify a file's IR section, check its ``@main`` against the
+    header the manifest was checked with, and compile it for this machine (a ``Compiled``)."""
+    from hlo.ir import parse_module
+    from hlo.runtime.hlox import CorruptFileError, LoadError
+    from hlo.runtime.manifest_schema import ir_main_types
+    from .stages import Lowered
+    try:
+        module = parse_module(ir, f"{where} (IR section)")
+    except Exception as e:  # ParseError, VerifierError: any failure of untrusted text
+        raise CorruptFileError(f"{where}: the IR section is not a valid program: "
+                               f"{type(e).__name__}: {str(e)[:500]}") from None
+    main = module.functions.get("main")
+    got = None if main is None else (
+        [(t.dtype.name, tuple(t.shape)) for t in main.arg_types],
+        [(t.dtype.name, tuple(t.shape)) for t in main.result_types])
+    if got != ir_main_types(ir):
+        raise CorruptFileError(f"{where}: the IR section's @main differs from its header line")
+    try:
+        return Lowered(module).compile(target="cpu")
+    except Exception as e:
+        raise LoadError(f"{where}: the IR section does not compile here: "
+                        f"{type(e).__name__}: {str(e)[:500]}") from None

@@ -27,6 +27,7 @@ import itertools
 import logging
 import threading
 import types
+from collections import OrderedDict
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -106,8 +107,11 @@ class JitFunction:
             _as_tuple(static_argnums, "static_argnums", int), _as_tuple(static_argnames, "static_argnames", str))
         self._donate_argnums = _as_tuple(donate_argnums, "donate_argnums", int)
         self._lock = threading.RLock()
-        self._cache: Dict[Any, Tuple[Compiled, _Signature]] = {}
-        self._fast: Dict[Any, Tuple[Callable, Callable]] = {}  # (target, key) -> (run, finish)
+        # signature key -> (compiled, signature), least recently used first (config.jit_cache_size)
+        self._cache: "OrderedDict[Any, Tuple[Compiled, _Signature]]" = OrderedDict()
+        # (target, fast key) -> (run, finish, signature key)
+        self._fast: Dict[Any, Tuple[Callable, Callable, Any]] = {}
+        self._fast_of: Dict[Any, List[Any]] = {}  # signature key -> its fast keys (to evict)
         self._hit_counter = itertools.count()  # next() is one atomic C call: no lock per hit
         self._fast_limit = _FAST_TABLE_LIMIT  # 0 turns the fast path off (the tests compare both)
         self._numbers_keyed = False  # True once a fast entry takes a Python number
@@ -255,12 +259,16 @@ class JitFunction:
             except Exception:  # an unhashable attribute, a bad HLO_TARGET: the full path says
                 entry = None
             if entry is not None:
-                run, finish = entry
+                run, finish, sig_key = entry
                 try:
                     outs = run(args)
                 except _NotFast:
                     return self._call(args, kwargs)
                 next(self._hit_counter)
+                try:
+                    self._cache.move_to_end(sig_key)  # one C call: recency for the LRU bound
+                except KeyError:  # evicted by another thread meanwhile
+                    pass
                 return finish(outs)
         return self._call(args, kwargs)
 
@@ -271,6 +279,8 @@ class JitFunction:
         sig = self._signature(args, kwargs, allow_struct=False)
         with self._lock:
             hit = self._cache.get(sig.key)
+            if hit is not None:
+                self._cache.move_to_end(sig.key)
         if hit is None:
             compiled = self._compile_miss(sig)
         else:
@@ -306,9 +316,13 @@ class JitFunction:
             run = run_unchecked  # converted numbers are exact, contiguous arrays too
         if convert:
             run = _converting_runner(run, tuple(convert))
-        if any(k in _PY_NUMBERS for k in key):
-            self._numbers_keyed = True
-        self._fast[(sig.target, key)] = (run, unflattener(compiled.lowered.out_tree))
+        with self._lock:
+            if sig.key not in self._cache:
+                return  # evicted meanwhile: a fast entry would keep its executable alive
+            if any(k in _PY_NUMBERS for k in key):
+                self._numbers_keyed = True
+            self._fast[(sig.target, key)] = (run, unflattener(compiled.lowered.out_tree), sig.key)
+            self._fast_of.setdefault(sig.key, []).append((sig.target, key))
 
     def _compile_miss(self, sig: _Signature) -> Compiled:
         from . import config
@@ -318,8 +332,13 @@ class JitFunction:
         if previous and not self._eager and config.read("log_recompiles"):
             log.warning(self._explain_miss(sig, previous))
         compiled = self._lower(sig).compile()  # both stages hold the collector off
+        limit = config.read("jit_cache_size")
         with self._lock:
             self._cache[sig.key] = (compiled, _strip(sig))
+            while len(self._cache) > limit:  # drop the least recently used, and its fast entries
+                old, _ = self._cache.popitem(last=False)
+                for fast_key in self._fast_of.pop(old, ()):
+                    self._fast.pop(fast_key, None)
         return compiled
 
     def _explain_miss(self, sig: _Signature, previous: List[_Signature]) -> str:
@@ -339,6 +358,7 @@ class JitFunction:
     def clear_cache(self) -> None:
         with self._lock:
             self._fast.clear()
+            self._fast_of.clear()
             self._numbers_keyed = False
             self._cache.clear()
             self._hit_counter = itertools.count()

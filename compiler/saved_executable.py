@@ -8,8 +8,10 @@ structures, the runtime's own manifest, buffer plan, call sequence, cost and mem
 the external symbols the code needs), the native code (section ``code.<target kind>``) and the
 optimized IR text (section ``ir``).
 
-Loading checks, before anything is linked: the container (length, magic, format version,
-sha256), the manifest's shape, the target (kind, architecture and OS, CPU features), and that
+A saved executable is native code that runs in the loading process: load files only from
+trusted sources, as with pickle (README, "Trust model"). Loading checks, before anything is
+linked: the container (length, magic, format version, sha256), the whole manifest against
+``hlo.runtime.manifest_schema`` (types, ranges, signature = runtime records = the IR's @main), the target (kind, architecture and OS, CPU features), and that
 every external symbol the code calls resolves in this process. Only then is the object code
 linked (the same path a freshly compiled executable takes). This module is on the load path of
 a fresh process: it imports neither the tracer, the passes nor a code generator.
@@ -17,12 +19,14 @@ a fresh process: it imports neither the tracer, the passes nor a code generator.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import struct
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from hlo.runtime import hlox
+from hlo.runtime.manifest_schema import check_ir_signature, check_manifest
 from hlo.runtime.memory_analysis import MemoryAnalysis
 from hlo.runtime.hlox import (CorruptFileError, FormatVersionError, InputMismatchError, LoadError,
                               SaveError, TargetMismatchError)
@@ -283,8 +287,13 @@ class LoadedExecutable:
     describe it; ``as_text()`` is the optimized IR it was built from; ``cost_analysis()`` and
     ``memory_analysis()`` are what the passes measured when it was saved."""
 
-    def __init__(self, payload: hlox.Payload, where: str = "the executable"):
+    def __init__(self, payload: hlox.Payload, where: str = "the executable",
+                 recompile: Optional[Callable[[str, str], Any]] = None):
+        """``recompile``: instead of linking the stored native code, build the program from the
+        IR section with ``recompile(ir_text, where)`` (``hlo.aot.load(..., recompile=True)``
+        passes its compiler; it returns a ``Compiled``)."""
         m = payload.manifest
+        check_manifest(m, where)
         try:
             target = m["target"]
             runtime = m["runtime"]
@@ -308,6 +317,9 @@ class LoadedExecutable:
                      "bad runtime entry")
             cost = dict(m["analyses"]["cost"])
             mem = MemoryAnalysis(**{k: int(v) for k, v in m["analyses"]["memory"].items()})
+            # files written before memory_analysis counted the lowering's scratch: the arena
+            # each call allocates is the runtime's
+            mem = dataclasses.replace(mem, temp_size_in_bytes=int(runtime["arena_size"]))
             imports = m.get("imports")
             _require(imports is None or all(isinstance(s, str) for s in imports), "bad imports")
             kind = target.get("kind")
@@ -315,6 +327,19 @@ class LoadedExecutable:
             ir = payload.sections["ir"].decode("utf-8")
         except (KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError) as e:
             raise CorruptFileError(f"{where}: malformed manifest ({type(e).__name__}: {e})") from None
+        check_ir_signature(ir, runtime, where)
+        self.manifest = m
+        self.target = kind
+        self._ir_text = ir
+        self._cost = cost
+        self._mem = mem
+        if recompile is not None:  # the stored native code is never read
+            compiled = recompile(ir, where)
+            self.executable = None
+            self._cost = compiled.cost_analysis()
+            self._mem = compiled.memory_analysis()
+            self._run = compiled.run_flat
+            return
         check_target(target, where)
         code = payload.sections.get(code_name)
         if code is None:
@@ -327,11 +352,6 @@ class LoadedExecutable:
         _check_imports(runtime, imports, where)
         rt = dict(runtime)
         rt["target"] = dict(target)
-        self.manifest = m
-        self.target = kind
-        self._ir_text = ir
-        self._cost = cost
-        self._mem = mem
         pool = payload.sections.get(POOL_SECTION)
         try:
             if pool is not None:  # link the stored worker pool unless this process has one

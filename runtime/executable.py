@@ -281,6 +281,8 @@ class Executable(Signature):
 
 
 def _resolve_library(name: str) -> str:
+    """The path of a library the code calls, by its name in the fixed list (``blas``): a
+    manifest never names a path."""
     if name == "blas":
         from hlo.backends.cpu.blas import find_blas
         b = find_blas()
@@ -288,4 +290,4 @@ def _resolve_library(name: str) -> str:
             raise RuntimeError("this executable calls a BLAS, but none was found (numpy's bundled "
                                "OpenBLAS or the scipy-openblas wheels); recompile with HLO_CPU_GEMM=generated")
         return b.path
-    return name
+    raise ValueError(f"the executable names the library {name!r}; hlo links only: blas")
