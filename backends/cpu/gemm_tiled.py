@@ -152,12 +152,14 @@ CORE_PREFIX = "hlo.gemm_core"
 class _Core:
     """The shared register-tiled body: C[m0:m1, n0:n1] (+)= A[m0:m1, 0:kc] x B[0:kc, n0:n1]
     (offsets oa, ob, oc into A, B, C; strides as arguments), B's panels in ``panel`` (room for
-    ``G`` panels of ``pstride`` vectors). ``mode``: "fill" (B's columns contiguous, rows less
-    than a page apart: the first tile copies the panel as it computes), "pack" (rows a page
-    or more apart: up to G panels copied row by row of B) or "gather" (B's columns strided:
-    copied element by element). ``acc``: an argument saying whether to add to C (a later
-    block of a blocked contraction). The body is emitted by ``emit`` once every product has
-    added the row and column counts its items can have."""
+    ``G`` panels of ``pstride`` vectors). ``mode``: "contig" (B's columns contiguous; argument
+    ``fill`` != 0, for B's rows less than a page apart: the first tile of each panel copies it
+    as it computes; else up to G panels are copied row by row of B first) or "gather" (B's
+    columns strided: copied element by element). ``acc`` != 0: add to C (a later block of a
+    blocked contraction). What the products never ask for (filling, packing, adding to C) is
+    left out. The body is emitted by ``emit`` once every product has added the row and column
+    counts its items can have, its fill mode and whether it blocks the contraction.
+    """
 
     ARGS = ("C", "A", "B", "panel", "oa", "ob", "oc", "m0", "m1", "n0", "n1", "kc", "acc",
             "pstride", "G", "rsA", "csA", "ldb", "csB", "ldc", "fill")
