@@ -176,6 +176,9 @@ def _target_parts(target: str) -> Dict[str, str]:
     from hlo.runtime.target import KINDS, current
     if target not in KINDS:
         return {"cpu": "-", "environment": "-"}
+    if target == "cuda":  # the GPU the backend compiles for (sm_90 on a machine without one)
+        from hlo.backends.cuda.device import launch_device
+        return launch_device().target.key_parts()
     return current(target).key_parts()
 
 
@@ -411,9 +414,8 @@ class CachedArtifact(Artifact):
         self._module = None
         self.optimize_result = _StoredResult(self, plan_text)
 
-        def run(flat, _exe=loaded.executable):
-            return list(_exe(*flat))
-        self.run = run
+        from .targets import _runner
+        self.run = _runner(target, loaded.executable)
 
     def module_text(self) -> str:
         return self.ir_text  # the stored text itself: no parse and print to save or show it

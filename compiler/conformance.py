@@ -256,7 +256,8 @@ def run_all(cases: Sequence[Case], options: Options, jobs: int, timeout: float,
     for i, res in run_tasks(
             _task, tasks, jobs, timeout if timeout > 0 else float("inf"),
             on_timeout=lambda arg, t: asdict(Result("failed", f"timed out after {t:g} s", seconds=t)),
-            on_crash=lambda arg, code: asdict(Result("failed", f"crashed (worker exit code {code})"))):
+            on_crash=lambda arg, code: asdict(Result("failed", f"crashed (worker exit code {code})")),
+            fork=options.target != "cuda"):
         results[cases[i]] = Result(**res)
         if progress:
             progress(cases[i], results[cases[i]])

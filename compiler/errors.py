@@ -90,3 +90,17 @@ class TargetUnavailableError(HloError, NotImplementedError):
 
 class UnsupportedError(HloError, NotImplementedError):
     pass
+
+
+def cuda_runner(program):
+    """``run(flat)`` of a CUDA program (``hlo.backends.cuda.program.CudaProgram``): numpy results;
+    where the program cannot run (no GPU, driver or bindings: the runtime's
+    ``CudaUnavailableError``), ``TargetUnavailableError`` with the runtime's reason."""
+    from hlo.runtime.cuda.errors import CudaUnavailableError
+
+    def run(flat):
+        try:
+            return list(program(*flat))
+        except CudaUnavailableError as e:
+            raise TargetUnavailableError(f"target 'cuda' cannot run here: {e}") from None
+    return run
