@@ -92,24 +92,12 @@ def is_scalar_body(body: Region) -> bool:
 # Uses and replacement
 # --------------------------------------------------------------------------------------------
 
-def defined_inside(op: Operation) -> Set[Value]:
-    """Values defined inside ``op``'s regions (region arguments and results of nested ops)."""
-    out: Set[Value] = set()
-    for r in op.regions:
-        out.update(r.args)
-        for inner in r.walk():
-            out.update(inner.results)
-            for rr in inner.regions:
-                out.update(rr.args)
-    return out
-
-
 def free_values(op: Operation) -> List[Value]:
     """Values read inside ``op``'s regions that are defined outside ``op`` (in order). A fusion
     region reads only its parameters (``fusion_kinds`` checks it), so it has none."""
     if not op.regions or op.name == "fusion":
         return []
-    inside = defined_inside(op)
+    inside = op.defined_inside()
     seen: Dict[Value, None] = {}
     for r in op.regions:
         for inner in r.walk():

@@ -155,11 +155,7 @@ def collect_reads(roots: Sequence[Value], env: Dict[Value, BufRef]) -> Tuple[Lis
         nops += _inner_work(op)
         stack.extend(op.operands)
         if op.regions:
-            inner = set()
-            for r in op.regions:
-                inner.update(r.args)
-                for o in r.walk():
-                    inner.update(o.results)
+            inner = op.defined_inside()
             for r in op.regions:
                 for o in r.walk():
                     nops += 1
