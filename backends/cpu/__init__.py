@@ -67,6 +67,7 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
     cg = CpuCodegen(ctx, nthreads)
     lw = Lowering(cg, module, optimized.buffers)
     steps = lw.lower_main()
+    cg.finish()
     run_fn = EntryEmitter(ctx, cg.kernels, cg.tasks, cg.constants).emit(steps)
     emit_py_entry(ctx, run_fn, len(module.main.args), len(module.main.result_types))
     ir_text = str(ctx.module)
