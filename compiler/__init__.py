@@ -47,6 +47,7 @@ _FRONTEND = (
     ("explain_cache_miss", "hlo.api", "explain_cache_miss"),  # the persistent cache
     ("devices", "hlo.placement", "devices"), ("device_put", "hlo.placement", "device_put"),
     ("device_get", "hlo.placement", "device_get"),
+    ("debug", "hlo.debug", None), ("pure_callback", "hlo.callbacks", "pure_callback"),
 )
 _FRONTEND_NAMES = {n for n, _, _ in _FRONTEND}
 _loading = False

@@ -148,6 +148,13 @@ def artifact_payload(art) -> hlox.Payload:
     if exe is None or getattr(exe, "object_code", None) is None:
         raise SaveError(f"an executable for target {art.target!r} has no native code to save; "
                         "compile it for target='cpu' (hlo.aot.compile(f, *specs, target='cpu'))")
+    from hlo.ir.callbacks import first_host_callback  # not on the load path
+    cb = first_host_callback(art.optimized_module)
+    if cb is not None or exe.manifest.get("host_calls"):
+        at = f" ({cb.attrs.get('what') or 'a host callback'} at {cb.loc})" if cb is not None else ""
+        raise SaveError(f"this program calls back into Python{at}: a saved executable cannot hold "
+                        "the Python callable (it cannot be serialized); save a version without "
+                        "hlo.debug.print / hlo.pure_callback")
     rt = dict(exe.manifest)
     tgt = rt.get("target") or {}
     opt = art.optimize_result

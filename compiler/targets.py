@@ -36,7 +36,7 @@ from hlo.ir import Module
 
 from . import config, gc_pause
 from .config import check_target_name  # the target names (settings check them too)
-from .errors import TargetUnavailableError, cuda_runner
+from .errors import TargetUnavailableError, UnsupportedError, cuda_runner
 
 
 @lru_cache(maxsize=1)
@@ -173,6 +173,21 @@ def report_progress(stage: str) -> None:
         cb(stage)
 
 
+def check_declined_ops(module: Module, target: str, declined: Dict[str, str]) -> None:
+    """Raise ``UnsupportedError`` naming the user's line of the first op of ``module`` that
+    ``target`` declines (its backend's ``declined_ops()``: op name -> reason), before any pass
+    runs."""
+    if not declined:
+        return
+    for fn in module.functions.values():
+        for op in fn.walk():
+            why = declined.get(op.name)
+            if why is not None:
+                what = op.attrs.get("what") or op.name
+                kw = {"location": op.loc} if op.loc is not None else {}
+                raise UnsupportedError(f"{what} cannot be compiled for target {target!r}: {why}", **kw)
+
+
 def compile_options(donated: Sequence[int] = (), options: Optional[dict] = None,
                     target: Optional[str] = None) -> dict:
     """The options a compile passes to the pipeline and keys the persistent cache on; one place,
@@ -222,7 +237,11 @@ def _compile_module(module, target, donated, options, dump_dir) -> Artifact:
         raise TargetUnavailableError(
             f"target {target!r} needs the optimization pipeline (hlo.passes.pipeline), which does "
             "not exist yet")
-    compile_fn = getattr(importlib.import_module(backend), "compile", None)
+    backend_module = importlib.import_module(backend)
+    compile_fn = getattr(backend_module, "compile", None)
+    declined = getattr(backend_module, "declined_ops", None)
+    if declined is not None:
+        check_declined_ops(module, target, declined())
     if compile_fn is None:
         raise TargetUnavailableError(
             f"target {target!r} has no backend yet ({backend}.compile does not exist); use "

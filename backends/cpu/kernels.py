@@ -75,6 +75,13 @@ class Codegen:
         self.tasks: Dict[str, ir.Function] = {}
         self.constants: Dict[int, np.ndarray] = {}
         self.uses_blas = False
+        # functions several kernels call (the GEMM's shared bodies), by key; each has ``emit()``,
+        # run by ``finish`` once every kernel is lowered and knows what its callers need
+        self.shared: Dict[tuple, object] = {}
+
+    def finish(self) -> None:
+        for f in self.shared.values():
+            f.emit()
 
     def const_ref(self, arr: np.ndarray) -> BufRef:
         k = len(self.constants)
@@ -148,11 +155,7 @@ def collect_reads(roots: Sequence[Value], env: Dict[Value, BufRef]) -> Tuple[Lis
         nops += _inner_work(op)
         stack.extend(op.operands)
         if op.regions:
-            inner = set()
-            for r in op.regions:
-                inner.update(r.args)
-                for o in r.walk():
-                    inner.update(o.results)
+            inner = op.defined_inside()
             for r in op.regions:
                 for o in r.walk():
                     nops += 1

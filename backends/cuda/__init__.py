@@ -16,7 +16,15 @@ def lowered_ops() -> frozenset:
     from ..elemental import elemental_ops
     from ..lower import Lowering
     from ..mathlib import LIBDEVICE_MATH
-    return Lowering.own_lowerings() | elemental_ops(LIBDEVICE_MATH)
+    from .codegen import CudaCodegen
+    return Lowering.own_lowerings(CudaCodegen) | elemental_ops(LIBDEVICE_MATH)
+
+
+def declined_ops() -> dict:
+    """Ops of the table this backend does not lower, with the reason (``KernelEmitter.DECLINED``:
+    host callbacks); ``hlo.targets`` refuses a program holding one before the passes run."""
+    from .codegen import CudaCodegen
+    return CudaCodegen.declined_ops()
 
 
 def compile(optimized, opt_level: int = 3):
@@ -32,4 +40,4 @@ def compile_module(module, opt_level: int = 3):
     return compile(optimize(module, target="cuda"), opt_level=opt_level)
 
 
-__all__ = ["compile", "compile_module", "lowered_ops"]
+__all__ = ["compile", "compile_module", "declined_ops", "lowered_ops"]
