@@ -29,7 +29,6 @@ OK = None  # CUresult.CUDA_SUCCESS
 
 _lock = threading.Lock()
 _contexts = {}
-_current = threading.local()  # .ctx: the Context this thread last made current through hlo
 
 # PTX ISA version -> the CUDA release that introduced it (driver needed to JIT it).
 PTX_ISA_CUDA = {
@@ -149,15 +148,14 @@ class Context:
         ret = cu.cuCtxSetCurrent(self.handle)
         if ret[0] is not OK:
             check(ret, "cuCtxSetCurrent")
-        _current.ctx = self
 
     def ensure_current(self) -> None:
-        """``make_current`` unless this thread already made this context current (the per-call
-        path). With one GPU in the process every library that shares the device (torch, jax,
-        cupy) uses this same primary context, so it stays current; with several GPUs another
-        library may switch the thread to another device's context, so it is set every time."""
-        if getattr(_current, "ctx", None) is not self or self.multi:
-            self.make_current()
+        """Make this context current in the calling thread, every time: another library in
+        the process (a peer's compiler, a profiler) may set the thread's current context to
+        one of its own and destroy it later, so what hlo set last is no proof of what is
+        current now (the bench saw CUDA_ERROR_CONTEXT_IS_DESTROYED after torch.compile and jax
+        ran between two hlo calls). One ``cuCtxSetCurrent`` costs about what asking would."""
+        self.make_current()
 
     def mem_info(self) -> Tuple[int, int]:
         """``(free, total)`` device memory in bytes."""

@@ -37,7 +37,7 @@ addresses changed. While and Switch read their predicate on the host: they split
 into segments (their bodies are segments of their own) rather than falling back to the step
 walk. Results are identical to the step walk's: the same kernels on the same addresses.
 
-What one call does on the host, and no more: set the context only where this thread has not
+What one call does on the host, and no more: make the context current
 (``Context.ensure_current``); check the arguments against pre-computed descriptors; take each
 result's memory from the executable's ``BufferPool`` (dropped results come back to it; a
 driver allocation only when it is empty); patch and launch the records / graphs; share one
@@ -445,7 +445,8 @@ class CudaExecutable(Signature):
         self._allocs = []
 
     def __del__(self):
-        if driver.cu is not None and hasattr(self, "ctx"):
+        # at interpreter exit the module's globals may already be None
+        if getattr(driver, "cu", None) is not None and hasattr(self, "ctx"):
             self._release()
 
 

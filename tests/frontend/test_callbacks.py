@@ -86,7 +86,7 @@ def test_a_callback_reads_operands_in_any_layout():
         return hnp.transpose(y) + 1.0
 
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
-    np.testing.assert_allclose(hlo.jit(f)(x), (x * 2).T + 1)
+    np.testing.assert_allclose(hlo.jit(f, target="cpu")(x), (x * 2).T + 1)
     np.testing.assert_array_equal(seen[0], x * 2)
 
 
@@ -214,7 +214,7 @@ def test_a_program_with_a_callback_cannot_be_saved(tmp_path):
         hlo.debug.print("x {}", x)
         return x + 1.0
 
-    c = hlo.jit(f).lower(np.ones(3, np.float32)).compile()
+    c = hlo.jit(f, target="cpu").lower(np.ones(3, np.float32)).compile()
     with pytest.raises(SaveError, match=r"calls back into Python \(hlo.debug.print at .*"
                                         r"cannot hold the Python callable"):
         c.save(str(tmp_path / "f.hlox"))
@@ -231,11 +231,11 @@ def test_a_program_with_a_callback_is_not_put_in_the_persistent_cache(tmp_path, 
         return x * 3.0
 
     x = np.ones(2, np.float32)
-    hlo.jit(f)(x)
-    hlo.jit(f)(x)  # a second trace: a fresh callable, compiled again
+    hlo.jit(f, target="cpu")(x)
+    hlo.jit(f, target="cpu")(x)  # a second trace: a fresh callable, compiled again
     assert lines(capsys) == ["v [1. 1.]"] * 2
     assert not any(n.endswith(".hlox") for _, _, fs in os.walk(tmp_path) for n in fs)
-    low = hlo.jit(f).lower(x)
+    low = hlo.jit(f, target="cpu").lower(x)
     assert "calls back into Python" in compile_cache.bypass_reason("cpu", None, low.ir)
 
 
@@ -275,7 +275,7 @@ def test_passes_keep_order_and_never_merge_drop_or_fold_callbacks(capsys):
         hlo.debug.print("b {}", c)
         return x + c
 
-    out = hlo.jit(f)(np.zeros(2, np.float32))
+    out = hlo.jit(f, target="cpu")(np.zeros(2, np.float32))
     np.testing.assert_allclose(out, [7, 7])
     assert lines(capsys) == ["a [0. 0.]", "a [0. 0.]", "unused ran", "loop 0", "loop 1", "b 7.0"]
 

@@ -227,6 +227,10 @@ def test_errors_name_the_user_line():
 def test_every_op_has_a_batching_rule_and_each_rule_runs():
     """Every op of the op table that reads operands has a rule (ops without operands are never
     batched), and every rule ran in the tests above (run after them: module order)."""
+    import os
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        pytest.skip("counts the rules fired by this module's other tests in one process; under "
+                    "pytest-xdist they run in other workers")
     with_operands = {n for n, d in op_table.OPS.items() if n not in ("constant", "iota")}
     assert with_operands - set(RULES) == set()
     # call (no traced program holds one) and fusion (made by the passes) are exercised here:
