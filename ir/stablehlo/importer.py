@@ -42,7 +42,7 @@ from . import mlir_bridge as mb
 from . import opmap
 from .checks import Check
 from .errors import StableHLOError, UnsupportedError
-from .typemap import array_from_attr, tensor_from_mlir
+from .typemap import TextAttr, array_from_attr, tensor_from_mlir
 
 # Ops that exist in StableHLO (or its companions) but not in hlo's op table, with a reason.
 _OUTSIDE_TABLE_REASON = "op outside hlo's op table"
@@ -539,6 +539,39 @@ def _attrs(op, loc: Optional[Location] = None) -> Dict[str, Any]:
     for k in a:
         try:
             out[k] = a[k]
-        except TypeError:  # jaxlib cannot downcast, e.g. a complex dense attribute
-            raise UnsupportedError(f"attribute '{k}' of {op.name}", "element type hlo cannot read", loc) from None
+        except TypeError:  # jaxlib cannot downcast, e.g. a complex dense attribute: read its text
+            text = _attr_text(op, k)
+            if text is None:
+                raise UnsupportedError(f"attribute '{k}' of {op.name}", "element type hlo cannot read", loc) from None
+            out[k] = TextAttr(text)
     return out
+
+
+def _attr_text(op, name: str) -> Optional[str]:
+    """The printed ``dense<...> : tensor<...>`` of attribute ``name`` of ``op``, read from the
+    op's generic form (jaxlib has no Python class for complex dense attributes, and touching
+    one through the attribute API can abort the process)."""
+    text = op.operation.get_asm(print_generic_op_form=True, large_elements_limit=None)
+    i = text.find(f"{name} = dense<")
+    if i < 0:
+        return None
+    i += len(name) + 3
+    end = _matching_angle(text, i + len("dense"))
+    return None if end is None else text[i:end + 1]
+
+
+def _matching_angle(text: str, i: int) -> Optional[int]:
+    """The index of the '>' closing the '<' at ``text[i]`` (quoted strings skipped)."""
+    depth = 0
+    while i < len(text):
+        c = text[i]
+        if c == "<":
+            depth += 1
+        elif c == ">":
+            depth -= 1
+            if depth == 0:
+                return i
+        elif c == '"':
+            i = text.index('"', i + 1)
+        i += 1
+    return None
