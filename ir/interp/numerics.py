@@ -265,6 +265,8 @@ def reduce_precision(x: np.ndarray, exponent_bits: int, mantissa_bits: int) -> n
     infinity when ``mantissa_bits`` is 0), as the StableHLO reference interpreter does."""
     x = np.asarray(x)
     dt = x.dtype
+    if dt not in FLOAT_FORMAT:  # an 8-bit or narrower float: exactly in f32, rounded back
+        return arr(reduce_precision(x.astype(F32), exponent_bits, mantissa_bits), dt)
     src_exp, src_man = FLOAT_FORMAT[dt]
     width = dt.itemsize * 8
     u = _UINT_OF_WIDTH[dt.itemsize]
