@@ -6,7 +6,8 @@ function here builds on the part type's operations and the target's math policy 
 exp, log, sin, cos, tan, atan2, hypot, expm1, log1p, sqrt, cbrt), so it carries over to every
 target. The formulas are the usual ones (C99 Annex G, XLA's ``math.cc``), written branch-free:
 
-* ``divide``: Smith's algorithm (no overflow of ``c*c + d*d``);
+* ``divide``: Smith's algorithm (no overflow of ``c*c + d*d``); a zero divisor gives
+  ``(copysign(inf, c) * a, copysign(inf, c) * b)`` as C99 Annex G (and numpy);
 * ``abs``: ``hypot``; ``sign``: ``z / |z|``, 0 for 0;
 * ``sqrt``: ``t = sqrt((|a| + |z|) / 2)``, then ``(t, b / 2t)`` or ``(|b| / 2t, copysign(t, b))``;
 * ``tanh``: Kahan's form (``tan(b)``, ``sinh(a)``), ``(+-1, 0)`` past |a| = 22;
@@ -70,7 +71,11 @@ class _C:
         den2 = b.fadd(b.fmul(c, r2), d)
         re2 = b.fdiv(b.fadd(b.fmul(a, r2), bb), den2)
         im2 = b.fdiv(b.fsub(b.fmul(bb, r2), a), den2)
-        return b.select(big_c, re1, re2), b.select(big_c, im1, im2)
+        re, im = b.select(big_c, re1, re2), b.select(big_c, im1, im2)
+        # a zero divisor: (copysign(inf, c) * a, copysign(inf, c) * b), as C99 Annex G
+        zero = b.and_(b.fcmp_ordered("==", c, self.k(0.0)), b.fcmp_ordered("==", d, self.k(0.0)))
+        inf = self.m("copysign", self.k(float("inf")), c)
+        return b.select(zero, b.fmul(inf, a), re), b.select(zero, b.fmul(inf, bb), im)
 
     def exp(self, x):
         b = self.b

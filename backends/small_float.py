@@ -7,11 +7,14 @@ every format (IEEE-like with infinities, ``fn`` without, ``fnuz`` with NaN at 0x
 the saturating f4/f6 formats, the exponent-only f8e8m0fnu):
 
 * decode (``code -> f32``): a load from a 2^bits-entry table of the values;
-* encode (``f32 -> code``): round to nearest, ties to even, by a branch-free binary search over
+* encode (``f32 -> code``): round to nearest, ties to even (f8e8m0fnu: ties up, as ml_dtypes), by a branch-free binary search over
   the midpoints between consecutive non-negative values (code order is value order in every
   format), then the sign bit; past the largest finite value the format's overflow code
   (infinity, NaN, or the largest value for the saturating formats), and NaN's code for NaN,
   as ml_dtypes converts.
+
+One exception: f8e8m0fnu (a scale format) rounds f32 subnormals and values past 2^127 by the
+midpoint rule here, where ml_dtypes has rules of its own at those two ends.
 
 Target-independent: only integer and float compares, selects and loads from internal
 constant globals.
@@ -35,13 +38,14 @@ _F32 = ir.FloatType()
 
 class Tables(NamedTuple):
     values: Tuple[float, ...]  # f32 value of every code (2^bits entries)
-    thresholds: Tuple[float, ...]  # thresholds[j - 1]: midpoint between codes j - 1 and j; padded
-    steps: int  # binary search steps: len(thresholds) == 2^steps - 1 (padded with +inf)
+    thresholds: Tuple[float, ...]  # thresholds[j - 1]: midpoint between codes j - 1 and j
+    steps: int  # binary search steps: len(thresholds) == 2^steps - 1 (padded with NaN)
     sign_bit: int  # the code's sign bit (0: unsigned format)
     neg_zero: bool  # has -0
     nan_pos: int  # codes ml_dtypes gives +NaN / -NaN
     nan_neg: int
     zero_is_nan: bool  # f8e8m0fnu: no zero, 0 converts to NaN
+    ties_up: bool  # a midpoint rounds to the larger value (f8e8m0fnu), not to the even code
 
 
 @lru_cache(maxsize=None)
@@ -62,8 +66,10 @@ def tables(et: ElementType) -> Tables:
         mids.append(top + (top - prev) / 2)
     for m in mids:
         assert float(np.float32(m)) == m, (et, m)
+    at_mid = np.array(mids[:k - 1], np.float32).astype(dt).view(np.uint8)
+    ties_up = bool((at_mid == np.arange(1, k)).all())
     steps = max(1, int(np.ceil(np.log2(len(mids) + 1))))
-    padded = mids + [float("inf")] * ((1 << steps) - 1 - len(mids))
+    padded = mids + [float("nan")] * ((1 << steps) - 1 - len(mids))  # never compares true
     nan = np.array([0x7FC00000, 0xFFC00000], np.uint32).view(np.float32)  # +NaN, -NaN
     nan_codes = nan.astype(dt).view(np.uint8)
     signed = any(np.signbit(vals[c]) for c in range(n) if not np.isnan(vals[c]))
@@ -71,7 +77,7 @@ def tables(et: ElementType) -> Tables:
     zero_is_nan = bool(np.isnan(np.array([0.0], np.float32).astype(dt).astype(np.float32)[0]))
     return Tables(tuple(float(v) for v in vals), tuple(padded), steps,
                   (n >> 1) if signed else 0, neg_zero, int(nan_codes[0]), int(nan_codes[1]),
-                  zero_is_nan)
+                  zero_is_nan, ties_up)
 
 
 def _table_global(module: ir.Module, name: str, values) -> ir.GlobalVariable:
@@ -109,7 +115,8 @@ def encode(b: ir.IRBuilder, x: ir.Value, et: ElementType) -> ir.Value:
     for s in range(t.steps - 1, -1, -1):
         cand = b.add(pos, ir.Constant(_I64, 1 << s))
         m = _load(b, g, cand)
-        even = b.icmp_unsigned("==", b.and_(cand, ir.Constant(_I64, 1)), ir.Constant(_I64, 0))
+        even = ir.Constant(ir.IntType(1), 1) if t.ties_up else \
+            b.icmp_unsigned("==", b.and_(cand, ir.Constant(_I64, 1)), ir.Constant(_I64, 0))
         take = b.or_(b.fcmp_ordered("<", m, a), b.and_(b.fcmp_ordered("==", m, a), even))
         pos = b.select(take, cand, pos)
     mag = b.trunc(pos, _I8)

@@ -499,8 +499,16 @@ def shift_right_logical(a, b):
     return arr(np.where(ok, r, u.type(0)), u).view(dt)
 
 
-@widened
 def shift_right_arithmetic(a, b):
+    if a.dtype in SUB_BYTE:  # the width's top bit is the sign, also of unsigned types
+        w = SUB_BYTE[a.dtype]
+        bits = uint_view(a).astype(np.int16)
+        signed = np.where(bits >= (1 << (w - 1)), bits - (1 << w), bits)
+        amount = uint_view(arr(b, a.dtype)).astype(np.int16)
+        r = signed >> np.minimum(amount, w - 1)
+        if int_info(a.dtype).min < 0:
+            return r.astype(np.int8).astype(a.dtype)
+        return (r & ((1 << w) - 1)).astype(np.uint8).astype(a.dtype)
     dt, u, ok, amt = _shift_parts(a, b)
     s = _SINT_OF_WIDTH[dt.itemsize]
     sa = arr(a, dt).view(s)
