@@ -121,12 +121,12 @@ def _complex(it, op, ins, env):
 @handler("real")
 def _real(it, op, ins, env):
     x = ins[0]
-    return [np.ascontiguousarray(x.real) if nm.is_complex(x.dtype) else x]
+    return [np.array(x.real) if nm.is_complex(x.dtype) else x]
 
 
 @handler("imag")
 def _imag(it, op, ins, env):
     x = ins[0]
     if nm.is_complex(x.dtype):
-        return [np.ascontiguousarray(x.imag)]
+        return [np.array(x.imag)]
     return [np.zeros_like(x)]

@@ -194,7 +194,7 @@ def convert(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
         part = F32 if dtype == cx.C64 else F64
         return convert(x, part).astype(dtype)
     if is_complex(src):  # the imaginary part is dropped
-        return convert(np.ascontiguousarray(x.real), dtype)
+        return convert(np.array(x.real), dtype)
     if src in SUB_BYTE:
         return convert(x.astype(_CONTAINER[src]), dtype)
     if dtype in SUB_BYTE and not is_int(src):  # float/bool -> the container, saturating at the type's bounds

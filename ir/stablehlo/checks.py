@@ -83,6 +83,8 @@ class Check:
 
 def _fmt(x) -> str:
     x = np.asarray(x)
+    if x.dtype.kind == "c":
+        return f"({_fmt(x.real)}, {_fmt(x.imag)})"
     if _is_float(x):
         return repr(float(x))
     return str(x[()])
@@ -100,7 +102,7 @@ def _is_float(a: np.ndarray) -> bool:
 
 
 def _parts(a: np.ndarray):
-    return np.ascontiguousarray(a.real), np.ascontiguousarray(a.imag)
+    return np.array(a.real), np.array(a.imag)
 
 
 def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
