@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from .. import ops as op_table
+from .. import decompositions, ops as op_table
 from ..builder import Builder
 from ..clone import clone_op
 from ..core import Function, Location, Module, Region, Value
@@ -396,6 +396,16 @@ class _Importer:
         hlo["padding"] = tuple((int(lo), int(hi)) for lo, hi in p.reshape(-1, 2))
         hlo = opmap.drop_defaults(op_table.OPS["convolution"], hlo)
         return b.op("convolution", [lhs, rhs], hlo, result_types=rtypes).results
+
+    def op_triangular_solve(self, op, attrs, operands, rtypes, b, env, loc):
+        # expressed with hlo's own ops (ir/decompositions.py)
+        from jaxlib.mlir.dialects import stablehlo
+        flags = {k: opmap.read_bool(attrs[k]) for k in ("left_side", "lower", "unit_diagonal")}
+        kind = stablehlo.TransposeAttr(attrs["transpose_a"]).value
+        self._only_hints("stablehlo.triangular_solve",
+                         {k: v for k, v in attrs.items() if k not in flags and k != "transpose_a"}, loc)
+        x = decompositions.triangular_solve(b, operands[0], operands[1], transpose_a=kind, **flags)
+        return [x]
 
     def op_composite(self, op, attrs, operands, rtypes, b, env, loc):
         callee = attrs["decomposition"].value
