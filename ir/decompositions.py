@@ -17,7 +17,7 @@ import numpy as np
 
 from .builder import Builder
 from .core import Region, Value
-from .types import TensorType, s32
+from .types import TensorType, element_type, s32
 
 TRANSPOSE_KINDS = ("NO_TRANSPOSE", "TRANSPOSE", "ADJOINT")
 
@@ -128,3 +128,194 @@ def _forward_substitution(b: Builder, L: Value, C: Value, unit: bool) -> Value:
 
     w = b.op("while", [i0, y0], regions=[cond, body])
     return w.results[1]
+
+
+# --------------------------------------------------------------------------------------------
+# fft
+# --------------------------------------------------------------------------------------------
+
+FFT_TYPES = ("FFT", "IFFT", "RFFT", "IRFFT")
+DFT_MAX = 64  # lengths up to this (not powers of two) multiply by the DFT matrix
+
+
+def fft_result_type(x: TensorType, fft_type: str, lengths) -> TensorType:
+    """The result type of StableHLO's fft (and the checks of its operand), or ValueError."""
+    lengths = tuple(int(n) for n in lengths)
+    k = len(lengths)
+    if fft_type not in FFT_TYPES:
+        raise ValueError(f"fft_type must be one of {', '.join(FFT_TYPES)}, got {fft_type!r}")
+    if not 1 <= k <= 3 or x.rank < k:
+        raise ValueError(f"fft_length {list(lengths)} needs 1 to 3 entries, at most the operand's rank {x.rank}")
+    et = x.dtype
+    if fft_type == "RFFT":
+        if et.name not in ("f32", "f64"):
+            raise ValueError(f"RFFT takes f32 or f64, got {et}")
+        if x.shape[-k:] != lengths:
+            raise ValueError(f"RFFT: the operand's last dimensions {list(x.shape[-k:])} must be fft_length {list(lengths)}")
+        return TensorType(x.shape[:-1] + (lengths[-1] // 2 + 1,), element_type("c64" if et.name == "f32" else "c128"))
+    if not et.is_complex:
+        raise ValueError(f"{fft_type} takes c64 or c128, got {et}")
+    if fft_type == "IRFFT":
+        want = lengths[:-1] + (lengths[-1] // 2 + 1,)
+        if x.shape[-k:] != want:
+            raise ValueError(f"IRFFT: the operand's last dimensions {list(x.shape[-k:])} must be {list(want)}")
+        return TensorType(x.shape[:-1] + (lengths[-1],), et.component)
+    if x.shape[-k:] != lengths:
+        raise ValueError(f"{fft_type}: the operand's last dimensions {list(x.shape[-k:])} must be fft_length {list(lengths)}")
+    return x.without_layout()
+
+
+def fft(b: Builder, x: Value, fft_type: str, lengths) -> Value:
+    """StableHLO's fft over the last ``len(lengths)`` dimensions (numpy's fftn, ifftn with
+    1/N, rfftn, irfftn), with hlo's ops: a 1-D transform per dimension (moved last, then
+    back); powers of two by radix-2 decimation in frequency (log2 n stages of add, subtract
+    and twiddle multiply over the whole array, then one transpose undoing the bit reversal),
+    lengths up to DFT_MAX by the DFT matrix, other lengths by Bluestein's chirp z-transform
+    over a power-of-two FFT. Twiddles and chirps are computed in float64 and rounded once."""
+    lengths = tuple(int(n) for n in lengths)
+    rt = fft_result_type(x.type, fft_type, lengths)
+    k = len(lengths)
+    r = x.type.rank
+    axes = list(range(r - k, r))
+    if fft_type in ("FFT", "IFFT"):
+        y = x
+        for ax in axes:
+            y = _fft_axis(b, y, ax, fft_type == "IFFT")
+        return y
+    if fft_type == "RFFT":
+        y = b.value("convert", [x], result_types=[TensorType(x.type.shape, rt.dtype)])
+        for ax in axes:
+            y = _fft_axis(b, y, ax, False)
+        h = lengths[-1] // 2 + 1
+        return _slice_last(b, y, 0, h)
+    # IRFFT: inverse transforms over the leading axes, then the Hermitian extension of the
+    # last one and its inverse transform; the real part is the result
+    y = x
+    for ax in axes[:-1]:
+        y = _fft_axis(b, y, ax, True)
+    n = lengths[-1]
+    h = n // 2 + 1
+    if n - h > 0:
+        tail = _conj(b, b.value("reverse", [_slice_last(b, y, 1, n - h + 1)], attrs={"dimensions": (r - 1,)}))
+        y = b.value("concatenate", [_slice_last(b, y, 0, h), tail], attrs={"dimension": r - 1})
+    else:
+        y = _slice_last(b, y, 0, n)
+    y = _fft_axis(b, y, r - 1, True)
+    return b.value("real", [y])
+
+
+def _slice_last(b: Builder, x: Value, lo: int, hi: int) -> Value:
+    r = x.type.rank
+    return b.value("slice", [x], attrs={"start_indices": (0,) * (r - 1) + (lo,),
+                                        "limit_indices": x.type.shape[:-1] + (hi,)})
+
+
+def _complex_const(b: Builder, z: np.ndarray, et) -> Value:
+    return b.value("constant", [], attrs={"value": np.ascontiguousarray(z.astype(et.np_dtype))})
+
+
+def _fft_axis(b: Builder, x: Value, axis: int, inverse: bool) -> Value:
+    """The 1-D transform of ``x`` along ``axis`` (the inverse with 1/n)."""
+    r = x.type.rank
+    n = x.type.shape[axis]
+    if n <= 1 or x.type.size == 0:
+        return x
+    if axis != r - 1:
+        perm = tuple(d for d in range(r) if d != axis) + (axis,)
+        y = _fft_last(b, b.value("transpose", [x], attrs={"permutation": perm}), inverse)
+        back = tuple(int(i) for i in np.argsort(perm))
+        return b.value("transpose", [y], attrs={"permutation": back})
+    return _fft_last(b, x, inverse)
+
+
+def _fft_last(b: Builder, x: Value, inverse: bool) -> Value:
+    n = x.type.shape[-1]
+    if n & (n - 1) == 0:
+        y = _radix2(b, x, inverse)
+    elif n <= DFT_MAX:
+        y = _dft(b, x, inverse)
+    else:
+        y = _bluestein(b, x, inverse)
+    if inverse:
+        y = b.value("multiply", [y, _bcast_scalar(b, _const(b, 1.0 / n, x.type.dtype), y.type)])
+    return y
+
+
+def _dft(b: Builder, x: Value, inverse: bool) -> Value:
+    t = x.type
+    n = t.shape[-1]
+    j = np.arange(n)
+    sign = 1.0 if inverse else -1.0
+    w = np.exp(sign * 2j * np.pi * ((np.outer(j, j) % n) / n))
+    wc = _complex_const(b, w, t.dtype)
+    return b.value("dot_general", [x, wc], attrs={"lhs_contracting_dimensions": (t.rank - 1,),
+                                                  "rhs_contracting_dimensions": (0,)})
+
+
+def _radix2(b: Builder, x: Value, inverse: bool) -> Value:
+    t = x.type
+    batch = t.shape[:-1]
+    n = t.shape[-1]
+    nb = len(batch)
+    et = t.dtype
+    sign = 1.0 if inverse else -1.0
+    g, length = 1, n
+    y = b.value("reshape", [x], result_types=[TensorType(batch + (1, n), et)])
+    while length > 1:
+        half = length // 2
+        shape = batch + (g, length)
+        lo = b.value("slice", [y], attrs={"start_indices": (0,) * (nb + 2), "limit_indices": batch + (g, half)})
+        hi = b.value("slice", [y], attrs={"start_indices": (0,) * (nb + 1) + (half,), "limit_indices": shape})
+        s = b.value("add", [lo, hi])
+        d = b.value("subtract", [lo, hi])
+        if half > 1:
+            w = _complex_const(b, np.exp(sign * 2j * np.pi * np.arange(half) / length), et)
+            w = b.value("broadcast_in_dim", [w], attrs={"broadcast_dimensions": (nb + 1,)},
+                        result_types=[d.type.without_layout()])
+            d = b.value("multiply", [d, w])
+        pair = TensorType(batch + (g, 1, half), et)
+        s = b.value("reshape", [s], result_types=[pair])
+        d = b.value("reshape", [d], result_types=[pair])
+        y = b.value("concatenate", [s, d], attrs={"dimension": nb + 1})
+        g, length = 2 * g, half
+        y = b.value("reshape", [y], result_types=[TensorType(batch + (g, length), et)])
+    bits = n.bit_length() - 1
+    if bits > 1:  # output k sits at the bit reversal of k
+        y = b.value("reshape", [y], result_types=[TensorType(batch + (2,) * bits, et)])
+        perm = tuple(range(nb)) + tuple(range(nb + bits - 1, nb - 1, -1))
+        y = b.value("transpose", [y], attrs={"permutation": perm})
+    return b.value("reshape", [y], result_types=[TensorType(batch + (n,), et)])
+
+
+def _bluestein(b: Builder, x: Value, inverse: bool) -> Value:
+    """X[k] = c*[k] sum_j (x[j] c*[j]) c[k - j], c[j] = exp(i pi j^2 / n) (conjugated for
+    the inverse): a convolution computed with power-of-two FFTs of length m >= 2n - 1."""
+    t = x.type
+    batch = t.shape[:-1]
+    nb = len(batch)
+    n = t.shape[-1]
+    et = t.dtype
+    m = 1 << (2 * n - 2).bit_length()
+    j = np.arange(n)
+    sign = 1.0 if inverse else -1.0
+    chirp = np.exp(sign * 1j * np.pi * ((j * j) % (2 * n)) / n)  # c* (forward)
+    kernel = np.zeros(m, np.complex128)
+    kernel[:n] = np.conj(chirp)
+    kernel[m - n + 1:] = np.conj(chirp[1:][::-1])
+    kernel_f = np.fft.fft(kernel)
+
+    def bcast(c):
+        return b.value("broadcast_in_dim", [_complex_const(b, c, et)],
+                       attrs={"broadcast_dimensions": (nb,)},
+                       result_types=[TensorType(batch + (c.shape[0],), et)])
+
+    a = b.value("multiply", [x, bcast(chirp)])
+    zero = _const(b, 0, et)
+    a = b.value("pad", [a, zero], attrs={"edge_padding_low": (0,) * (nb + 1),
+                                         "edge_padding_high": (0,) * nb + (m - n,),
+                                         "interior_padding": (0,) * (nb + 1)})
+    fa = _radix2(b, a, False)
+    prod = b.value("multiply", [fa, bcast(kernel_f)])
+    conv = _radix2(b, prod, True)
+    conv = b.value("multiply", [_slice_last(b, conv, 0, n), bcast(chirp / m)])
+    return conv

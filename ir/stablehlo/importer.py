@@ -407,6 +407,47 @@ class _Importer:
         x = decompositions.triangular_solve(b, operands[0], operands[1], transpose_a=kind, **flags)
         return [x]
 
+    def op_fft(self, op, attrs, operands, rtypes, b, env, loc):
+        # expressed with hlo's own ops (ir/decompositions.py)
+        from jaxlib.mlir.dialects import stablehlo
+        kind = stablehlo.FftTypeAttr(attrs["fft_type"]).value
+        lengths = opmap.read_ints(attrs["fft_length"])
+        self._only_hints("stablehlo.fft", {k: v for k, v in attrs.items()
+                                           if k not in ("fft_type", "fft_length")}, loc)
+        try:
+            return [decompositions.fft(b, operands[0], kind, lengths)]
+        except ValueError as e:
+            raise StableHLOError(f"stablehlo.fft: {e}{_at(loc)}") from None
+
+    def op_map(self, op, attrs, operands, rtypes, b, env, loc):
+        # the scalar body applied to whole tensors: each of its elementwise ops once
+        shape = rtypes[0].shape
+        dims = opmap.read_ints(attrs["dimensions"])
+        if tuple(dims) != tuple(range(len(shape))):
+            raise UnsupportedError("stablehlo.map", f"dimensions {list(dims)} (not all of them, in order)", loc)
+        self._only_hints("stablehlo.map", {k: v for k, v in attrs.items() if k != "dimensions"}, loc)
+        body = self.region(op.regions[0], "computation", env)
+        mapped = dict(zip(body.args, operands))
+
+        def full(v):
+            x = mapped.get(v, v)
+            if x.type.rank == 0 and shape:
+                x = b.value("broadcast_in_dim", [x], attrs={"broadcast_dimensions": ()},
+                            result_types=[TensorType(shape, x.dtype)])
+            return x
+
+        for bop in body.ops:
+            if bop.name == "constant":
+                c = b.op("constant", [], dict(bop.attrs), result_types=bop.result_types)
+                mapped[bop.results[0]] = c.results[0]
+                continue
+            if not op_table.OPS[bop.name].has(op_table.ELEMENTWISE) or bop.regions:
+                raise UnsupportedError("stablehlo.map", f"a body with '{bop.name}' (not elementwise)", loc)
+            new = b.op(bop.name, [full(v) for v in bop.operands], dict(bop.attrs),
+                       result_types=[TensorType(shape, r.dtype) for r in bop.results])
+            mapped.update(zip(bop.results, new.results))
+        return [full(v) for v in body.outputs]
+
     def op_composite(self, op, attrs, operands, rtypes, b, env, loc):
         callee = attrs["decomposition"].value
         if callee not in self.names:
