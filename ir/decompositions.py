@@ -279,12 +279,20 @@ def _radix2(b: Builder, x: Value, inverse: bool) -> Value:
         y = b.value("concatenate", [s, d], attrs={"dimension": nb + 1})
         g, length = 2 * g, half
         y = b.value("reshape", [y], result_types=[TensorType(batch + (g, length), et)])
+        y = _stage_end(b, y)
     bits = n.bit_length() - 1
     if bits > 1:  # output k sits at the bit reversal of k
         y = b.value("reshape", [y], result_types=[TensorType(batch + (2,) * bits, et)])
         perm = tuple(range(nb)) + tuple(range(nb + bits - 1, nb - 1, -1))
         y = b.value("transpose", [y], attrs={"permutation": perm})
     return b.value("reshape", [y], result_types=[TensorType(batch + (n,), et)])
+
+
+def _stage_end(b: Builder, y: Value) -> Value:
+    """Each stage reads two elements of the previous one per element: computed inside one
+    fused loop, stage s would recompute 2^s elements of the input per output. A barrier
+    makes every stage a kernel of its own (one pass over the array)."""
+    return b.op("optimization_barrier", [y]).results[0]
 
 
 def _bluestein(b: Builder, x: Value, inverse: bool) -> Value:
