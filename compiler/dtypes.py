@@ -6,7 +6,7 @@ and mixed types promote to the least upper bound of
 
     bool -> i* -> u8 -> u16 -> u32 -> u64 -> f*            (u8 -> i16, u16 -> i32, u32 -> i32)
             i* -> i8 -> i16 -> i32 -> i64 -> f*
-            i* -> u2 -> u4 -> u8,  i* -> i2 -> i4 -> i8
+            i* -> each 2- or 4-bit integer, which promotes to nothing else
                               f* -> f16, bf16 -> f32 -> f64 -> c128
                               f* -> c* -> c64 -> c128,  f32 -> c64
                               f* -> each 8-bit (or narrower) float, which promotes to nothing else
@@ -135,7 +135,7 @@ _TOP = "top"  # no common dtype (8-bit floats with anything else): an error
 _LATTICE = {
     bool_: [_WEAK_INT],
     _WEAK_INT: [uint8, int8, uint2, int2],
-    uint2: [uint4], uint4: [uint8], int2: [int4], int4: [int8],
+    uint2: [_TOP], uint4: [_TOP], int2: [_TOP], int4: [_TOP],
     uint8: [uint16, int16], uint16: [uint32, int32], uint32: [uint64, int32], uint64: [_WEAK_FLOAT],
     int8: [int16], int16: [int32], int32: [int64], int64: [_WEAK_FLOAT],
     _WEAK_FLOAT: [float16, bfloat16, _WEAK_COMPLEX] + list(SMALL_FLOATS),
@@ -177,7 +177,8 @@ def _lub(nodes: frozenset):
                 from .errors import DTypeError
                 raise DTypeError("no implicit promotion between " + " and ".join(
                     sorted(n if isinstance(n, str) else dtype_name(n) for n in nodes))
-                    + " (8-bit floats promote only with Python scalars: convert with .astype)")
+                    + " (8-bit floats and 2/4-bit integers promote only with Python scalars, as "
+                    "in jax: convert with .astype)")
             return c
     raise AssertionError(f"no least upper bound for {nodes}")  # the lattice is complete
 
