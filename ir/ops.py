@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
+import ml_dtypes
 import numpy as np
 
 from .types import TensorType, ElementType, pred, s32, element_type
@@ -363,11 +364,11 @@ def identity(name: str, dtype: ElementType):
     if name == "multiply":
         return t(1)
     if name == "and":
-        return t(-1) if dtype.is_signed else t(np.iinfo(dtype.np_dtype).max)
+        return t(-1) if dtype.is_signed else t(ml_dtypes.iinfo(dtype.np_dtype).max)
     lo = name == "maximum"
     if dtype.is_float or dtype.is_complex:
         return t(-np.inf if lo else np.inf)
-    info = np.iinfo(dtype.np_dtype)
+    info = ml_dtypes.iinfo(dtype.np_dtype)
     return t(info.min if lo else info.max)
 
 
