@@ -19,6 +19,7 @@ import numpy as np
 import llvmlite.ir as ir
 
 from hlo.ir.core import Region, Value
+from hlo.ir.ops import BINARY_ELEMENTWISE, UNARY_ELEMENTWISE
 from hlo.ir.types import TensorType, s64 as S64_T
 from . import complex_ops, scalar_ops
 from .llvm_util import (I1, I64, ModuleContext, clamp_i64, elem_ptr, entry_alloca, for_range,
@@ -89,6 +90,11 @@ class RowCacheSource:
 
 class _Frame(dict):
     pass
+
+
+# Ops whose operands are read at the result's own index (when their shapes are the result's).
+_SAME_INDEX = frozenset(UNARY_ELEMENTWISE) | frozenset(BINARY_ELEMENTWISE) | {
+    "compare", "select", "clamp", "convert", "reduce_precision"}
 
 
 def _key(v: Value, idx) -> tuple:
@@ -173,9 +179,37 @@ class ElementalEmitter:
             op = v.op
             if op is None:
                 raise AssertionError(f"region argument {v} has no source bound")
+            if self._same_index(v):
+                return self._emit_chain(v, idx)
             val = self._emit(op, v.index, idx)
         self._remember(v, idx, val)
         return val
+
+    def _same_index(self, v: Value) -> bool:
+        """``v`` is an elementwise op's result whose operands are read at ``v``'s own index."""
+        op = v.op
+        return op is not None and op.name in _SAME_INDEX and v not in self.sources and \
+            all(o.type.shape == v.type.shape for o in op.operands)
+
+    def _emit_chain(self, v: Value, idx) -> ir.Value:
+        """``at(v, idx)`` for an elementwise ``v``, without recursion along elementwise chains:
+        the elementwise values ``v`` reads at the same index are emitted first, deepest first,
+        in the order recursion would emit them (operand 0's before operand 1's), so each one's
+        ``_emit`` finds its elementwise operands cached. A chain of thousands of fused ops costs
+        no Python stack; only other ops (movement, reductions) recurse, one level each."""
+        stack = [(v, False)]
+        while stack:
+            u, ready = stack.pop()
+            if self._lookup(_key(u, idx)) is not None:
+                continue
+            if ready:
+                self._remember(u, idx, self._emit(u.op, u.index, idx))
+                continue
+            stack.append((u, True))
+            for o in reversed(u.op.operands):
+                if self._same_index(o) and self._lookup(_key(o, idx)) is None:
+                    stack.append((o, False))
+        return self._lookup(_key(v, idx))
 
     def scalar_region(self, region: Region, args: Sequence[ir.Value], reassoc: bool = False) -> List[ir.Value]:
         """Evaluate a region of scalar ops (a reduce body, comparator...) on register args."""

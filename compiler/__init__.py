@@ -22,7 +22,7 @@ from . import tree_util  # noqa: E402
 _AOT_NAMES = {
     "load": ("hlo.aot", "load"),
     "aot": ("hlo.aot", None),
-    "LoadedExecutable": ("hlo.aot", "LoadedExecutable"),
+    "LoadedExecutable": ("hlo.saved_executable", "LoadedExecutable"),
     "ExecutableError": ("hlo.runtime.hlox", "ExecutableError"),
     "LoadError": ("hlo.runtime.hlox", "LoadError"),
 }
@@ -33,13 +33,18 @@ _FRONTEND = (
     ("ShapeDtypeStruct", "hlo.abstract", "ShapeDtypeStruct"),
     ("jit", "hlo.api", "jit"), ("make_ir", "hlo.api", "make_ir"), ("JitFunction", "hlo.api", "JitFunction"),
     ("Lowered", "hlo.stages", "Lowered"), ("Compiled", "hlo.stages", "Compiled"),
-    ("TARGETS", "hlo.targets", "TARGETS"), ("default_target", "hlo.targets", "default_target"),
+    ("TARGETS", "hlo.config", "TARGETS"), ("default_target", "hlo.targets", "default_target"),
     ("numpy", "hlo.numpy", None), ("lax", "hlo.lax", None), ("nn", "hlo.nn", None),
     ("random", "hlo.random", None),  # hlo.random: jax.random's bits on uint32[2] keys
     ("load_stablehlo", "hlo.stablehlo_loader", "load_stablehlo"),
     ("grad", "hlo.autodiff", "grad"), ("value_and_grad", "hlo.autodiff", "value_and_grad"),
     ("vjp", "hlo.autodiff", "vjp"), ("jvp", "hlo.autodiff", "jvp"),
-    ("explain_cache_miss", "hlo.compile_cache", "explain_cache_miss"),  # the persistent cache
+    ("vmap", "hlo.batching", "vmap"),
+    ("custom_vjp", "hlo.autodiff.custom", "custom_vjp"), ("custom_jvp", "hlo.autodiff.custom", "custom_jvp"),
+    ("checkpoint", "hlo.autodiff.checkpoint", "checkpoint"), ("remat", "hlo.autodiff.checkpoint", "remat"),
+    ("checkpoint_policies", "hlo.autodiff.checkpoint", "checkpoint_policies"), ("jacfwd", "hlo.batching.jacobians", "jacfwd"),
+    ("jacrev", "hlo.batching.jacobians", "jacrev"), ("hessian", "hlo.batching.jacobians", "hessian"),
+    ("explain_cache_miss", "hlo.api", "explain_cache_miss"),  # the persistent cache
 )
 _FRONTEND_NAMES = {n for n, _, _ in _FRONTEND}
 _loading = False

@@ -15,7 +15,7 @@ import numpy as np
 from hlo.ir import TensorType
 
 from . import dtypes
-from .errors import ArgumentTypeError, DTypeError
+from .errors import ArgumentTypeError
 
 
 class ShapedArray:
@@ -138,48 +138,6 @@ def to_numpy(x, what: str = "argument") -> np.ndarray:
     if hasattr(x, "__array__"):
         return np.asarray(x)
     raise ArgumentTypeError(f"{what} of type {type(x).__name__} is not an array")
-
-
-def abstractify(x, what: str = "argument", allow_struct: bool = False) -> ShapedArray:
-    """The abstract value of one argument leaf. Raises ArgumentTypeError naming ``what`` for
-    anything that is not an array or a number."""
-    from .tracing import Tracer, is_tracing, leaked_tracer_error
-    if isinstance(x, Tracer):
-        if not is_tracing():
-            raise leaked_tracer_error(x)
-        return x.aval
-    if isinstance(x, np.ndarray):
-        return ShapedArray(x.shape, _dtype_of(x.dtype, what), False)
-    if dtypes.is_python_scalar(x) or isinstance(x, np.generic):
-        if isinstance(x, np.generic):
-            return ShapedArray((), _dtype_of(x.dtype, what), False)
-        dt, weak = dtypes.scalar_type(x)
-        dtypes.check_scalar_fits(x, dt, what)
-        return ShapedArray((), dt, weak)
-    if isinstance(x, ShapeDtypeStruct):
-        if not allow_struct:
-            raise ArgumentTypeError(
-                f"{what} is a ShapeDtypeStruct, which stands in for an array only in f.lower(...); "
-                "call the function with a real array")
-        return ShapedArray(x.shape, x.dtype, x.weak_type)
-    if isinstance(x, complex):
-        raise ArgumentTypeError(f"{what} is a complex number; hlo has no complex dtypes")
-    if hasattr(x, "__dlpack__") or hasattr(x, "__array__"):
-        a = to_numpy(x, what)
-        return ShapedArray(a.shape, _dtype_of(a.dtype, what), False)
-    raise ArgumentTypeError(
-        f"{what} has type {type(x).__name__}, which is not an array, a number or a container of "
-        "them; pass it as a static argument (static_argnums / static_argnames) if it is a "
-        "compile-time constant, or register its class as a pytree node "
-        "(hlo.tree_util.register_pytree_node)")
-
-
-def _dtype_of(dt, what) -> np.dtype:
-    try:
-        return dtypes.canonicalize(dt)
-    except DTypeError:
-        raise ArgumentTypeError(f"{what} has dtype {dt}, which hlo does not support (supported: "
-                                + ", ".join(dtypes.dtype_name(d) for d in dtypes.SUPPORTED) + ")") from None
 
 
 def concrete_arg(x, aval: ShapedArray, what: str = "argument") -> np.ndarray:

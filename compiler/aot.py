@@ -5,39 +5,20 @@
     exe = hlo.load("f.hlox")                # in any process: no tracing, passes or codegen
     exe(x)                                  # same pytrees in and out as f's non-static args
 
-What a file holds (see ``hlo.runtime.hlox`` for the container's bytes): the manifest (JSON:
-format and hlo versions, target kind + triple + CPU + features, the signature with pytree
-structures, the runtime's own manifest, buffer plan, call sequence, cost and memory analyses,
-the external symbols the code needs), the native code (section ``code.<target kind>``) and the
-optimized IR text (section ``ir``).
-
-Loading checks, before anything is linked: the container (length, magic, format version,
-sha256), the manifest's shape, the target (kind, architecture and OS, CPU features), and that
-every external symbol the code calls resolves in this process. Only then is the object code
-linked (the same path a freshly compiled executable takes). This module imports the tracer only
-inside ``compile``; ``load``/``loads`` and the ``LoadedExecutable`` import neither the tracer,
-the passes nor a code generator.
+The file format and ``LoadedExecutable`` live in ``hlo.saved_executable`` (below the compiler,
+so ``Compiled.save`` and the compilation cache use it without this module). This module imports
+the tracer only inside ``compile``; ``load``/``loads`` import neither the tracer, the passes nor
+a code generator.
 """
 from __future__ import annotations
 
-import collections
 import os
-import struct
-from typing import Any, Dict, List, Optional, Sequence
-
-import numpy as np
+from typing import Optional
 
 from hlo.runtime import hlox
-from hlo.runtime.memory_analysis import MemoryAnalysis
-from hlo.runtime.hlox import (CorruptFileError, FormatVersionError, InputMismatchError, LoadError,
-                              SaveError, TargetMismatchError)
-from hlo.runtime.target import check_kind
 
-from . import tree_util
-from .tree_util import PyTreeDef
-
-SUPPORTED_TARGET_KINDS = ("cpu",)  # kinds this hlo can load; a CUDA loader adds "cuda"
-
+# hlo.aot's public names for the saved form (defined where the format is).
+from .saved_executable import LoadedExecutable, dumps, save, to_payload  # noqa: F401
 
 # --------------------------------------------------------------------------------------------
 # Compiling
@@ -61,433 +42,46 @@ def compile(fun, *arg_specs, target: Optional[str] = None, static_argnums=(), st
     return jf.lower(*arg_specs, **kwarg_specs).compile(target if target is not None else jf.target)
 
 
-# --------------------------------------------------------------------------------------------
-# Pytree structures as JSON
-# --------------------------------------------------------------------------------------------
-
-def tree_to_json(td: Optional[PyTreeDef], what: str = "the arguments") -> Any:
-    """A JSON description of a tree structure: ``{"leaf": 1}``, ``{"none": 1}``,
-    ``{"tuple": [...]}``, ``{"list": [...]}``, ``{"dict": [[key, child], ...]}`` (sorted
-    keys, as flattening orders them), ``{"odict": [[key, child], ...]}``. Keys are strings or
-    integers. Other containers (namedtuples, registered classes) cannot be rebuilt from a
-    description and raise ``SaveError``."""
-    if td is None:
-        return None
-    kind = td.kind
-    if tree_util.treedef_is_leaf(td):
-        return {"leaf": 1}
-    if kind is type(None):
-        return {"none": 1}
-    kids = [tree_to_json(c, what) for c in td.children]
-    if kind is tuple:
-        return {"tuple": kids}
-    if kind is list:
-        return {"list": kids}
-    if kind is dict or kind is collections.OrderedDict:
-        keys = list(td.aux)
-        for k in keys:
-            if type(k) not in (str, int):
-                raise SaveError(f"{what} use a dict key {k!r} of type {type(k).__name__}; a saved "
-                                "executable can describe only str and int keys")
-        return {"dict" if kind is dict else "odict": [[k, c] for k, c in zip(keys, kids)]}
-    name = getattr(kind, "__qualname__", getattr(kind, "__name__", repr(kind)))
-    raise SaveError(
-        f"{what} use the container {name}, which a saved executable cannot describe (only tuples, "
-        "lists, dicts, OrderedDicts and None are stored, as JSON; rebuilding another class would "
-        "mean running code from the file). Pass its contents as a tuple or dict instead")
-
-
-def tree_from_json(j: Any) -> Optional[PyTreeDef]:
-    """The ``PyTreeDef`` of a ``tree_to_json`` description (raises ``ValueError`` if malformed)."""
-    if j is None:
-        return None
-    return _tree(j, 0)
-
-
-def _tree(j: Any, depth: int) -> PyTreeDef:
-    if depth > 100 or not isinstance(j, dict) or len(j) != 1:
-        raise ValueError(f"malformed tree node {str(j)[:60]!r}")
-    (kind, body), = j.items()
-    if kind == "leaf":
-        return tree_util.leaf_treedef()
-    if kind == "none":
-        return PyTreeDef(type(None), None, ())
-    if kind in ("tuple", "list"):
-        if not isinstance(body, list):
-            raise ValueError(f"malformed {kind} node")
-        kids = tuple(_tree(c, depth + 1) for c in body)
-        return PyTreeDef(tuple if kind == "tuple" else list, None, kids)
-    if kind in ("dict", "odict"):
-        if not isinstance(body, list) or not all(isinstance(p, list) and len(p) == 2 and
-                                                 type(p[0]) in (str, int) for p in body):
-            raise ValueError(f"malformed {kind} node")
-        keys = tuple(p[0] for p in body)
-        kids = tuple(_tree(p[1], depth + 1) for p in body)
-        return PyTreeDef(dict if kind == "dict" else collections.OrderedDict, keys, kids)
-    raise ValueError(f"unknown tree node kind {kind!r}")
-
-
-# --------------------------------------------------------------------------------------------
-# Saving
-# --------------------------------------------------------------------------------------------
-
-def _aval_json(aval) -> dict:
-    from hlo.ir.types import element_type
-    return {"dtype": element_type(aval.dtype).name, "shape": list(aval.shape),
-            "weak_type": bool(getattr(aval, "weak_type", False))}
-
-
-def _plain(name: str) -> str:
-    return name[len("argument "):].strip("'") if name.startswith("argument '") else name
-
-
-def _symbols_or_none(obj: bytes):
-    """``(defined, undefined)`` symbol names of an object, or None where its format is not
-    understood or it is corrupt (then loading cannot check its imports in advance)."""
-    from hlo.runtime.cpu import elf
-    try:
-        return elf.symbols(obj)
-    except (struct.error, IndexError, ValueError):
-        return None
-
-
-def object_imports(obj: bytes) -> Optional[List[str]]:
-    """The external symbols an object calls (None if its format is not understood)."""
-    syms = _symbols_or_none(obj)
-    return None if syms is None else syms[1]
-
-
-def _analysis_json(art) -> dict:
-    cost = art.cost_analysis()
-    mem = art.memory_analysis()
-    return {"cost": {k: (v if isinstance(v, (int, str)) else float(v)) for k, v in cost.items()},
-            "memory": {f: int(getattr(mem, f)) for f in MemoryAnalysis.__dataclass_fields__}}
-
-
-def artifact_payload(art) -> hlox.Payload:
-    """The payload of a compiled ``Artifact`` (no call signature: flat arrays in and out)."""
-    import hlo
-    exe = getattr(art, "executable", None)
-    if exe is None or getattr(exe, "object_code", None) is None:
-        raise SaveError(f"an executable for target {art.target!r} has no native code to save; "
-                        "compile it for target='cpu' (hlo.aot.compile(f, *specs, target='cpu'))")
-    rt = dict(exe.manifest)
-    tgt = rt.get("target") or {}
-    opt = art.optimize_result
-    plan = opt.buffers.text() if opt is not None and hasattr(opt.buffers, "text") else ""
-    manifest = {
-        "target": dict(tgt, kind=art.target),
-        "runtime": rt,
-        "buffer_plan": {"arena_size": int(rt.get("arena_size", 0)), "text": plan.splitlines()},
-        "call_sequence": (exe.steps_text or "").splitlines(),
-        "analyses": _analysis_json(art),
-    }
-    syms = _symbols_or_none(exe.object_code)
-    manifest["imports"] = None if syms is None else syms[1]
-    code = f"code.{manifest['target']['kind']}"
-    manifest["hlo_version"] = hlo.__version__
-    manifest["sections"] = {code: "native code: a relocatable object file for the target triple",
-                            "ir": "the optimized module (hlo IR text)"}
-    sections = {code: exe.object_code, "ir": art.module_text().encode("utf-8")}
-    pool = _pool_object_if_used(syms)
-    if pool is not None:
-        sections[POOL_SECTION] = pool
-        manifest["sections"][POOL_SECTION] = ("native code: the runtime's worker pool that parallel "
-                                              "kernels call (linked at load unless already present)")
-        manifest["imports"] = _merge_imports(manifest["imports"], object_imports(pool))
-    return hlox.Payload(manifest, sections)
-
-
-POOL_SECTION = "code.cpu.pool"
-
-
-def _pool_object_if_used(syms) -> Optional[bytes]:
-    """The worker pool's object code if the executable's code (its ``syms``, None when they
-    could not be read) has the pool pointer, so that a loading process links the pool
-    instead of compiling it."""
-    from hlo.runtime.cpu.abi import POOL_PTR
-    from hlo.runtime.cpu.thread_pool import pool_object_code
-    if syms is not None and POOL_PTR not in syms[0]:
-        return None
-    return pool_object_code()
-
-
-def _merge_imports(a: Optional[List[str]], b: Optional[List[str]]) -> Optional[List[str]]:
-    return None if a is None or b is None else sorted(set(a) | set(b))
-
-
-def to_payload(compiled) -> hlox.Payload:
-    """The ``hlox.Payload`` of a ``Compiled``: the artifact's, plus the call signature."""
-    payload = artifact_payload(compiled._artifact)
-    low = compiled.lowered
-    payload.manifest["signature"] = {
-        "name": low.fun_name,
-        "in_tree": tree_to_json(low.in_tree, f"the arguments of {low.fun_name}"),
-        "out_tree": tree_to_json(low.out_tree, f"the results of {low.fun_name}"),
-        "inputs": [_aval_json(a) for a in low.in_avals],
-        "outputs": [_aval_json(a) for a in low.out_avals],
-        "arg_names": [_plain(n) for n in low.arg_names],
-        "donated": list(low.donated),
-    }
-    return payload
-
-
-def dumps(compiled) -> bytes:
-    """The ``.hlox`` bytes of a ``Compiled``."""
-    return hlox.dumps(to_payload(compiled))
-
-
-def save(compiled, path) -> None:
-    """Write a ``Compiled`` to ``path`` (conventionally ``*.hlox``), atomically."""
-    hlox.write(path, to_payload(compiled))
-
-
-# --------------------------------------------------------------------------------------------
-# Loading
-# --------------------------------------------------------------------------------------------
-
-class ArraySpec:
-    """Shape and dtype of one flat argument or result of a loaded executable."""
-
-    __slots__ = ("shape", "dtype", "dtype_name", "weak_type")
-
-    def __init__(self, d: dict):
-        from hlo.ir.types import BY_NAME
-        self.dtype_name = d["dtype"]
-        self.dtype = BY_NAME[d["dtype"]].np_dtype
-        self.shape = tuple(int(x) for x in d["shape"])
-        self.weak_type = bool(d.get("weak_type", False))
-        if not isinstance(d["shape"], list) or any(x < 0 for x in self.shape):
-            raise ValueError("bad shape")
-
-    def str_short(self) -> str:
-        return f"{self.dtype_name}[{','.join(map(str, self.shape))}]"
-
-    def __repr__(self):
-        return f"ArraySpec({self.str_short()})"
-
-    def __eq__(self, other):
-        return isinstance(other, ArraySpec) and (self.shape, self.dtype) == (other.shape, other.dtype)
-
-    def __hash__(self):
-        return hash((self.shape, self.dtype_name))
-
-
-def _require(cond: bool, what: str) -> None:
-    if not cond:
-        raise ValueError(what)
-
-
-def check_target(target: dict, where: str) -> None:
-    """Refuse (``TargetMismatchError``) an executable this machine cannot run: the target of
-    its kind decides (``hlo.runtime.target``)."""
-    check_kind(target, where, SUPPORTED_TARGET_KINDS).check_loadable(target, where)
-
-
-def _check_imports(runtime: dict, imports: Optional[List[str]], where: str) -> None:
-    """Every external symbol the code calls must resolve before linking: the JIT linker aborts
-    the process on an unresolved one."""
-    from hlo.runtime.executable import _resolve_library
-    from hlo.runtime.cpu.loader import load_library
-    import llvmlite.binding as llvm
-    for lib in runtime.get("libraries", []):
-        try:
-            load_library(_resolve_library(lib))
-        except Exception as e:
-            raise LoadError(f"{where} needs the library {lib!r}, which cannot be loaded here: {e}") from None
-    if imports is None:
-        return
-    # LLVM searches the whole process (libc's pthreads included) once an execution engine
-    # exists; before the first one, only libraries loaded explicitly: look in the process too.
-    import ctypes
-    process = ctypes.CDLL(None)
-    missing = [s for s in imports if not llvm.address_of_symbol(s) and not hasattr(process, s)]
-    if missing:
-        raise LoadError(f"{where} calls external functions this process does not provide: "
-                        f"{', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}")
-
-
-class LoadedExecutable:
-    """An executable loaded from an ``.hlox`` file: call it like the jitted function (its
-    non-static arguments, same pytrees); ``in_avals`` / ``out_avals`` / ``signature_text()``
-    describe it; ``as_text()`` is the optimized IR it was built from; ``cost_analysis()`` and
-    ``memory_analysis()`` are what the passes measured when it was saved."""
-
-    def __init__(self, payload: hlox.Payload, where: str = "the executable"):
-        m = payload.manifest
-        try:
-            target = m["target"]
-            runtime = m["runtime"]
-            sig = m["signature"]
-            _require(isinstance(target, dict) and isinstance(sig, dict) and isinstance(runtime, dict),
-                     "target, signature and runtime must be objects")
-            self.in_tree = tree_from_json(sig["in_tree"])
-            self.out_tree = tree_from_json(sig["out_tree"])
-            self.in_avals = [ArraySpec(d) for d in sig["inputs"]]
-            self.out_avals = [ArraySpec(d) for d in sig["outputs"]]
-            self.arg_names = [str(n) for n in sig["arg_names"]]
-            self.fun_name = str(sig["name"])
-            _require(len(self.arg_names) == len(self.in_avals), "one name per input")
-            _require(self.in_tree is None or self.in_tree.num_leaves == len(self.in_avals),
-                     "in_tree leaves != inputs")
-            _require(self.out_tree is None or self.out_tree.num_leaves == len(self.out_avals),
-                     "out_tree leaves != outputs")
-            _require(len(runtime["inputs"]) == len(self.in_avals) and
-                     len(runtime["outputs"]) == len(self.out_avals), "runtime signature differs")
-            _require(int(runtime["arena_size"]) >= 0 and isinstance(runtime["entry"], str),
-                     "bad runtime entry")
-            cost = dict(m["analyses"]["cost"])
-            mem = MemoryAnalysis(**{k: int(v) for k, v in m["analyses"]["memory"].items()})
-            imports = m.get("imports")
-            _require(imports is None or all(isinstance(s, str) for s in imports), "bad imports")
-            kind = target.get("kind")
-            code_name = f"code.{kind}"
-            ir = payload.sections["ir"].decode("utf-8")
-        except (KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError) as e:
-            raise CorruptFileError(f"{where}: malformed manifest ({type(e).__name__}: {e})") from None
-        check_target(target, where)
-        code = payload.sections.get(code_name)
-        if code is None:
-            raise CorruptFileError(f"{where}: no native code section {code_name!r}")
-        from hlo.runtime.executable import FORMAT_VERSION as RUNTIME_FORMAT, Executable
-        if runtime.get("format") != RUNTIME_FORMAT:
-            raise FormatVersionError(
-                f"{where} holds native code for runtime interface {runtime.get('format')!r}; this "
-                f"hlo runs interface {RUNTIME_FORMAT}. Compile the program again with this hlo")
-        _check_imports(runtime, imports, where)
-        rt = dict(runtime)
-        rt["target"] = dict(target)
-        self.manifest = m
-        self.target = kind
-        self._ir_text = ir
-        self._cost = cost
-        self._mem = mem
-        pool = payload.sections.get(POOL_SECTION)
-        try:
-            if pool is not None:  # link the stored worker pool unless this process has one
-                from hlo.runtime.cpu.thread_pool import pool_address
-                pool_address(pool)
-            self.executable = Executable(code, rt, steps_text="\n".join(m.get("call_sequence", [])))
-        except (RuntimeError, ValueError, KeyError, TypeError) as e:
-            raise LoadError(f"{where}: the native code does not link: {e}") from None
-        self._run = self.executable.run
-
-    # -- description ---------------------------------------------------------------------------
-
-    def as_text(self) -> str:
-        """The optimized IR (hlo text) the native code was built from."""
-        return self._ir_text
-
-    def cost_analysis(self) -> Dict[str, Any]:
-        return dict(self._cost)
-
-    def memory_analysis(self) -> MemoryAnalysis:
-        return self._mem
-
-    def signature_text(self) -> str:
-        args = ", ".join(f"{n}: {a.str_short()}" for n, a in zip(self.arg_names, self.in_avals))
-        return f"{self.fun_name}({args})"
-
-    @property
-    def format_version(self) -> int:
-        return int(self.manifest["format_version"])
-
-    def __repr__(self):
-        outs = ", ".join(a.str_short() for a in self.out_avals)
-        return f"<LoadedExecutable {self.signature_text()} -> ({outs}) for {self.target}>"
-
-    # -- calling --------------------------------------------------------------------------------
-
-    def __call__(self, *args, **kwargs):
-        outs = self._run(self.flatten_args(args, kwargs))
-        if self.out_tree is None:
-            return outs
-        return tree_util.tree_unflatten(self.out_tree, outs)
-
-    def run_flat(self, flat: Sequence[np.ndarray]) -> List[np.ndarray]:
-        """Run on flat arguments already in the signature's shapes and dtypes."""
-        return self._run(flat)
-
-    def flatten_args(self, args, kwargs) -> List[np.ndarray]:
-        """Check the arguments against the signature; return them as flat numpy arrays, or raise
-        ``InputMismatchError``."""
-        if self.in_tree is None:
-            if kwargs:
-                raise InputMismatchError(f"{self.signature_text()} takes positional arrays only, got "
-                                         f"keyword arguments {', '.join(sorted(kwargs))}")
-            leaves = list(args)
-            if len(leaves) != len(self.in_avals):
-                raise InputMismatchError(f"{self.signature_text()} takes {len(self.in_avals)} arrays, "
-                                         f"called with {len(leaves)}")
-        else:
-            leaves, tree = tree_util.tree_flatten((tuple(args), dict(kwargs)))
-            if tree != self.in_tree:
-                diff = tree_util.describe_difference(self.in_tree, tree) or "different structure"
-                # paths start with the (args, kwargs) pair: [0][i] is positional argument i
-                for prefix, words in (("at [0]", "positional arguments"), ("at [1]", "keyword arguments")):
-                    if diff.startswith(prefix):
-                        diff = words + " " + diff[len(prefix):].lstrip(": ")
-                raise InputMismatchError(
-                    f"called with arguments whose structure differs from the one "
-                    f"{self.signature_text()} was saved with ({diff}); pass only the non-static "
-                    "arguments, in the same containers")
-        out = []
-        problems = []
-        for leaf, spec, name in zip(leaves, self.in_avals, self.arg_names):
-            a = _as_array(leaf, spec)
-            if a is None:
-                problems.append(f"{name} is {_describe(leaf)} (saved for {spec.str_short()})")
-            else:
-                out.append(a)
-        if problems:
-            raise InputMismatchError(f"{self.signature_text()} was called with arguments it was not "
-                                     "compiled for: " + "; ".join(problems))
-        return out
-
-
-def _kind(dt: np.dtype) -> str:
-    return "f" if dt.name == "bfloat16" else dt.kind
-
-
-def _as_array(x, spec: ArraySpec) -> Optional[np.ndarray]:
-    """``x`` as an array of ``spec``'s dtype and shape, or None. Arrays must match exactly;
-    Python scalars fill rank-0 arguments of a compatible kind (bool: bool; int: integer or
-    float; float: float), as ``hlo.jit`` accepts them."""
-    t = type(x)
-    if t in (bool, int, float):
-        kinds = {bool: "b", int: "iuf", float: "f"}[t]
-        if spec.shape != () or _kind(spec.dtype) not in kinds:
-            return None
-        try:
-            return np.asarray(x, dtype=spec.dtype)
-        except OverflowError:
-            return None
-    if not isinstance(x, np.ndarray):
-        if isinstance(x, np.generic) or hasattr(x, "__array__"):
-            x = np.asarray(x)
-        else:
-            return None
-    if x.dtype != spec.dtype or x.shape != spec.shape:
-        return None
-    return x
-
-
-def _describe(x) -> str:
-    if isinstance(x, (np.ndarray, np.generic)):
-        return f"{x.dtype}[{','.join(map(str, x.shape))}]"
-    if type(x) in (bool, int, float):
-        return f"a Python {type(x).__name__}"
-    return f"a {type(x).__name__}"
-
-
-def loads(data: bytes, *, what: str = "the executable") -> LoadedExecutable:
+def loads(data: bytes, *, what: str = "the executable", recompile: bool = False) -> LoadedExecutable:
     """Load an executable from ``.hlox`` bytes (see ``load``)."""
-    return LoadedExecutable(hlox.loads(data, what=what), what)
+    return LoadedExecutable(hlox.loads(data, what=what), what,
+                            recompile=_compile_ir if recompile else None)
 
 
-def load(path) -> LoadedExecutable:
+def load(path, *, recompile: bool = False) -> LoadedExecutable:
     """Load the executable saved at ``path``. Raises a ``hlo.LoadError`` subclass (never
     anything else for bad files) when the file is corrupt (``CorruptFileError``), from a newer
-    format (``FormatVersionError``) or for another target or CPU (``TargetMismatchError``)."""
+    format (``FormatVersionError``) or for another target or CPU (``TargetMismatchError``).
+
+    A saved executable is native code that runs in this process: load files only from sources
+    you trust, as with pickle. ``recompile=True`` is the way to run a file you do not trust: the
+    manifest and the optimized IR section are checked and the IR is compiled for this machine;
+    the stored native code is never read (it also runs a file on a machine its code was not
+    built for)."""
     p = os.fspath(path)
-    return LoadedExecutable(hlox.read(p), p)
+    return LoadedExecutable(hlox.read(p), p, recompile=_compile_ir if recompile else None)
+
+
+def _compile_ir(ir: str, where: str):
+    """``recompile=True``: parse and verify a file's IR section, check its ``@main`` against the
+    header the manifest was checked with, and compile it for this machine (a ``Compiled``)."""
+    from hlo.ir import parse_module
+    from hlo.runtime.hlox import CorruptFileError, LoadError
+    from hlo.runtime.manifest_schema import ir_main_types
+    from .stages import Lowered
+    try:
+        module = parse_module(ir, f"{where} (IR section)")
+    except Exception as e:  # ParseError, VerifierError: any failure of untrusted text
+        raise CorruptFileError(f"{where}: the IR section is not a valid program: "
+                               f"{type(e).__name__}: {str(e)[:500]}") from None
+    main = module.functions.get("main")
+    got = None if main is None else (
+        [(t.dtype.name, tuple(t.shape)) for t in main.arg_types],
+        [(t.dtype.name, tuple(t.shape)) for t in main.result_types])
+    if got != ir_main_types(ir):
+        raise CorruptFileError(f"{where}: the IR section's @main differs from its header line")
+    try:
+        return Lowered(module).compile(target="cpu")
+    except Exception as e:
+        raise LoadError(f"{where}: the IR section does not compile here: "
+                        f"{type(e).__name__}: {str(e)[:500]}") from None

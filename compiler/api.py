@@ -27,19 +27,21 @@ import itertools
 import logging
 import threading
 import types
+from collections import OrderedDict
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from .abstract import ShapedArray, abstractify, array_key, c_strides, concrete_arg
+from .abstract import ShapedArray, array_key, c_strides, concrete_arg
 from . import gc_pause
-from .api_util import api_boundary, static_key
+from .api_util import api_boundary, set_eager_compiler, static_key
 from .errors import ArgumentTypeError
 from .source_info import function_location, function_name, user_location
 from .stages import Compiled, Lowered
-from .targets import check_target_name, default_target, resolve_target
+from .config import check_target_name
+from .targets import default_target, resolve_target
 from .tracing import _state as _trace_state  # its ``stack`` is non-empty while tracing
-from .tracing import is_tracing, trace_function
+from .tracing import abstractify, is_tracing, trace_function
 from .tree_util import (PyTreeDef, SequenceKey, describe_difference, keystr,
                         positional_treedef, tree_flatten_with_path, tree_unflatten,
                         unflattener)
@@ -105,8 +107,11 @@ class JitFunction:
             _as_tuple(static_argnums, "static_argnums", int), _as_tuple(static_argnames, "static_argnames", str))
         self._donate_argnums = _as_tuple(donate_argnums, "donate_argnums", int)
         self._lock = threading.RLock()
-        self._cache: Dict[Any, Tuple[Compiled, _Signature]] = {}
-        self._fast: Dict[Any, Tuple[Callable, Callable]] = {}  # (target, key) -> (run, finish)
+        # signature key -> (compiled, signature), least recently used first (config.jit_cache_size)
+        self._cache: "OrderedDict[Any, Tuple[Compiled, _Signature]]" = OrderedDict()
+        # (target, fast key) -> (run, finish, signature key)
+        self._fast: Dict[Any, Tuple[Callable, Callable, Any]] = {}
+        self._fast_of: Dict[Any, List[Any]] = {}  # signature key -> its fast keys (to evict)
         self._hit_counter = itertools.count()  # next() is one atomic C call: no lock per hit
         self._fast_limit = _FAST_TABLE_LIMIT  # 0 turns the fast path off (the tests compare both)
         self._numbers_keyed = False  # True once a fast entry takes a Python number
@@ -221,6 +226,7 @@ class JitFunction:
 
     # --- lowering and calling -------------------------------------------------------------
     def _lower(self, sig: _Signature) -> Lowered:
+        from .numpy import array_methods  # noqa: F401  (loads hlo.numpy: Tracer's operators)
         desc = f"hlo.jit({self._name})"
         fn_loc = self._loc.ir() if self._loc is not None else None
         with gc_pause.paused():
@@ -253,12 +259,16 @@ class JitFunction:
             except Exception:  # an unhashable attribute, a bad HLO_TARGET: the full path says
                 entry = None
             if entry is not None:
-                run, finish = entry
+                run, finish, sig_key = entry
                 try:
                     outs = run(args)
                 except _NotFast:
                     return self._call(args, kwargs)
                 next(self._hit_counter)
+                try:
+                    self._cache.move_to_end(sig_key)  # one C call: recency for the LRU bound
+                except KeyError:  # evicted by another thread meanwhile
+                    pass
                 return finish(outs)
         return self._call(args, kwargs)
 
@@ -269,6 +279,8 @@ class JitFunction:
         sig = self._signature(args, kwargs, allow_struct=False)
         with self._lock:
             hit = self._cache.get(sig.key)
+            if hit is not None:
+                self._cache.move_to_end(sig.key)
         if hit is None:
             compiled = self._compile_miss(sig)
         else:
@@ -304,9 +316,13 @@ class JitFunction:
             run = run_unchecked  # converted numbers are exact, contiguous arrays too
         if convert:
             run = _converting_runner(run, tuple(convert))
-        if any(k in _PY_NUMBERS for k in key):
-            self._numbers_keyed = True
-        self._fast[(sig.target, key)] = (run, unflattener(compiled.lowered.out_tree))
+        with self._lock:
+            if sig.key not in self._cache:
+                return  # evicted meanwhile: a fast entry would keep its executable alive
+            if any(k in _PY_NUMBERS for k in key):
+                self._numbers_keyed = True
+            self._fast[(sig.target, key)] = (run, unflattener(compiled.lowered.out_tree), sig.key)
+            self._fast_of.setdefault(sig.key, []).append((sig.target, key))
 
     def _compile_miss(self, sig: _Signature) -> Compiled:
         from . import config
@@ -316,8 +332,13 @@ class JitFunction:
         if previous and not self._eager and config.read("log_recompiles"):
             log.warning(self._explain_miss(sig, previous))
         compiled = self._lower(sig).compile()  # both stages hold the collector off
+        limit = config.read("jit_cache_size")
         with self._lock:
             self._cache[sig.key] = (compiled, _strip(sig))
+            while len(self._cache) > limit:  # drop the least recently used, and its fast entries
+                old, _ = self._cache.popitem(last=False)
+                for fast_key in self._fast_of.pop(old, ()):
+                    self._fast.pop(fast_key, None)
         return compiled
 
     def _explain_miss(self, sig: _Signature, previous: List[_Signature]) -> str:
@@ -337,6 +358,7 @@ class JitFunction:
     def clear_cache(self) -> None:
         with self._lock:
             self._fast.clear()
+            self._fast_of.clear()
             self._numbers_keyed = False
             self._cache.clear()
             self._hit_counter = itertools.count()
@@ -463,3 +485,18 @@ def make_ir(fun: Callable, *, static_argnums=(), static_argnames=()):
     def make(*args, **kwargs):
         return jf.lower(*args, **kwargs).ir
     return make
+
+
+
+set_eager_compiler(jit)  # hlo.numpy / hlo.lax / hlo.nn functions called outside a trace
+
+def explain_cache_miss(f: Callable, *args, **kwargs) -> str:
+    """Why ``f(*args, **kwargs)`` would (not) be served by the persistent cache: ``f`` is an
+    ``hlo.jit`` function (or a plain function, jitted with defaults); arrays or
+    ``hlo.ShapeDtypeStruct``s. Returns the explanation (it does not compile)."""
+    from .compile_cache import explain
+    from .targets import compile_options
+    jf = f if isinstance(f, JitFunction) else jit(f)
+    lowered = jf.lower(*args, **kwargs)
+    target = resolve_target(lowered.target)
+    return explain(lowered.ir, target, compile_options(lowered.donated))

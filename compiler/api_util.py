@@ -7,6 +7,8 @@ traceback (``hlo.config.traceback_filtering``), so what remains is the user's co
 Called outside any trace (eagerly, on numpy arrays), the call is compiled on its own — array
 arguments become parameters, everything else (Python scalars, shapes, axes, dtypes) is static —
 cached per signature, run on the default target, and the result comes back as numpy arrays.
+The compiler that does this is registered (``set_eager_compiler``) by ``hlo.api`` (``hlo.jit``),
+which sits above the array libraries: this module, below them, never imports it.
 """
 from __future__ import annotations
 
@@ -70,9 +72,22 @@ def _is_dynamic(x) -> bool:
     return is_arraylike(x)
 
 
+_eager_compiler = None
+
+
+def set_eager_compiler(jit: Callable) -> None:
+    """Register ``jit`` (``hlo.jit``'s signature, plus ``_eager=True``) as what compiles calls
+    made outside a trace. ``hlo.api`` registers ``hlo.jit`` when it is imported."""
+    global _eager_compiler
+    _eager_compiler = jit
+
+
 def _eager_call(fn: Callable, args, kwargs):
     __tracebackhide__ = True  # noqa: F841
-    from .api import jit
+    jit = _eager_compiler
+    if jit is None:
+        raise RuntimeError(f"{getattr(fn, '__name__', fn)} was called outside hlo.jit before "
+                           "hlo.jit was loaded (import hlo, hlo.numpy or hlo.lax first)")
     from .tree_util import tree_flatten, tree_unflatten
     from .tracing import Tracer, leaked_tracer_error
     leaves, tree = tree_flatten((args, kwargs))

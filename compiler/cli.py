@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import math
 import os
 import re
 import sys
@@ -68,20 +69,31 @@ def parse_spec(text: str):
             if not d.isdigit():
                 raise CliError(f"bad --arg {text!r}: dimension {d!r} is not a non-negative integer", 2)
             shape.append(int(d))
+    nbytes = math.prod(shape) * BY_NAME[dt].np_dtype.itemsize
+    if nbytes >= 2 ** 63:
+        raise CliError(f"bad --arg {text!r}: {nbytes} bytes, more than an array can hold (2**63)", 2)
     import hlo
     return hlo.ShapeDtypeStruct(tuple(shape), BY_NAME[dt].np_dtype)
 
 
+_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+
+
 def parse_static(text: str) -> Tuple[str, Any]:
-    """``name=value``: value is a Python literal (3, 0.5, (1, 2), 'gelu', True), else a string."""
+    """``name=value``: value is a Python literal (3, 0.5, (1, 2), 'gelu', True) or a bare word
+    (gelu, taken as a string); anything else is refused."""
     name, eq, value = text.partition("=")
     name = name.strip()
     if not eq or not name.isidentifier():
         raise CliError(f"bad --static {text!r}: expected name=value, e.g. --static heads=8", 2)
     try:
         v = ast.literal_eval(value.strip())
-    except (ValueError, SyntaxError):
-        v = value
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        if not _WORD.match(value.strip()):
+            raise CliError(f"bad --static {text!r}: {value.strip()!r} is not a Python literal (a "
+                           "number, string, tuple, list, dict, True/False/None); a bare word such "
+                           "as gelu is taken as a string", 2) from None
+        v = value.strip()
     if isinstance(v, list):
         v = tuple(v)
     return name, v
@@ -208,6 +220,9 @@ def cmd_compile(a) -> int:
     out = a.output
     if not out.endswith(".hlox"):
         raise CliError(f"-o {out!r}: the output must be a .hlox file", 2)
+    folder = os.path.dirname(out)
+    if folder and not os.path.isdir(folder):
+        raise CliError(f"-o {out!r}: no such folder {folder!r} (create it first)", 2)
     if a.target is not None:
         targets.check_target_name(a.target)
     if a.target == "interpreter":
@@ -314,7 +329,7 @@ def cmd_run(a) -> int:
                            f"(signature: {sig})")
     arrays = [arr for _, arr in inputs]
     times = []
-    for _ in range(max(1, a.repeat)):
+    for _ in range(a.repeat):
         t0 = time.perf_counter()
         results = exe.run_flat(arrays)
         times.append(time.perf_counter() - t0)
@@ -427,6 +442,16 @@ def cmd_cache(a) -> int:
 # Entry point
 # ----------------------------------------------------------------------------------------------
 
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description="hlo: compile, run and inspect array programs.")
     p.add_argument("--traceback", action="store_true", help="show Python tracebacks of errors")
@@ -451,7 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("model", metavar="MODEL.hlox")
     r.add_argument("--input", action="extend", nargs="+", default=[], metavar="FILE",
                    help=".npy (one array) or .npz (its arrays in order, or by argument name)")
-    r.add_argument("--repeat", type=int, default=1, metavar="N",
+    r.add_argument("--repeat", type=_positive_int, default=1, metavar="N",
                    help="call it N times and report the first call's and the median time")
     r.add_argument("--output-dir", default=None,
                    help="write output_<i>.npy here (default: print shapes and a summary)")

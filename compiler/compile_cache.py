@@ -40,6 +40,10 @@ recently used (oldest modification time) are deleted until it is under 90% of it
 Not cached: the interpreter target (nothing native to keep), compiles with a dump directory
 (``dump_dir=`` or ``HLO_DUMP_DIR``: the user wants the pass dumps, which only a compile writes),
 and everything when the cache is off (``HLO_CACHE=0`` or ``hlo.config.update("cache", False)``).
+
+Trust: an entry is native code that a hit runs in the process, like a pickle. The cache folder
+and its ``v1/`` are created private to the user (mode 0700); a cache folder that belongs to
+another user or that others can write to is not used (a warning says why, once).
 """
 from __future__ import annotations
 
@@ -49,9 +53,10 @@ import json
 import logging
 import os
 import re
+import stat
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .targets import Artifact
 
@@ -346,11 +351,12 @@ def clear() -> None:
 # ----------------------------------------------------------------------------------------------
 
 def _entry_bytes(artifact, module, key: Key) -> bytes:
-    """The ``.hlox`` bytes of a fresh artifact (``hlo.aot.to_payload``), with the key section."""
+    """The ``.hlox`` bytes of a fresh artifact (``saved_executable.to_payload``), with the key
+    section."""
     from hlo.runtime import hlox
-    from . import aot
+    from .saved_executable import to_payload
     from .stages import Compiled, Lowered
-    payload = aot.to_payload(Compiled(Lowered(module), artifact))
+    payload = to_payload(Compiled(Lowered(module), artifact))
     info = key.to_json()
     buffers = getattr(artifact.optimize_result, "buffers", None)
     info["warnings"] = [n for n in getattr(buffers, "donation_notes", ()) if " is not reused: " in n]
@@ -360,8 +366,8 @@ def _entry_bytes(artifact, module, key: Key) -> bytes:
 
 def _entry_artifact(payload, target: str, mapping: Dict[str, str], path: str):
     """The ``Artifact`` of a cache entry (raises if the entry does not load)."""
-    from . import aot
-    loaded = aot.LoadedExecutable(payload, path)
+    from .saved_executable import LoadedExecutable
+    loaded = LoadedExecutable(payload, path)
     plan = "\n".join((payload.manifest.get("buffer_plan") or {}).get("text") or [])
     return CachedArtifact(target, loaded, relocate(loaded.as_text(), mapping), relocate(plan, mapping))
 
@@ -431,6 +437,24 @@ class CachedArtifact(Artifact):
 # ----------------------------------------------------------------------------------------------
 
 _unwritable: set = set()
+_unsafe: set = set()
+
+
+def unsafe_folder(folder: str) -> Optional[str]:
+    """Create the cache root and ``folder`` private to this user (mode 0700) where missing; the
+    reason the cache cannot be used when one of them belongs to another user or others can write
+    to it (anyone who can write an entry runs code in every process that hits it), else None."""
+    for d in (cache_dir(), folder):
+        try:
+            os.makedirs(d, mode=0o700, exist_ok=True)
+            st = os.stat(d)
+        except OSError:  # cannot create it: nothing can be stored either (store says so)
+            return None
+        if hasattr(os, "getuid") and st.st_uid != os.getuid():
+            return f"{d} belongs to another user"
+        if st.st_mode & 0o022:
+            return f"others can write to {d} (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
 
 
 class Pending:
@@ -473,7 +497,15 @@ def begin(module, target: str, options: Optional[dict], dump_dir: Optional[str])
         log.warning("hlo.cache: cannot compute the cache key (%s: %s); compiling without the cache",
                     type(e).__name__, e)
         return None
-    path = os.path.join(entries_dir(), key.filename)
+    folder = entries_dir()
+    why = unsafe_folder(folder)
+    if why is not None:
+        if folder not in _unsafe:  # once per folder, not on every compile
+            _unsafe.add(folder)
+            log.warning("hlo.cache: not using the compilation cache: %s (its entries are native "
+                        "code this process would run; HLO_CACHE_DIR moves the cache)", why)
+        return None
+    path = os.path.join(folder, key.filename)
     pending = Pending(key, path)
     if not os.path.exists(path):
         _log_miss(key)
@@ -611,15 +643,3 @@ def explain(module, target: str, options: Optional[dict], dump_dir: Optional[str
     if not cands:
         return f"cache miss: the cache ({entries_dir()}) has no entries"
     return _explain(key, cands)
-
-
-def explain_cache_miss(f: Callable, *args, **kwargs) -> str:
-    """Why ``f(*args, **kwargs)`` would (not) be served by the persistent cache: ``f`` is an
-    ``hlo.jit`` function (or a plain function, jitted with defaults); arrays or
-    ``hlo.ShapeDtypeStruct``s. Returns the explanation (it does not compile)."""
-    from .api import JitFunction, jit
-    from .targets import compile_options, resolve_target
-    jf = f if isinstance(f, JitFunction) else jit(f)
-    lowered = jf.lower(*args, **kwargs)
-    target = resolve_target(lowered.target)
-    return explain(lowered.ir, target, compile_options(lowered.donated))

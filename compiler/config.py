@@ -18,6 +18,10 @@ Settings and the environment variables that seed them:
 - ``cache_max_bytes`` (int or None; ``HLO_CACHE_MAX_BYTES``): the cache's size bound; the least
   recently used entries are evicted past it. None means: the variable, else 1 GiB.
 
+- ``jit_cache_size`` (int, default 128): how many compiled signatures each ``hlo.jit`` function
+  keeps in memory; past it the least recently used one is dropped (a later call with that
+  signature compiles again, or loads it from the persistent cache).
+
 The three cache settings are read when a compile happens (not at import), so setting the
 environment variables at any time before the first compile works.
 """
@@ -29,6 +33,15 @@ import threading
 from typing import Any, Dict
 
 _lock = threading.Lock()
+
+TARGETS = ("cpu", "cuda", "interpreter")
+
+
+def check_target_name(target: str) -> str:
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
+    return target
+
 
 
 def _env_log_flags() -> set:
@@ -42,6 +55,7 @@ _DEFAULTS: Dict[str, Any] = {
     "cache": None,
     "cache_dir": None,
     "cache_max_bytes": None,
+    "jit_cache_size": 128,
 }
 
 _CHECKS = {
@@ -51,6 +65,7 @@ _CHECKS = {
     "cache": lambda v: v is None or isinstance(v, bool),
     "cache_dir": lambda v: v is None or isinstance(v, (str, os.PathLike)),
     "cache_max_bytes": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v > 0),
+    "jit_cache_size": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
 }
 
 _values: Dict[str, Any] = dict(_DEFAULTS)
@@ -63,7 +78,6 @@ def update(name: str, value: Any) -> None:
     if not _CHECKS[name](value):
         raise TypeError(f"bad value {value!r} for hlo setting {name!r}")
     if name == "target" and value is not None:
-        from .targets import check_target_name
         check_target_name(value)
     with _lock:
         _values[name] = value

@@ -26,7 +26,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     from hlo.ir.errors import IRError
     from hlo.ir.parser import parse_module
     from hlo.ir.printer import print_module
-    from hlo.passes.base import create_pass, registered_passes
+    from hlo.passes.registry import create_pass, registered_passes
     from hlo.passes.dump import Dumper
     from hlo.passes.options import Options, PassConfig, TARGETS
     from hlo.passes.pipeline import PipelineError, Runner, optimize

@@ -15,12 +15,13 @@ import numpy as np
 
 from hlo.ir import Module, print_module
 
-from .abstract import ShapedArray, abstractify, array_key, aval_of_type, c_strides, concrete_arg
+from .abstract import ShapedArray, array_key, aval_of_type, c_strides, concrete_arg
 from .api_util import api_boundary
 from .errors import SignatureMismatchError
+from .signature import flatten_inputs, plain_name
+from .tracing import abstractify
 from .targets import Artifact, compile_module, resolve_target
-from .tree_util import (PyTreeDef, describe_difference, positional_treedef, tree_flatten,
-                        tree_unflatten, unflattener)
+from .tree_util import PyTreeDef, positional_treedef, tree_unflatten, unflattener
 
 
 class Lowered:
@@ -56,15 +57,11 @@ class Lowered:
 
     def signature_text(self) -> str:
         """``f(x: f32[4,8], y: f32[8])``."""
-        args = ", ".join(f"{_plain(n)}: {a.str_short()}" for n, a in zip(self.arg_names, self.in_avals))
+        args = ", ".join(f"{plain_name(n)}: {a.str_short()}" for n, a in zip(self.arg_names, self.in_avals))
         return f"{self.fun_name}({args})"
 
     def __repr__(self):
         return f"<Lowered {self.signature_text()}>"
-
-
-def _plain(name: str) -> str:
-    return name[len("argument "):].strip("'") if name.startswith("argument '") else name
 
 
 class Compiled:
@@ -135,7 +132,7 @@ class Compiled:
     def save(self, path) -> None:
         """Write this executable to ``path`` (an ``.hlox`` file that ``hlo.load`` runs in any
         process without compiling again); see ``hlo.aot``."""
-        from .aot import save
+        from .saved_executable import save
         save(self, path)
 
     @api_boundary
@@ -164,47 +161,20 @@ class Compiled:
     def flatten_args(self, args, kwargs) -> List[np.ndarray]:
         """Check the arguments against the compiled signature; return them as flat numpy arrays."""
         low = self.lowered
-        if low.in_tree is None:
-            if kwargs:
-                raise SignatureMismatchError(
-                    f"{low.signature_text()} takes positional arrays only, got keyword arguments "
-                    f"{', '.join(sorted(kwargs))}")
-            leaves = list(args)
-            if len(leaves) != len(low.in_avals):
-                raise SignatureMismatchError(
-                    f"{low.signature_text()} takes {len(low.in_avals)} arrays, called with {len(leaves)}")
-        else:
-            leaves, tree = tree_flatten((tuple(args), dict(kwargs)))
-            if tree != low.in_tree:
-                diff = describe_difference(low.in_tree, tree) or "different structure"
-                raise SignatureMismatchError(
-                    f"called with arguments whose structure differs from the one {low.signature_text()} "
-                    f"was compiled for ({_readable_diff(diff)}); pass only the non-static arguments, "
-                    "in the same containers")
-        out = []
-        problems = []
-        for leaf, aval, name in zip(leaves, low.in_avals, low.arg_names):
-            got = abstractify(leaf, name)
-            if got.shape != aval.shape or got.dtype != aval.dtype:
-                problems.append(f"{_plain(name)} is {got.strip_weak().str_short()} (compiled for "
-                                f"{aval.strip_weak().str_short()})")
-            else:
-                out.append(concrete_arg(leaf, aval, name))
-        if problems:
-            raise SignatureMismatchError(
-                f"{low.signature_text()} was called with arguments it was not compiled for: "
-                + "; ".join(problems) + ". Compile again for the new shapes (hlo.jit does this "
-                "automatically), or convert the arguments")
-        return out
+        return flatten_inputs(
+            args, kwargs, in_tree=low.in_tree, n_inputs=len(low.in_avals),
+            signature=low.signature_text(), check_leaf=self._check_leaf, error=SignatureMismatchError,
+            advice=". Compile again for the new shapes (hlo.jit does this automatically), or "
+                   "convert the arguments")
+
+    def _check_leaf(self, i: int, leaf):
+        aval, name = self.lowered.in_avals[i], self.lowered.arg_names[i]
+        got = abstractify(leaf, name)
+        if got.shape != aval.shape or got.dtype != aval.dtype:
+            return None, (f"{plain_name(name)} is {got.strip_weak().str_short()} (compiled for "
+                          f"{aval.strip_weak().str_short()})")
+        return concrete_arg(leaf, aval, name), None
 
     def __repr__(self):
         return f"<Compiled {self.lowered.signature_text()} for {self.target}>"
 
-
-def _readable_diff(diff: str) -> str:
-    # paths start with the (args, kwargs) pair: [0][i] is positional argument i, [1]['k'] keyword k
-    if diff.startswith("at [0]"):
-        return "positional arguments " + diff[len("at [0]"):].lstrip()
-    if diff.startswith("at [1]"):
-        return "keyword arguments " + diff[len("at [1]"):].lstrip()
-    return diff

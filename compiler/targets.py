@@ -23,6 +23,7 @@ it.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import ctypes
 import importlib
 import importlib.util
@@ -34,15 +35,8 @@ import numpy as np
 from hlo.ir import Module
 
 from . import config, gc_pause
+from .config import check_target_name  # the target names (settings check them too)
 from .errors import TargetUnavailableError
-
-TARGETS = ("cpu", "cuda", "interpreter")
-
-
-def check_target_name(target: str) -> str:
-    if target not in TARGETS:
-        raise ValueError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
-    return target
 
 
 @lru_cache(maxsize=1)
@@ -84,10 +78,13 @@ def resolve_target(target: Optional[str]) -> str:
 
 
 def _module_exists(name: str) -> bool:
+    """True if ``name`` is a module or a package with an ``__init__`` (a folder of helper
+    modules alone, a namespace package, is no backend)."""
     try:
-        return importlib.util.find_spec(name) is not None
+        spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
         return False
+    return spec is not None and spec.origin not in (None, "namespace")
 
 
 class Artifact:
@@ -127,7 +124,14 @@ class Artifact:
         return _analysis("cost_analysis", self)
 
     def memory_analysis(self):
-        return _analysis("memory_analysis", self)
+        """The passes' memory analysis, with the temp size the executable's arena: the buffer
+        plan plus the scratch its lowering adds (a heavy op inside a fusion, a loop's carried
+        values), i.e. what each call allocates."""
+        mem = _analysis("memory_analysis", self)
+        arena = (getattr(getattr(self, "executable", None), "manifest", None) or {}).get("arena_size")
+        if arena is not None:
+            mem = dataclasses.replace(mem, temp_size_in_bytes=int(arena))
+        return mem
 
 
 def _analysis(name: str, art: Artifact):
@@ -171,8 +175,10 @@ def compile_module(module: Module, target: str, *, donated: Sequence[int] = (),
     """Optimize ``module`` for ``target`` and build something that runs it. With ``dump_dir``
     (or ``HLO_DUMP_DIR``), the pipeline writes the module after each pass, the fusion decisions
     and the buffer plan there."""
+    from hlo.ir.nesting import call_with_stack_for  # deep control-flow nests need the stack
     with gc_pause.paused():
-        return _compile_module(module, target, donated, options, dump_dir)
+        return call_with_stack_for(module, _compile_module, module, target, donated, options,
+                                   dump_dir)
 
 
 def _compile_module(module, target, donated, options, dump_dir) -> Artifact:

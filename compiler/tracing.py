@@ -45,7 +45,7 @@ import numpy as np
 from hlo.ir import Builder, Function, Module, Region, Value, VerifyError, TensorType
 
 from . import dtypes, source_info
-from .abstract import ShapedArray, aval_of_type
+from .abstract import ShapeDtypeStruct, ShapedArray, aval_of_type, to_numpy
 from .errors import (DTypeError, ShapeError, TracerArrayConversionError, TracerBoolConversionError,
                      TracerIntegerConversionError, TracerLeakError, ConcretizationError, ArgumentTypeError)
 from .tree_util import PyTreeDef, keystr, tree_flatten_with_path, tree_unflatten
@@ -60,7 +60,6 @@ class Trace:
 
     def __init__(self, region: Region, parent: Optional["Trace"], description: str,
                  arg_names: Optional[Sequence[str]] = None, arg_params: Optional[Sequence[str]] = None):
-        from . import numpy as _  # noqa: F401  (Tracer's operators, however the tracer was imported)
         self.region = region
         self.parent = parent
         self.builder = Builder(region)
@@ -183,68 +182,47 @@ class Tracer:
 
     # --- conversions that need a concrete value -------------------------------------------
     def __bool__(self):
-        raise TracerBoolConversionError(_concretization_message(
+        raise TracerBoolConversionError(concretization_message(
             self, "Python `if`, `while`, `and`, `or`, `not` or bool()",
             "Use hlo.numpy.where(cond, a, b) (or hlo.lax.cond) for a choice that depends on values "
             "computed by the function"))
 
     def __int__(self):
-        raise TracerIntegerConversionError(_concretization_message(
+        raise TracerIntegerConversionError(concretization_message(
             self, "int()", "Shapes, axes, loop bounds and Python indices must be known when the "
             "function is traced"))
 
     def __index__(self):
-        raise TracerIntegerConversionError(_concretization_message(
+        raise TracerIntegerConversionError(concretization_message(
             self, "using it as a Python integer (range(), a list index, a shape)",
             "Shapes, axes, loop bounds and Python indices must be known when the function is traced; "
             "to index an array with a traced integer, index an hlo array (x[i] works)"))
 
     def __float__(self):
-        raise ConcretizationError(_concretization_message(
+        raise ConcretizationError(concretization_message(
             self, "float()", "Keep it an array inside the function (return it, and convert the "
             "result outside)"))
 
     def __complex__(self):
-        raise ConcretizationError(_concretization_message(
+        raise ConcretizationError(concretization_message(
             self, "complex()", "hlo has no complex numbers; keep it a real array"))
 
     def item(self, *args):
-        raise ConcretizationError(_concretization_message(
+        raise ConcretizationError(concretization_message(
             self, ".item()", "Return the array from the function and call .item() on the result"))
 
     def tolist(self):
-        raise ConcretizationError(_concretization_message(
+        raise ConcretizationError(concretization_message(
             self, ".tolist()", "Return the array from the function and call .tolist() on the result"))
 
     def __array__(self, dtype=None, copy=None):
-        raise TracerArrayConversionError(_concretization_message(
+        raise TracerArrayConversionError(concretization_message(
             self, "numpy.asarray() (or a numpy function)",
             "numpy cannot compute with values that exist only in the compiled program; use the "
             "hlo.numpy function of the same name"))
 
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        """``numpy_array + tracer`` and ``numpy.sin(tracer)`` run as hlo.numpy when hlo.numpy has
-        the ufunc; anything else (``out=``, ``ufunc.reduce``...) is refused with a clear error."""
-        from . import numpy as hnp
-        fn = getattr(hnp, ufunc.__name__, None)
-        if method == "__call__" and fn is not None and not kwargs:
-            return fn(*inputs)
-        raise TracerArrayConversionError(_concretization_message(
-            self, f"numpy.{ufunc.__name__}{'' if method == '__call__' else '.' + method}",
-            f"use hlo.numpy.{ufunc.__name__} inside hlo.jit"))
-
-    def __array_function__(self, func, types, args, kwargs):
-        """``numpy.concatenate([tracer, ...])`` and friends run as hlo.numpy when it has them."""
-        from . import numpy as hnp
-        fn = getattr(hnp, func.__name__, None)
-        if fn is not None and getattr(func, "__module__", "").startswith("numpy"):
-            return fn(*args, **kwargs)
-        raise TracerArrayConversionError(_concretization_message(
-            self, f"numpy.{func.__name__}", "hlo.numpy has no function of that name; "
-            "write it with hlo.numpy functions"))
-
     def __reduce__(self):
-        raise ConcretizationError(_concretization_message(self, "pickling", "return the value from the function instead"))
+        raise ConcretizationError(concretization_message(self, "pickling", "return the value from the function instead"))
 
     def __copy__(self):
         return self
@@ -315,7 +293,7 @@ def _join(labels: List[str], limit: int = 4) -> str:
     return ", ".join(labels[:limit]) + (f" and {len(labels) - limit} more" if len(labels) > limit else "")
 
 
-def _concretization_message(t: "Tracer", what: str, advice: str) -> str:
+def concretization_message(t: "Tracer", what: str, advice: str) -> str:
     desc = describe_tracer(t)
     params = []  # scalar parameters the value depends on: candidates for static_argnames
     for tr, i in _arg_sources(t):
@@ -475,10 +453,48 @@ def lift(x, dtype=None) -> Tracer:
         t = constant(arr, dtype=dtype)
         trace._consts[key] = (x, t)
         return t
-    if isinstance(x, (list, tuple)):
-        from . import numpy as hnp
-        return hnp.asarray(x, dtype=dtype)
     raise ArgumentTypeError(f"expected an array or a number, got {type(x).__name__}: {x!r:.80}")
+
+
+def abstractify(x, what: str = "argument", allow_struct: bool = False) -> ShapedArray:
+    """The abstract value of one argument leaf. Raises ArgumentTypeError naming ``what`` for
+    anything that is not an array or a number."""
+    if isinstance(x, Tracer):
+        if not is_tracing():
+            raise leaked_tracer_error(x)
+        return x.aval
+    if isinstance(x, np.ndarray):
+        return ShapedArray(x.shape, _dtype_of(x.dtype, what), False)
+    if dtypes.is_python_scalar(x) or isinstance(x, np.generic):
+        if isinstance(x, np.generic):
+            return ShapedArray((), _dtype_of(x.dtype, what), False)
+        dt, weak = dtypes.scalar_type(x)
+        dtypes.check_scalar_fits(x, dt, what)
+        return ShapedArray((), dt, weak)
+    if isinstance(x, ShapeDtypeStruct):
+        if not allow_struct:
+            raise ArgumentTypeError(
+                f"{what} is a ShapeDtypeStruct, which stands in for an array only in f.lower(...); "
+                "call the function with a real array")
+        return ShapedArray(x.shape, x.dtype, x.weak_type)
+    if isinstance(x, complex):
+        raise ArgumentTypeError(f"{what} is a complex number; hlo has no complex dtypes")
+    if hasattr(x, "__dlpack__") or hasattr(x, "__array__"):
+        a = to_numpy(x, what)
+        return ShapedArray(a.shape, _dtype_of(a.dtype, what), False)
+    raise ArgumentTypeError(
+        f"{what} has type {type(x).__name__}, which is not an array, a number or a container of "
+        "them; pass it as a static argument (static_argnums / static_argnames) if it is a "
+        "compile-time constant, or register its class as a pytree node "
+        "(hlo.tree_util.register_pytree_node)")
+
+
+def _dtype_of(dt, what) -> np.dtype:
+    try:
+        return dtypes.canonicalize(dt)
+    except DTypeError:
+        raise ArgumentTypeError(f"{what} has dtype {dt}, which hlo does not support (supported: "
+                                + ", ".join(dtypes.dtype_name(d) for d in dtypes.SUPPORTED) + ")") from None
 
 
 # --------------------------------------------------------------------------------------------

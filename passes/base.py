@@ -77,42 +77,16 @@ class MainPass(Pass):
 
 
 PassFactory = Callable[[PassConfig], Pass]
-_REGISTRY: Dict[str, PassFactory] = {}
-_DOCS: Dict[str, str] = {}
+FACTORIES: Dict[str, PassFactory] = {}
+DOCS: Dict[str, str] = {}
 
 
 def register_pass(name: str, doc: str = ""):
     """Decorator registering a pass class (or a factory taking a PassConfig) under ``name``."""
     def deco(factory):
-        if name in _REGISTRY:
+        if name in FACTORIES:
             raise ValueError(f"pass '{name}' is registered twice")
-        _REGISTRY[name] = factory
-        _DOCS[name] = doc or (factory.__doc__ or "").strip().split("\n")[0]
+        FACTORIES[name] = factory
+        DOCS[name] = doc or (factory.__doc__ or "").strip().split("\n")[0]
         return factory
     return deco
-
-
-def _ensure_loaded() -> None:
-    # Importing the pass modules registers them.
-    from . import registry  # noqa: F401
-
-
-def registered_passes() -> Dict[str, str]:
-    """Pass names and one-line descriptions."""
-    _ensure_loaded()
-    return dict(sorted(_DOCS.items()))
-
-
-def create_pass(name: str, config: PassConfig = None) -> Pass:
-    _ensure_loaded()
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown pass '{name}' (known: {', '.join(sorted(_REGISTRY))})")
-    p = _REGISTRY[name](config or PassConfig())
-    if p.name != name:
-        p.name = name
-    return p
-
-
-def create_passes(names: List[str], config: PassConfig = None) -> List[Pass]:
-    config = config or PassConfig()
-    return [create_pass(n, config) for n in names]

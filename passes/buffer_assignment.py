@@ -41,10 +41,12 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from hlo.ir import ops as op_table
-from hlo.ir.core import Operation, Region, Value
+from hlo.ir.core import Module, Operation, Region, Value
 
+from .base import Pass, register_pass
 from .fusion_kinds import inplace_pairs
 from .layout import is_bitcast
+from .options import PassConfig
 from .util import Labels, inputs_of, nbytes
 
 ALIGNMENT = 64
@@ -537,3 +539,21 @@ def _value_names(region: Region) -> Dict[Value, str]:
 
     walk(region, True)
     return names
+
+
+@register_pass("buffer-assignment", "assign every top-level value a slice (analysis; IR unchanged)")
+class BufferAssignmentPass(Pass):
+    name = "buffer-assignment"
+
+    def __init__(self, config: PassConfig = None):
+        self.config = config or PassConfig()
+        self.result: Optional[BufferAssignment] = None
+
+    def run(self, module: Module) -> bool:
+        main = module.main
+        self.result = BufferAssignment(main.body, list(main.ops), self.config.options.donate_argnums)
+        self.result.check()
+        return False
+
+    def report(self) -> str:
+        return self.result.text() if self.result is not None else ""

@@ -39,6 +39,8 @@ from .util import (EXPENSIVE, MOVEMENT, Labels, free_values, inputs_of, is_loop_
                    is_scalar_body, is_splat_constant, nbytes)
 
 EXPENSIVE_COST = 16
+# An input kernel may do at most this many times the work of its ops (see recompute_factor).
+RECOMPUTE_LIMIT = 3.0
 _WINDOWS = op_table.with_trait(op_table.WINDOW_OF_OPERAND)
 
 
@@ -138,6 +140,41 @@ def bytes_delta(p: Operation, c: Operation):
     extra = sum(accessed_bytes(p, v) for v in inputs_of(p) if v not in c_inputs)
     saved = sum(accessed_bytes(c, r) for r in p.results if r in c_inputs)
     return extra, saved
+
+
+def recompute_factor(region: Region) -> float:
+    """How many times its ops' work a fused region does when emitted: each reduction (and each
+    output) is computed once, from the elementwise ops before it, which are evaluated again for
+    every reduction and output that reads them, as the elemental emitter does. A chain of
+    reductions read back by the elements of the next step (``x = f(x - x.sum())`` repeated) does
+    quadratic work in its length; a softmax or layer norm about 1-2 times its ops' work."""
+    produced = {r: op for op in region.ops for r in op.results}
+
+    def cone(roots) -> Set[int]:
+        seen: Set[int] = set()
+        stack = [produced[v] for v in roots if v in produced]
+        while stack:
+            op = stack.pop()
+            if id(op) in seen:
+                continue
+            seen.add(id(op))
+            if op.name != "reduce":  # a reduction's result is computed once; stop there
+                stack.extend(produced[v] for v in op.operands if v in produced)
+        return seen
+
+    work = {id(op): op_cost(op) * max(op.results[0].type.size if op.name != "reduce"
+                                      else op.operands[0].type.size, 1)
+            for op in region.ops if op.results}
+    direct = sum(work.values())
+    if not direct:
+        return 1.0
+    emitted = 0
+    for op in region.ops:
+        if op.name == "reduce":
+            emitted += work[id(op)] + sum(work[i] for i in cone(op.operands))
+    emitted += sum(work[i] for i in cone([v for v in region.outputs
+                                           if v not in produced or produced[v].name != "reduce"]))
+    return emitted / direct
 
 
 class FusionPass(MainPass):
@@ -246,6 +283,12 @@ class VerticalFusion(FusionPass):
                 if into_dot:
                     return decline(f"the consumer is a dot whose kernel cannot take this producer ({e})")
                 return decline(str(e))
+            if kind == "input":
+                factor = recompute_factor(cand.region)
+                if factor > RECOMPUTE_LIMIT:
+                    return decline(f"the kernel would do {factor:.1f} times the work of its ops "
+                                   f"(limit {RECOMPUTE_LIMIT:g}): each reduction in it evaluates "
+                                   "the elementwise ops before it again")
         if c.name == "fusion" and c.attrs.get("kind") == kind and c.attrs.get("name"):
             name = c.attrs["name"]
         else:

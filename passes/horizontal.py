@@ -5,7 +5,7 @@ update steps of a training step, small reductions beside each other).
 Candidates are loop and input kernels whose outputs have at most
 ``Options.horizontal_max_elements`` elements. Members of a group are pairwise independent (no
 path from one to another), so running them together cannot create a cycle; groups are formed
-greedily in schedule order. Dots and kernels with their own structure stay alone.
+greedily in schedule order, each among the next ``WINDOW`` candidates. Dots and kernels with their own structure stay alone.
 """
 from __future__ import annotations
 
@@ -17,6 +17,11 @@ from .fusion_build import TopLevel, commit, preview
 from .fusion_kinds import NotFusible, analyze
 from .layout import is_bitcast
 from .multi_output import Reach
+
+# A group is sought among the next WINDOW candidates after its first kernel (in schedule order):
+# independent small kernels worth one launch sit near each other, and a bounded search keeps
+# the pass linear in the program's length.
+WINDOW = 64
 
 
 def _candidate(op: Operation, limit: int) -> bool:
@@ -39,31 +44,34 @@ class HorizontalFusion(FusionPass):
         limit = self.options.horizontal_max_elements
         changed = False
         done = set()
-        while True:
+        while True:  # one merge per round: the region (and its reachability) change with it
             reach = Reach(region)
             cands = [op for op in region.ops if _candidate(op, limit) and id(op) not in done]
-            if len(cands) < 2:
+            merged = False
+            for k, seed in enumerate(cands):
+                if id(seed) in done:
+                    continue
+                group = [seed]
+                for op in cands[k + 1:k + 1 + WINDOW]:
+                    if id(op) not in done and all(reach.independent(op, g) for g in group):
+                        group.append(op)
+                if len(group) < 2:
+                    done.add(id(seed))
+                    continue
+                top = TopLevel(region, reach.ins)
+                cand = preview(top, group, "multi")
+                try:
+                    analyze(cand.region, self.allow_row)
+                except NotFusible as e:
+                    log(f"not merged: {', '.join(labels(g) for g in group)}: {e}")
+                    done.update(id(g) for g in group)
+                    continue
+                name = labels.fresh("multi_fusion")
+                new = commit(top, group, cand, "multi", name)
+                done.add(id(new))
+                log(f"merged {len(group)} independent kernels into one launch -> {name}: "
+                    + ", ".join(labels(g) for g in group))
+                changed = merged = True
                 break
-            seed = cands[0]
-            group = [seed]
-            for op in cands[1:]:
-                if all(reach.independent(op, g) for g in group):
-                    group.append(op)
-            if len(group) < 2:
-                done.add(id(seed))
-                continue
-            top = TopLevel(region, reach.ins)
-            cand = preview(top, group, "multi")
-            try:
-                analyze(cand.region, self.allow_row)
-            except NotFusible as e:
-                log(f"not merged: {', '.join(labels(g) for g in group)}: {e}")
-                done.update(id(g) for g in group)
-                continue
-            name = labels.fresh("multi_fusion")
-            new = commit(top, group, cand, "multi", name)
-            done.add(id(new))
-            log(f"merged {len(group)} independent kernels into one launch -> {name}: "
-                + ", ".join(labels(g) for g in group))
-            changed = True
-        return changed
+            if not merged:
+                return changed

@@ -1,9 +1,11 @@
 """Inlining: every ``call`` is replaced by a copy of its callee's body, so that the whole
 program is one function that the other passes see at once (the verifier guarantees there is no
-recursion). Private functions left without callers are removed."""
+recursion). Private functions left without callers are removed. An ``if`` or ``case`` whose
+predicate or index is a constant is replaced by the branch it takes (the frontend traces
+``custom_vjp``, ``custom_jvp`` and ``checkpoint`` functions as one-branch ``case`` ops)."""
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Optional
 
 from hlo.ir.clone import clone_op
 from hlo.ir.core import Module, Region, Value
@@ -36,6 +38,17 @@ def _inline_region(region: Region, module: Module) -> bool:
                 mapping[res] = vmap.get(v, v)
             changed = True
             continue
+        branch = _constant_branch(op)
+        if branch is not None:
+            vmap = {}
+            for inner in branch.ops:
+                new = clone_op(inner, vmap)
+                new.parent = region
+                out.append(new)
+            for res, v in zip(op.results, branch.outputs):
+                mapping[res] = vmap.get(v, v)
+            changed = True
+            continue
         out.append(op)
     if changed:
         region.ops = out
@@ -49,6 +62,20 @@ def _inline_region(region: Region, module: Module) -> bool:
                 return v
             replace_values(region, {k: res(k) for k in mapping})
     return changed
+
+
+def _constant_branch(op) -> Optional[Region]:
+    """The branch an ``if`` / ``case`` with a constant selector takes (``case`` sends an index
+    out of range to its last branch), or None."""
+    if op.name not in ("if", "case") or op.operands[0].is_arg:
+        return None
+    src = op.operands[0].owner
+    if src.name != "constant":
+        return None
+    k = int(src.attrs["value"])
+    if op.name == "if":
+        return op.regions[0] if k else op.regions[1]
+    return op.regions[k] if 0 <= k < len(op.regions) else op.regions[-1]
 
 
 @register_pass("inline", "inline calls; drop private functions nothing calls")

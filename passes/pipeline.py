@@ -30,11 +30,12 @@ from hlo.ir.core import Module
 from hlo.ir.printer import print_module
 from hlo.ir.verifier import verify_module
 
-from .base import Pass, create_pass, register_pass
+from .base import Pass
 from .buffer_assignment import BufferAssignment
 from .dump import Dumper
 from .fusion_kinds import NotFusible, verify_fusion
 from .options import Options, PassConfig, check_target
+from .registry import create_pass
 
 SIMPLIFY = ["inline", "canonicalize", "algebraic-simplifier", "constant-folding", "cse", "dce"]
 SIMPLIFY_ROUNDS = 4
@@ -44,24 +45,6 @@ TIDY = ["cse", "dce"]
 
 class PipelineError(Exception):
     """A pass left the module invalid; the message names the pass."""
-
-
-@register_pass("buffer-assignment", "assign every top-level value a slice (analysis; IR unchanged)")
-class BufferAssignmentPass(Pass):
-    name = "buffer-assignment"
-
-    def __init__(self, config: PassConfig = None):
-        self.config = config or PassConfig()
-        self.result: Optional[BufferAssignment] = None
-
-    def run(self, module: Module) -> bool:
-        main = module.main
-        self.result = BufferAssignment(main.body, list(main.ops), self.config.options.donate_argnums)
-        self.result.check()
-        return False
-
-    def report(self) -> str:
-        return self.result.text() if self.result is not None else ""
 
 
 @dataclass

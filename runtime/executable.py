@@ -88,7 +88,24 @@ _FAST_OK: Optional[bool] = None
 _PY_SIG = ctypes.CFUNCTYPE(None, ctypes.py_object, ctypes.py_object, ctypes.c_void_p, ctypes.c_int64)
 
 
-class Executable:
+class Signature:
+    """What every target's executable says about itself: its kernels and the types it takes
+    and returns (``manifest``, ``_in`` and ``_out`` lists of ``_Sig``)."""
+
+    @property
+    def kernels(self) -> List[str]:
+        return list(self.manifest.get("kernels", []))
+
+    @property
+    def input_types(self) -> List[str]:
+        return [_type_str(s.name, s.shape) for s in self._in]
+
+    @property
+    def output_types(self) -> List[str]:
+        return [_type_str(s.name, s.shape) for s in self._out]
+
+
+class Executable(Signature):
     """A compiled program for the host CPU."""
 
     def __init__(self, object_code: bytes, manifest: dict, ir_text: str = "", steps_text: str = "",
@@ -145,18 +162,6 @@ class Executable:
             ctypes.c_int64.from_address(addr).value = pool_address()
 
     # -- info -----------------------------------------------------------------------------
-
-    @property
-    def kernels(self) -> List[str]:
-        return list(self.manifest.get("kernels", []))
-
-    @property
-    def input_types(self) -> List[str]:
-        return [_type_str(s.name, s.shape) for s in self._in]
-
-    @property
-    def output_types(self) -> List[str]:
-        return [_type_str(s.name, s.shape) for s in self._out]
 
     @property
     def row_major(self) -> bool:
@@ -276,6 +281,8 @@ class Executable:
 
 
 def _resolve_library(name: str) -> str:
+    """The path of a library the code calls, by its name in the fixed list (``blas``): a
+    manifest never names a path."""
     if name == "blas":
         from hlo.backends.cpu.blas import find_blas
         b = find_blas()
@@ -283,4 +290,4 @@ def _resolve_library(name: str) -> str:
             raise RuntimeError("this executable calls a BLAS, but none was found (numpy's bundled "
                                "OpenBLAS or the scipy-openblas wheels); recompile with HLO_CPU_GEMM=generated")
         return b.path
-    return name
+    raise ValueError(f"the executable names the library {name!r}; hlo links only: blas")

@@ -169,12 +169,7 @@ def _make_value_and_grad(fun, argnums, has_aux, allow_int, api_name, with_value)
 
     def traced(*args, **kwargs):
         pos = _resolve_argnums(api, nums, len(args))
-        primals, trees = [], []
-        for i in pos:
-            leaves_paths, tree = tree_flatten_with_path(args[i])
-            trees.append(tree)
-            for path, leaf in leaves_paths:
-                primals.append(_primal(api, leaf, _arg_name(fun, i, path), allow_int, True))
+        primals, trees = diff_primals(api, fun, args, pos, allow_int)
         aux_tree: List[PyTreeDef] = []
 
         def flat(*xs):
@@ -210,7 +205,24 @@ def _make_value_and_grad(fun, argnums, has_aux, allow_int, api_name, with_value)
             return result, g
         return (g, result[1]) if has_aux else g
 
-    eager = _EagerCache(traced, f"{api_name.split('.')[-1]}_{name}")
+    return argnums_wrapper(fun, traced, api, api_name, nums)
+
+
+def diff_primals(api: str, fun, args, pos, allow_int: bool):
+    """The differentiated leaves of ``args[pos]`` as checked Tracers, and each argument's tree."""
+    primals, trees = [], []
+    for i in pos:
+        leaves_paths, tree = tree_flatten_with_path(args[i])
+        trees.append(tree)
+        for path, leaf in leaves_paths:
+            primals.append(_primal(api, leaf, _arg_name(fun, i, path), allow_int, True))
+    return primals, trees
+
+
+def argnums_wrapper(fun, traced, api: str, api_name: str, nums) -> Callable:
+    """The public function of a transformation with ``argnums``: ``traced`` inside a trace,
+    compiled per signature outside one."""
+    eager = _EagerCache(traced, f"{api_name.split('.')[-1]}_{function_name(fun)}")
 
     @api_boundary
     @functools.wraps(fun)

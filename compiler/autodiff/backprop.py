@@ -28,6 +28,7 @@ from ..abstract import aval_of_type
 from ..errors import UnsupportedError
 from ..tracing import Trace, Tracer, current_trace, lift, trace_region
 from . import prims
+from .marks import MARKS, copy_mark
 from .table import RULES, Eqn
 
 # Ops whose result is the operand with no gradient flowing back (made by ``stop_gradient``).
@@ -96,6 +97,7 @@ def linearize(fn: Callable, primals: Sequence[Tracer], description: str) -> Line
         _append(trace, new)
         if op in STOP_GRADIENT_OPS:
             STOP_GRADIENT_OPS.add(new)
+        copy_mark(op, new, values)
     captured = {t._value: t for t in traced.captured}
     return Linearized(region, trace, values, captured, list(primals), traced.out_tree,
                       traced.out_avals)
@@ -165,7 +167,8 @@ def backprop(ops: Sequence[Operation], primal_of: Callable[[Value], Tracer], act
         out_cts = [cts.pop(r, None) for r in op.results]
         if op in STOP_GRADIENT_OPS:
             continue
-        rule = RULES.get(op.name)
+        mark = MARKS.get(op)  # custom_vjp / custom_jvp / checkpoint: the op's own rule
+        rule = mark.vjp if mark is not None else RULES.get(op.name)
         if rule is None:
             raise not_differentiable(op)
         needs = [v in active for v in op.operands]

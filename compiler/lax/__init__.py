@@ -4,8 +4,10 @@ Each function emits one IR op (or a short fixed sequence) with jax.lax's signatu
 strictness: operands share one dtype (Python scalars adopt it), shapes match exactly (rank-0
 operands broadcast). hlo.numpy builds numpy semantics (promotion, broadcasting) on top.
 
-Control flow (``cond``, ``switch``, ``while_loop``, ``fori_loop``, ``scan``) builds on
-``hlo.tracing.trace_region``; a module adding it should export its names here.
+Layers: the op wrappers here are below hlo.numpy; control flow (``hlo.control_flow``) and
+``hlo.lax.linalg`` (factorizations written with hlo.numpy, as jax's are) sit above them and
+are reached lazily through this package (``hlo.lax.cond``, ``hlo.lax.linalg``), so importing
+any of them first works.
 """
 from .elementwise import (abs, neg, sign, floor, ceil, exp, expm1, log, log1p, tanh, logistic, sin,
                           cos, tan, sqrt, rsqrt, cbrt, not_, population_count, clz, add, sub, mul,
@@ -27,11 +29,14 @@ from .contractions import (dot_general, dot, conv_general_dilated, conv, ConvDim
                            conv_dimension_numbers)
 from .indexing import (gather, scatter, scatter_add, scatter_mul, scatter_min, scatter_max,
                        scatter_apply, GatherDimensionNumbers, ScatterDimensionNumbers)
-from . import linalg  # noqa: E402,F401  (hlo.lax.linalg: lu, cholesky, qr, eigh, svd, triangular_solve)
 
+# Every array library (hlo.numpy, hlo.nn, hlo.random, control flow) imports hlo.lax first. Their
+# functions called outside a trace compile the call with hlo.jit, which registers itself with
+# api_util as the eager compiler when it is imported: load it here.
+from .. import api as _api  # noqa: E402,F401
 
-# Control flow lives in hlo.control_flow, which itself builds on hlo.lax; re-exporting it lazily
-# lets either module be imported first (an eager import here is a cycle when control_flow is).
+# Control flow lives in hlo.control_flow, which builds on hlo.lax; hlo.lax.linalg builds on
+# hlo.numpy. Both are public here, loaded on first use.
 _CONTROL_FLOW = ("cond", "switch", "while_loop", "fori_loop", "scan", "map")
 
 
@@ -39,8 +44,11 @@ def __getattr__(name):
     if name in _CONTROL_FLOW:
         from .. import control_flow
         return getattr(control_flow, name)
+    if name == "linalg":  # hlo.lax.linalg: lu, cholesky, qr, eigh, svd, triangular_solve
+        import importlib
+        return importlib.import_module(f"{__name__}.linalg")
     raise AttributeError(f"module 'hlo.lax' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_CONTROL_FLOW))
+    return sorted(set(globals()) | set(_CONTROL_FLOW) | {"linalg"})

@@ -27,9 +27,7 @@ def aval_of(x, what: str = "operand") -> ShapedArray:
     if isinstance(x, np.ndarray):
         return ShapedArray(x.shape, _dtype(x.dtype, what), False)
     if isinstance(x, (list, tuple)):
-        from ..numpy.creation import _infer_list
-        shape, dt, weak = _infer_list(x)
-        return ShapedArray(shape, dt, weak)
+        return ShapedArray(*nested_aval(x))
     if is_arraylike(x):
         a = to_numpy(x, what)
         return ShapedArray(a.shape, _dtype(a.dtype, what), False)
@@ -62,14 +60,67 @@ def as_tracer(x, dtype=None, what: str = "operand") -> Tracer:
             dtypes.check_scalar_fits(x, dtype, what)
         return lift(x, dtype)
     if isinstance(x, (list, tuple)):
-        from ..numpy.creation import asarray
-        t = asarray(x)
+        t = from_nested(x)
         return convert(t, dtype) if dtype is not None and t.dtype != dtype else t
     try:
         t = lift(x)
     except ArgumentTypeError:
         raise ArgumentTypeError(f"{what}: expected an array or a number, got {type(x).__name__}") from None
     return convert(t, dtype) if dtype is not None and t.dtype != dtype else t
+
+
+def nested_aval(x) -> Tuple[Tuple[int, ...], np.dtype, bool]:
+    """Shape, (promoted) dtype and weak type of a nested list/tuple of numbers and arrays."""
+    if isinstance(x, (list, tuple)):
+        if len(x) == 0:
+            return (0,), dtypes.float32, False
+        parts = [nested_aval(v) for v in x]
+        shapes = {p[0] for p in parts}
+        if len(shapes) != 1:
+            raise ShapeError(f"array: the nested sequence is ragged (element shapes "
+                             f"{sorted(shapes, key=len)}); all elements must have one shape")
+        dt, weak = dtypes.result_type_of([(p[1], p[2]) for p in parts])
+        return (len(x),) + parts[0][0], dt, False
+    a = aval_of(x, "array")
+    return a.shape, a.dtype, a.weak_type
+
+
+def from_nested(x, dtype=None) -> Tracer:
+    """A nested list/tuple of numbers and arrays (traced ones too) as one array of ``dtype``,
+    or of its elements' promoted dtype."""
+    use = dtype or nested_aval(x)[1]
+    if _contains_tracer(x):
+        return _stack_nested(x, use)
+    return as_tracer(np.asarray(_to_numpy_nested(x, use), dtype=use))
+
+
+def _contains_tracer(x) -> bool:
+    if isinstance(x, Tracer):
+        return True
+    if isinstance(x, (list, tuple)):
+        return any(_contains_tracer(v) for v in x)
+    return False
+
+
+def _stack_nested(x, dt) -> Tracer:
+    if isinstance(x, (list, tuple)):
+        parts = [_stack_nested(v, dt) for v in x]
+        if not parts:
+            return as_tracer(np.zeros((0,), dt))
+        shape = parts[0].shape
+        parts = [reshape(p, (1,) + shape) for p in parts]
+        if len(parts) == 1:
+            return parts[0]
+        return emit1("concatenate", parts, {"dimension": 0}, weak_type=all(p.weak_type for p in parts))
+    return as_tracer(x, dt, "array")
+
+
+def _to_numpy_nested(x, dt):
+    if isinstance(x, (list, tuple)):
+        return [_to_numpy_nested(v, dt) for v in x]
+    if is_arraylike(x) and not isinstance(x, np.ndarray):
+        return to_numpy(x)
+    return x
 
 
 def convert(x: Tracer, dtype, weak_type: bool = False) -> Tracer:

@@ -39,14 +39,14 @@ import numpy as np
 
 from .. import dtypes
 from ..api_util import api_function
+from ..autodiff.api import stop_gradient
+from ..control_flow import fori_loop, while_loop
 from ..errors import DTypeError, ShapeError
+from ..numpy import creation, products, reductions, shapes, sorting, ufuncs
+from .common import as_tracer
+from .structural import dynamic_slice_in_dim, dynamic_update_slice_in_dim
 
 _MAX_SWEEPS = 30
-
-
-def _hnp():
-    from .. import numpy as hnp
-    return hnp
 
 
 def _require_float(what: str, x) -> None:
@@ -65,19 +65,16 @@ def _require_matrix(what: str, x, square: bool = True) -> None:
 
 def _iotas(x, n_rows: int, n_cols: int):
     """Row and column indices of an (n_rows, n_cols) plane, broadcastable against ``x``."""
-    hnp = _hnp()
-    rows = hnp.arange(n_rows, dtype=np.int32)[:, None]
-    cols = hnp.arange(n_cols, dtype=np.int32)[None, :]
+    rows = creation.arange(n_rows, dtype=np.int32)[:, None]
+    cols = creation.arange(n_cols, dtype=np.int32)[None, :]
     return rows, cols
 
 
 def _row(x, k):
-    from .structural import dynamic_slice_in_dim
     return dynamic_slice_in_dim(x, k, 1, axis=x.ndim - 2)
 
 
 def _col(x, k):
-    from .structural import dynamic_slice_in_dim
     return dynamic_slice_in_dim(x, k, 1, axis=x.ndim - 1)
 
 
@@ -89,41 +86,38 @@ def _col(x, k):
 def lu(a):
     """LU with partial pivoting of square matrices: ``(lu, pivots, permutation, sign)`` with
     ``a[..., permutation, :] == L @ U`` and ``sign`` = the permutation's determinant sign."""
-    from ..control_flow import fori_loop
-    from .common import as_tracer
-    hnp = _hnp()
     x = as_tracer(a, what="lu")
     _require_float("lu", x)
     _require_matrix("lu", x)
     n = x.shape[-1]
     batch = x.shape[:-2]
     rows, cols = _iotas(x, n, n)
-    rvec = hnp.arange(n, dtype=np.int32)
-    perm0 = hnp.broadcast_to(rvec, batch + (n,))
-    piv0 = hnp.zeros(batch + (n,), np.int32)
-    sign0 = hnp.ones(batch, x.dtype)
+    rvec = creation.arange(n, dtype=np.int32)
+    perm0 = shapes.broadcast_to(rvec, batch + (n,))
+    piv0 = creation.zeros(batch + (n,), np.int32)
+    sign0 = creation.ones(batch, x.dtype)
 
     def step(k, carry):
         A, perm, piv, sign = carry
         col = _col(A, k)[..., 0]
-        mag = hnp.where(rvec >= k, hnp.abs(col), -1.0)
-        p = hnp.argmax(mag, axis=-1).astype(np.int32)
+        mag = ufuncs.where(rvec >= k, ufuncs.abs(col), -1.0)
+        p = reductions.argmax(mag, axis=-1).astype(np.int32)
         row_k = _row(A, k)
-        row_p = hnp.take_along_axis(A, p[..., None, None], axis=-2, mode="clip")
+        row_p = shapes.take_along_axis(A, p[..., None, None], axis=-2, mode="clip")
         is_k, is_p = rows == k, rows == p[..., None, None]
-        A = hnp.where(is_k, row_p, hnp.where(is_p, row_k, A))
+        A = ufuncs.where(is_k, row_p, ufuncs.where(is_p, row_k, A))
         perm_k = _col(perm[..., None, :], k)[..., 0, 0]
-        perm_p = hnp.take_along_axis(perm, p[..., None], axis=-1, mode="clip")[..., 0]
-        perm = hnp.where(rvec == k, perm_p[..., None], hnp.where(rvec == p[..., None], perm_k[..., None], perm))
-        piv = hnp.where(rvec == k, p[..., None], piv)
-        sign = hnp.where(p == k, sign, -sign)
+        perm_p = shapes.take_along_axis(perm, p[..., None], axis=-1, mode="clip")[..., 0]
+        perm = ufuncs.where(rvec == k, perm_p[..., None], ufuncs.where(rvec == p[..., None], perm_k[..., None], perm))
+        piv = ufuncs.where(rvec == k, p[..., None], piv)
+        sign = ufuncs.where(p == k, sign, -sign)
         pivot = _col(row_p, k)[..., 0, 0]
         col = _col(A, k)[..., 0]
-        safe = hnp.where(pivot == 0, 1.0, pivot).astype(A.dtype)
-        l = hnp.where((rvec > k) & (pivot != 0)[..., None], col / safe[..., None], 0.0).astype(A.dtype)
-        u = hnp.where(rvec > k, row_p[..., 0, :], 0.0).astype(A.dtype)
+        safe = ufuncs.where(pivot == 0, 1.0, pivot).astype(A.dtype)
+        l = ufuncs.where((rvec > k) & (pivot != 0)[..., None], col / safe[..., None], 0.0).astype(A.dtype)
+        u = ufuncs.where(rvec > k, row_p[..., 0, :], 0.0).astype(A.dtype)
         A = A - l[..., :, None] * u[..., None, :]
-        A = hnp.where((rows > k) & (cols == k), l[..., :, None], A)
+        A = ufuncs.where((rows > k) & (cols == k), l[..., :, None], A)
         return A, perm, piv, sign
 
     lu_, perm, piv, sign = fori_loop(0, n, step, (x, perm0, piv0, sign0))
@@ -134,45 +128,39 @@ def lu(a):
 def cholesky(a):
     """Lower Cholesky factor of symmetric positive-definite matrices (only the lower triangle
     is read); NaNs where the matrix is not positive definite."""
-    from ..control_flow import fori_loop
-    from .common import as_tracer
-    hnp = _hnp()
     x = as_tracer(a, what="cholesky")
     _require_float("cholesky", x)
     _require_matrix("cholesky", x)
     n = x.shape[-1]
     rows, cols = _iotas(x, n, n)
-    rvec = hnp.arange(n, dtype=np.int32)
-    x = hnp.tril(x)
+    rvec = creation.arange(n, dtype=np.int32)
+    x = shapes.tril(x)
 
     def step(k, A):
         col = _col(A, k)[..., 0]
         akk = _row(_col(A, k), k)[..., 0, 0]
-        lkk = hnp.sqrt(akk)
-        l = hnp.where(rvec > k, col / lkk[..., None], 0.0).astype(A.dtype)
-        A = A - hnp.where((rows > k) & (cols > k), l[..., :, None] * l[..., None, :], 0.0).astype(A.dtype)
-        newcol = hnp.where(rvec == k, lkk[..., None], l).astype(A.dtype)
-        return hnp.where(cols == k, newcol[..., :, None], A)
+        lkk = ufuncs.sqrt(akk)
+        l = ufuncs.where(rvec > k, col / lkk[..., None], 0.0).astype(A.dtype)
+        A = A - ufuncs.where((rows > k) & (cols > k), l[..., :, None] * l[..., None, :], 0.0).astype(A.dtype)
+        newcol = ufuncs.where(rvec == k, lkk[..., None], l).astype(A.dtype)
+        return ufuncs.where(cols == k, newcol[..., :, None], A)
 
-    return hnp.tril(fori_loop(0, n, step, x))
+    return shapes.tril(fori_loop(0, n, step, x))
 
 
 def _solve_lower(L, B, unit: bool):
     """X with L X = B (L lower triangular (..., n, n), B (..., n, k))."""
-    from ..control_flow import fori_loop
-    from .structural import dynamic_update_slice_in_dim
-    hnp = _hnp()
     n = L.shape[-1]
 
     def step(i, X):
         li = _row(L, i)
-        s = hnp.matmul(li, X)
+        s = products.matmul(li, X)
         xi = _row(B, i) - s
         if not unit:
             xi = xi / _col(li, i)
         return dynamic_update_slice_in_dim(X, xi.astype(X.dtype), i, X.ndim - 2)
 
-    return fori_loop(0, n, step, hnp.zeros_like(B))
+    return fori_loop(0, n, step, creation.zeros_like(B))
 
 
 @api_function
@@ -181,8 +169,6 @@ def triangular_solve(a, b, left_side: bool = False, lower: bool = False, transpo
     """jax.lax.linalg.triangular_solve: X with ``op(a) @ X = b`` (``left_side``) or
     ``X @ op(a) = b``, ``op`` the transpose when ``transpose_a``; only ``a``'s ``lower`` (or
     upper) triangle is read. Batch dimensions must match."""
-    from .common import as_tracer
-    hnp = _hnp()
     A = as_tracer(a, what="triangular_solve")
     B = as_tracer(b, what="triangular_solve")
     _require_float("triangular_solve", A)
@@ -196,25 +182,24 @@ def triangular_solve(a, b, left_side: bool = False, lower: bool = False, transpo
     if B.shape[-2 if left_side else -1] != n:
         raise ShapeError(f"triangular_solve: shapes {A.shape} and {B.shape} do not fit "
                          f"(left_side={left_side})")
-    A = hnp.tril(A) if lower else hnp.triu(A)
+    A = shapes.tril(A) if lower else shapes.triu(A)
     if transpose_a:
-        A = hnp.matrix_transpose(A)
+        A = shapes.matrix_transpose(A)
         lower = not lower
     if not left_side:  # X A = B  <=>  A^T X^T = B^T
-        A, B, lower = hnp.matrix_transpose(A), hnp.matrix_transpose(B), not lower
+        A, B, lower = shapes.matrix_transpose(A), shapes.matrix_transpose(B), not lower
     if not lower:  # reverse the order of the unknowns: an upper system becomes a lower one
-        A, B = hnp.flip(A, (-2, -1)), hnp.flip(B, -2)
-        X = hnp.flip(_solve_lower(A, B, unit_diagonal), -2)
+        A, B = shapes.flip(A, (-2, -1)), shapes.flip(B, -2)
+        X = shapes.flip(_solve_lower(A, B, unit_diagonal), -2)
     else:
         X = _solve_lower(A, B, unit_diagonal)
-    return X if left_side else hnp.matrix_transpose(X)
+    return X if left_side else shapes.matrix_transpose(X)
 
 
 @api_function
 def lu_solve(lu_, permutation, b):
     """X with ``a @ X = b`` from ``lu(a)``'s factors; b is (..., n, k)."""
-    hnp = _hnp()
-    pb = hnp.take_along_axis(b, hnp.broadcast_to(permutation[..., :, None], b.shape[:-1] + (1,)),
+    pb = shapes.take_along_axis(b, shapes.broadcast_to(permutation[..., :, None], b.shape[:-1] + (1,)),
                              axis=-2, mode="clip")
     y = triangular_solve(lu_, pb, left_side=True, lower=True, unit_diagonal=True)
     return triangular_solve(lu_, y, left_side=True, lower=False)
@@ -228,36 +213,33 @@ def lu_solve(lu_, permutation, b):
 def qr(a, full_matrices: bool = True):
     """Householder QR: ``(q, r)``, q (..., m, m) and r (..., m, n) when ``full_matrices``,
     else q (..., m, k) and r (..., k, n) with k = min(m, n)."""
-    from ..control_flow import fori_loop
-    from .common import as_tracer
-    hnp = _hnp()
     x = as_tracer(a, what="qr")
     _require_float("qr", x)
     _require_matrix("qr", x, square=False)
     m, n = x.shape[-2:]
     k = min(m, n)
     batch = x.shape[:-2]
-    rvec = hnp.arange(m, dtype=np.int32)
-    q0 = hnp.broadcast_to(hnp.eye(m, dtype=x.dtype), batch + (m, m))
+    rvec = creation.arange(m, dtype=np.int32)
+    q0 = shapes.broadcast_to(creation.eye(m, dtype=x.dtype), batch + (m, m))
 
     def step(j, carry):
         A, Q = carry
         col = _col(A, j)[..., 0]
         alpha = _row(_col(A, j), j)[..., 0, 0]
-        below = hnp.where(rvec > j, col, 0.0).astype(A.dtype)
-        sub2 = hnp.sum(below * below, axis=-1)
-        norm = hnp.sqrt(alpha * alpha + sub2)
-        beta = hnp.where(alpha >= 0, -norm, norm)
-        v = hnp.where(rvec == j, (alpha - beta)[..., None], below).astype(A.dtype)
-        vv = hnp.sum(v * v, axis=-1)
-        scale = hnp.where(sub2 == 0, 0.0, 2.0 / hnp.where(vv == 0, 1.0, vv)).astype(A.dtype)
+        below = ufuncs.where(rvec > j, col, 0.0).astype(A.dtype)
+        sub2 = reductions.sum(below * below, axis=-1)
+        norm = ufuncs.sqrt(alpha * alpha + sub2)
+        beta = ufuncs.where(alpha >= 0, -norm, norm)
+        v = ufuncs.where(rvec == j, (alpha - beta)[..., None], below).astype(A.dtype)
+        vv = reductions.sum(v * v, axis=-1)
+        scale = ufuncs.where(sub2 == 0, 0.0, 2.0 / ufuncs.where(vv == 0, 1.0, vv)).astype(A.dtype)
         vs = v * scale[..., None]
-        A = A - vs[..., :, None] * hnp.matmul(v[..., None, :], A)
-        Q = Q - hnp.matmul(Q, v[..., :, None]) * vs[..., None, :]
+        A = A - vs[..., :, None] * products.matmul(v[..., None, :], A)
+        Q = Q - products.matmul(Q, v[..., :, None]) * vs[..., None, :]
         return A, Q
 
     R, Q = fori_loop(0, k, step, (x, q0))
-    R = hnp.triu(R)
+    R = shapes.triu(R)
     if not full_matrices:
         Q, R = Q[..., :, :k], R[..., :k, :]
     return Q, R
@@ -270,12 +252,11 @@ def qr(a, full_matrices: bool = True):
 def _partners(r, m: int):
     """The partner of every index in round ``r`` of the circle pairing of ``m`` (even)
     indices: index 0 stays, the others rotate; slot i meets slot m-1-i."""
-    hnp = _hnp()
-    i = hnp.arange(m, dtype=np.int32)
+    i = creation.arange(m, dtype=np.int32)
     # slot of each index (inverse of slot -> index: s(0) = 0, s(j) = (j - 1 + r) % (m-1) + 1)
-    slot = hnp.where(i == 0, 0, (i - 1 - r) % (m - 1) + 1)
+    slot = ufuncs.where(i == 0, 0, (i - 1 - r) % (m - 1) + 1)
     other = m - 1 - slot
-    return hnp.where(other == 0, 0, (other - 1 + r) % (m - 1) + 1).astype(np.int32)
+    return ufuncs.where(other == 0, 0, (other - 1 + r) % (m - 1) + 1).astype(np.int32)
 
 
 def _rotations(app, aqq, apq, first, active):
@@ -283,48 +264,43 @@ def _rotations(app, aqq, apq, first, active):
     (Golub & Van Loan's sym.schur2), with the index in the role of p; ``first`` says it is
     the lower index of its pair, which breaks the tie tau = 0 consistently. Where not
     ``active`` (``apq`` already negligible) the rotation is the identity."""
-    hnp = _hnp()
     dt = app.dtype
     nz = (apq != 0) & active
-    tau = (aqq - app) / (2 * hnp.where(nz, apq, 1.0).astype(dt))
-    at = hnp.abs(tau)
+    tau = (aqq - app) / (2 * ufuncs.where(nz, apq, 1.0).astype(dt))
+    at = ufuncs.abs(tau)
     big = at > 1
-    root = hnp.where(big, at * hnp.sqrt(1 + hnp.square(1 / hnp.where(big, at, 1.0))),
-                     hnp.sqrt(1 + hnp.square(hnp.where(big, 0.0, at))))
-    sgn = hnp.where(tau > 0, 1.0, hnp.where(tau < 0, -1.0, hnp.where(first, 1.0, -1.0)))
+    root = ufuncs.where(big, at * ufuncs.sqrt(1 + ufuncs.square(1 / ufuncs.where(big, at, 1.0))),
+                     ufuncs.sqrt(1 + ufuncs.square(ufuncs.where(big, 0.0, at))))
+    sgn = ufuncs.where(tau > 0, 1.0, ufuncs.where(tau < 0, -1.0, ufuncs.where(first, 1.0, -1.0)))
     t = (sgn / (at + root)).astype(dt)
-    c = (1 / hnp.sqrt(1 + t * t)).astype(dt)
+    c = (1 / ufuncs.sqrt(1 + t * t)).astype(dt)
     s = t * c
-    return hnp.where(nz, c, 1.0).astype(dt), hnp.where(nz, s, 0.0).astype(dt)
+    return ufuncs.where(nz, c, 1.0).astype(dt), ufuncs.where(nz, s, 0.0).astype(dt)
 
 
 def _rotate_columns(x, c, s, partner):
     """``x @ J`` for the rotation matrix J with ``J[i, i] = c[i]`` and ``J[i, partner[i]] =
     s[i]``: column j becomes ``c[j] x[:, j] + s[p(j)] x[:, p(j)]``, O(n^2) with one gather."""
-    hnp = _hnp()
-    sp = hnp.take(s, partner, axis=-1, mode="clip")
-    return x * c[..., None, :] + hnp.take(x, partner, axis=-1, mode="clip") * sp[..., None, :]
+    sp = shapes.take(s, partner, axis=-1, mode="clip")
+    return x * c[..., None, :] + shapes.take(x, partner, axis=-1, mode="clip") * sp[..., None, :]
 
 
 def _rotate_rows(x, c, s, partner):
     """``J^T @ x``: row i becomes ``c[i] x[i, :] + s[p(i)] x[p(i), :]``."""
-    hnp = _hnp()
-    sp = hnp.take(s, partner, axis=-1, mode="clip")
-    return x * c[..., :, None] + hnp.take(x, partner, axis=-2, mode="clip") * sp[..., :, None]
+    sp = shapes.take(s, partner, axis=-1, mode="clip")
+    return x * c[..., :, None] + shapes.take(x, partner, axis=-2, mode="clip") * sp[..., :, None]
 
 
 def _pad_even(x, axes_to_pad):
     """Pad the given trailing axes by one zero when their size is odd."""
-    hnp = _hnp()
     widths = [(0, 0)] * x.ndim
     for ax in axes_to_pad:
         widths[ax] = (0, 1)
-    return hnp.pad(x, widths)
+    return shapes.pad(x, widths)
 
 
 def _sweeps(converged, sweep, carry):
     """``while_loop`` over sweeps until ``converged(carry)`` or ``_MAX_SWEEPS``."""
-    from ..control_flow import while_loop
 
     def cond(state):
         i, c = state
@@ -339,16 +315,14 @@ def _sweeps(converged, sweep, carry):
 
 def _guarded_inverse(d):
     """1/d, and 0 where d == 0."""
-    hnp = _hnp()
     z = d == 0
-    return hnp.where(z, 0.0, 1 / hnp.where(z, 1.0, d)).astype(d.dtype)
+    return ufuncs.where(z, 0.0, 1 / ufuncs.where(z, 1.0, d)).astype(d.dtype)
 
 
 def _stopped(x):
     """``(stop_gradient(x), x - stop_gradient(x))``: the value the iteration runs on, and a
     zero whose derivative is x's. Adding a tangent expression linear in the zero to a result
     gives it the analytic derivative without differentiating the iteration."""
-    from ..autodiff import stop_gradient
     xs = stop_gradient(x)
     return xs, x - xs
 
@@ -359,55 +333,51 @@ def eigh(a, lower: bool = True, sort_eigenvalues: bool = True):
     ``lower`` (or upper) triangle: ``(v, w)`` as jax.lax.linalg.eigh returns them.
     Differentiable: the results carry jax's eigh JVP (``dw = diag(V^T dA V)``, ``dV = V (F o
     V^T dA V)``, ``F_ij = 1 / (w_j - w_i)``, 0 for equal eigenvalues) on top of the iteration."""
-    from .common import as_tracer
-    hnp = _hnp()
     x = as_tracer(a, what="eigh")
     _require_float("eigh", x)
     _require_matrix("eigh", x)
     n = x.shape[-1]
     if n == 0:
-        return hnp.zeros(x.shape, x.dtype), hnp.zeros(x.shape[:-2] + (0,), x.dtype)
-    tri = hnp.tril(x, -1) if lower else hnp.triu(x, 1)
-    x = tri + hnp.matrix_transpose(tri) + hnp.diagonal(x, 0, -2, -1)[..., :, None] * hnp.eye(n, dtype=x.dtype)
+        return creation.zeros(x.shape, x.dtype), creation.zeros(x.shape[:-2] + (0,), x.dtype)
+    tri = shapes.tril(x, -1) if lower else shapes.triu(x, 1)
+    x = tri + shapes.matrix_transpose(tri) + shapes.diagonal(x, 0, -2, -1)[..., :, None] * creation.eye(n, dtype=x.dtype)
     xs, dx = _stopped(x)
     v, w = _eigh_jacobi(xs.astype(np.float64), sort_eigenvalues)
     v, w = v.astype(x.dtype), w.astype(x.dtype)
-    vt = hnp.matrix_transpose(v)
-    vdv = hnp.matmul(vt, hnp.matmul(dx, v))
+    vt = shapes.matrix_transpose(v)
+    vdv = products.matmul(vt, products.matmul(dx, v))
     F = _guarded_inverse(w[..., None, :] - w[..., :, None])
-    return v + hnp.matmul(v, F * vdv), w + hnp.diagonal(vdv, 0, -2, -1)
+    return v + products.matmul(v, F * vdv), w + shapes.diagonal(vdv, 0, -2, -1)
 
 
 def _eigh_jacobi(x, sort_eigenvalues: bool):
     """The Jacobi iteration of ``eigh`` on symmetric float64 matrices."""
-    from ..control_flow import fori_loop
-    hnp = _hnp()
     n = x.shape[-1]
     batch = x.shape[:-2]
     m = n + (n % 2)
     A0 = _pad_even(x, (x.ndim - 2, x.ndim - 1)) if m != n else x
-    V0 = hnp.broadcast_to(hnp.eye(m, dtype=x.dtype), batch + (m, m))
+    V0 = shapes.broadcast_to(creation.eye(m, dtype=x.dtype), batch + (m, m))
     eps = float(dtypes.finfo(x.dtype).eps)
-    offmask = ~hnp.eye(m, dtype=bool)
-    ivec = hnp.arange(m, dtype=np.int32)
-    floor = (eps * eps) * hnp.sqrt(hnp.sum(A0 * A0, axis=(-2, -1)))
+    offmask = ~creation.eye(m, dtype=bool)
+    ivec = creation.arange(m, dtype=np.int32)
+    floor = (eps * eps) * ufuncs.sqrt(reductions.sum(A0 * A0, axis=(-2, -1)))
 
     def negligible(apq, app, aqq):
         """An off-diagonal entry below ``eps * sqrt(|app aqq|)`` (or a tiny floor): no
         rotation; a sweep without rotations ends the iteration."""
         fl = floor.reshape(floor.shape + (1,) * (apq.ndim - floor.ndim))
-        return hnp.abs(apq) <= hnp.maximum(eps * hnp.sqrt(hnp.abs(app * aqq)), fl)
+        return ufuncs.abs(apq) <= ufuncs.maximum(eps * ufuncs.sqrt(ufuncs.abs(app * aqq)), fl)
 
     def rotate(r, carry):
         A, V = carry
         partner = _partners(r, m)
-        d = hnp.diagonal(A, 0, -2, -1)
-        dq = hnp.take(d, partner, axis=-1, mode="clip")
-        apq = hnp.take_along_axis(A, hnp.broadcast_to(partner[:, None], A.shape[:-1] + (1,)),
+        d = shapes.diagonal(A, 0, -2, -1)
+        dq = shapes.take(d, partner, axis=-1, mode="clip")
+        apq = shapes.take_along_axis(A, shapes.broadcast_to(partner[:, None], A.shape[:-1] + (1,)),
                                   axis=-1, mode="clip")[..., 0]
         c, s = _rotations(d, dq, apq, ivec < partner, ~negligible(apq, d, dq))
         A = _rotate_rows(_rotate_columns(A, c, s, partner), c, s, partner)
-        A = (A + hnp.matrix_transpose(A)) * 0.5
+        A = (A + shapes.matrix_transpose(A)) * 0.5
         return A, _rotate_columns(V, c, s, partner)
 
     def sweep(carry):
@@ -415,17 +385,17 @@ def _eigh_jacobi(x, sort_eigenvalues: bool):
 
     def converged(carry):
         A, _ = carry
-        d = hnp.diagonal(A, 0, -2, -1)
+        d = shapes.diagonal(A, 0, -2, -1)
         small = negligible(A, d[..., :, None], d[..., None, :])
-        return hnp.all(~offmask | small)
+        return reductions.all(~offmask | small)
 
     A, V = _sweeps(converged, sweep, (A0, V0))
-    w = hnp.diagonal(A, 0, -2, -1)[..., :n]
+    w = shapes.diagonal(A, 0, -2, -1)[..., :n]
     V = V[..., :n, :n]
     if sort_eigenvalues:
-        order = hnp.argsort(w, axis=-1)
-        w = hnp.take_along_axis(w, order, axis=-1)
-        V = hnp.take_along_axis(V, hnp.broadcast_to(order[..., None, :], V.shape), axis=-1)
+        order = sorting.argsort(w, axis=-1)
+        w = shapes.take_along_axis(w, order, axis=-1)
+        V = shapes.take_along_axis(V, shapes.broadcast_to(order[..., None, :], V.shape), axis=-1)
     return V, w
 
 
@@ -436,8 +406,6 @@ def svd(a, full_matrices: bool = True, compute_uv: bool = True):
     Differentiable (jax's SVD JVP on top of the iteration) except ``u`` and ``vh`` of a
     non-square matrix with ``full_matrices``, whose extra columns have no derivative (as in
     jax: hlo.grad refuses it, naming the loop)."""
-    from .common import as_tracer
-    hnp = _hnp()
     x = as_tracer(a, what="svd")
     _require_float("svd", x)
     _require_matrix("svd", x, square=False)
@@ -448,60 +416,58 @@ def svd(a, full_matrices: bool = True, compute_uv: bool = True):
         return out.astype(x.dtype) if not compute_uv else tuple(t.astype(x.dtype) for t in out)
     xs, dx = _stopped(x)
     u, s, vh = (t.astype(x.dtype) for t in _svd_jacobi(xs.astype(np.float64), False, True))
-    ut, v = hnp.matrix_transpose(u), hnp.matrix_transpose(vh)
-    dS = hnp.matmul(ut, hnp.matmul(dx, v))
-    s_new = s + hnp.diagonal(dS, 0, -2, -1)
+    ut, v = shapes.matrix_transpose(u), shapes.matrix_transpose(vh)
+    dS = products.matmul(ut, products.matmul(dx, v))
+    s_new = s + shapes.diagonal(dS, 0, -2, -1)
     if not compute_uv:
         return s_new
     sd = s[..., None, :]
-    F = _guarded_inverse((sd + hnp.matrix_transpose(sd)) * (sd - hnp.matrix_transpose(sd)))
+    F = _guarded_inverse((sd + shapes.matrix_transpose(sd)) * (sd - shapes.matrix_transpose(sd)))
     s_inv = _guarded_inverse(s)
-    dSS, SdS = sd * dS, hnp.matrix_transpose(sd) * dS
-    diag_part = 0.5 * (dS - hnp.matrix_transpose(dS)) * (hnp.eye(k, dtype=x.dtype) * s_inv[..., None, :])
-    du = hnp.matmul(u, F * (dSS + hnp.matrix_transpose(dSS)) + diag_part)
-    dv = hnp.matmul(v, F * (SdS + hnp.matrix_transpose(SdS)))
+    dSS, SdS = sd * dS, shapes.matrix_transpose(sd) * dS
+    diag_part = 0.5 * (dS - shapes.matrix_transpose(dS)) * (creation.eye(k, dtype=x.dtype) * s_inv[..., None, :])
+    du = products.matmul(u, F * (dSS + shapes.matrix_transpose(dSS)) + diag_part)
+    dv = products.matmul(v, F * (SdS + shapes.matrix_transpose(SdS)))
     if m > n:
-        dav = hnp.matmul(dx, v)
-        du = du + (dav - hnp.matmul(u, hnp.matmul(ut, dav))) * s_inv[..., None, :]
+        dav = products.matmul(dx, v)
+        du = du + (dav - products.matmul(u, products.matmul(ut, dav))) * s_inv[..., None, :]
     if n > m:
-        dau = hnp.matmul(hnp.matrix_transpose(dx), u)
-        dv = dv + (dau - hnp.matmul(v, hnp.matmul(vh, dau))) * s_inv[..., None, :]
-    return u + du, s_new, vh + hnp.matrix_transpose(dv)
+        dau = products.matmul(shapes.matrix_transpose(dx), u)
+        dv = dv + (dau - products.matmul(v, products.matmul(vh, dau))) * s_inv[..., None, :]
+    return u + du, s_new, vh + shapes.matrix_transpose(dv)
 
 
 def _svd_jacobi(x, full_matrices: bool, compute_uv: bool):
     """The one-sided Jacobi iteration of ``svd`` on float64 matrices."""
-    from ..control_flow import fori_loop
-    hnp = _hnp()
     m0, n0 = x.shape[-2:]
     wide = n0 > m0
     if wide:
-        x = hnp.matrix_transpose(x)
+        x = shapes.matrix_transpose(x)
     m, n = x.shape[-2:]  # m >= n
     batch = x.shape[:-2]
     if n == 0:
-        s = hnp.zeros(batch + (0,), x.dtype)
+        s = creation.zeros(batch + (0,), x.dtype)
         if not compute_uv:
             return s
-        u = hnp.broadcast_to(hnp.eye(m, dtype=x.dtype), batch + (m, m if full_matrices else 0))
-        vh = hnp.zeros(batch + (0, 0), x.dtype)
-        return (hnp.matrix_transpose(vh), s, hnp.matrix_transpose(u)) if wide else (u, s, vh)
+        u = shapes.broadcast_to(creation.eye(m, dtype=x.dtype), batch + (m, m if full_matrices else 0))
+        vh = creation.zeros(batch + (0, 0), x.dtype)
+        return (shapes.matrix_transpose(vh), s, shapes.matrix_transpose(u)) if wide else (u, s, vh)
     p = n + (n % 2)
     U0 = _pad_even(x, (x.ndim - 1,)) if p != n else x
-    V0 = hnp.broadcast_to(hnp.eye(p, dtype=x.dtype), batch + (p, p))
+    V0 = shapes.broadcast_to(creation.eye(p, dtype=x.dtype), batch + (p, p))
     eps = float(dtypes.finfo(x.dtype).eps)
-    ivec = hnp.arange(p, dtype=np.int32)
-    offmask = ~hnp.eye(p, dtype=bool)
+    ivec = creation.arange(p, dtype=np.int32)
+    offmask = ~creation.eye(p, dtype=bool)
     tol = eps * float(np.sqrt(m))
 
     def rotate(r, carry):
         U, V = carry
         partner = _partners(r, p)
-        alpha = hnp.sum(U * U, axis=-2)
-        Up = hnp.take(U, partner, axis=-1, mode="clip")
-        gamma = hnp.sum(U * Up, axis=-2)
-        ap = hnp.take(alpha, partner, axis=-1, mode="clip")
-        c, s = _rotations(alpha, ap, gamma, ivec < partner, hnp.abs(gamma) > tol * hnp.sqrt(alpha * ap))
+        alpha = reductions.sum(U * U, axis=-2)
+        Up = shapes.take(U, partner, axis=-1, mode="clip")
+        gamma = reductions.sum(U * Up, axis=-2)
+        ap = shapes.take(alpha, partner, axis=-1, mode="clip")
+        c, s = _rotations(alpha, ap, gamma, ivec < partner, ufuncs.abs(gamma) > tol * ufuncs.sqrt(alpha * ap))
         return _rotate_columns(U, c, s, partner), _rotate_columns(V, c, s, partner)
 
     def sweep(carry):
@@ -509,27 +475,27 @@ def _svd_jacobi(x, full_matrices: bool, compute_uv: bool):
 
     def converged(carry):
         U, _ = carry
-        G = hnp.matmul(hnp.matrix_transpose(U), U)
-        d = hnp.diagonal(G, 0, -2, -1)
+        G = products.matmul(shapes.matrix_transpose(U), U)
+        d = shapes.diagonal(G, 0, -2, -1)
         scale = d[..., :, None] * d[..., None, :]
-        return hnp.all(~offmask | (hnp.abs(G) <= tol * hnp.sqrt(scale)))
+        return reductions.all(~offmask | (ufuncs.abs(G) <= tol * ufuncs.sqrt(scale)))
 
     U, V = _sweeps(converged, sweep, (U0, V0))
     U, V = U[..., :n], V[..., :n, :n]
-    s = hnp.sqrt(hnp.sum(U * U, axis=-2))
-    order = hnp.argsort(-s, axis=-1)
-    s = hnp.take_along_axis(s, order, axis=-1)
+    s = ufuncs.sqrt(reductions.sum(U * U, axis=-2))
+    order = sorting.argsort(-s, axis=-1)
+    s = shapes.take_along_axis(s, order, axis=-1)
     if not compute_uv:
         return s
-    U = hnp.take_along_axis(U, hnp.broadcast_to(order[..., None, :], U.shape), axis=-1)
-    V = hnp.take_along_axis(V, hnp.broadcast_to(order[..., None, :], V.shape), axis=-1)
+    U = shapes.take_along_axis(U, shapes.broadcast_to(order[..., None, :], U.shape), axis=-1)
+    V = shapes.take_along_axis(V, shapes.broadcast_to(order[..., None, :], V.shape), axis=-1)
     Q, R = qr(U, full_matrices=True)
-    rd = hnp.diagonal(R, 0, -2, -1)
-    sign = hnp.where(rd < 0, -1.0, 1.0).astype(x.dtype)
-    sign = hnp.concatenate([sign, hnp.ones(batch + (m - n,), x.dtype)], axis=-1)
+    rd = shapes.diagonal(R, 0, -2, -1)
+    sign = ufuncs.where(rd < 0, -1.0, 1.0).astype(x.dtype)
+    sign = shapes.concatenate([sign, creation.ones(batch + (m - n,), x.dtype)], axis=-1)
     Q = Q * sign[..., None, :]
     u = Q if full_matrices else Q[..., :, :n]
-    vh = hnp.matrix_transpose(V)
+    vh = shapes.matrix_transpose(V)
     if wide:
-        return hnp.matrix_transpose(vh), s, hnp.matrix_transpose(u)
+        return shapes.matrix_transpose(vh), s, shapes.matrix_transpose(u)
     return u, s, vh

@@ -5,6 +5,8 @@ float64 and int64 inputs compute in 64 bits.
 Inside ``hlo.jit`` these functions record IR. Called on concrete arrays outside any trace, each
 call is compiled on its own and run on the default target, returning numpy arrays.
 """
+import sys as _sys
+
 import numpy as _np
 
 from .. import dtypes as _dtypes
@@ -40,7 +42,9 @@ from .differences import diff, ediff1d, cross
 from .complexes import real, imag, conj, conjugate, angle, iscomplex, isreal, iscomplexobj, isrealobj
 from . import linalg
 from . import fft
-from . import array_methods as _array_methods  # installs operators and methods on Tracer
+from . import array_methods as _array_methods
+
+_array_methods.install(_sys.modules[__name__])  # Tracer's operators, methods, numpy protocols
 
 bool_ = _dtypes.bool_.type
 int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64

@@ -10,9 +10,9 @@ import numpy as np
 
 from .. import dtypes
 from ..abstract import is_arraylike
-from ..errors import UnsupportedError
+from ..errors import TracerArrayConversionError, UnsupportedError
 from ..lax.common import convert
-from ..tracing import Tracer
+from ..tracing import Tracer, concretization_message
 from . import complexes, indexing, products, reductions, shapes, sorting, ufuncs
 
 
@@ -119,11 +119,34 @@ _PROPERTIES = {
 }
 
 
-def install() -> None:
-    for name, fn in _METHODS.items():
+def _numpy_protocols(hnp):
+    """``__array_ufunc__`` / ``__array_function__``: numpy's functions applied to traced values
+    run as the function of the same name in ``hnp`` (the hlo.numpy namespace)."""
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """``numpy_array + tracer`` and ``numpy.sin(tracer)`` run as hlo.numpy when hlo.numpy has
+        the ufunc; anything else (``out=``, ``ufunc.reduce``...) is refused with a clear error."""
+        fn = getattr(hnp, ufunc.__name__, None)
+        if method == "__call__" and fn is not None and not kwargs:
+            return fn(*inputs)
+        raise TracerArrayConversionError(concretization_message(
+            self, f"numpy.{ufunc.__name__}{'' if method == '__call__' else '.' + method}",
+            f"use hlo.numpy.{ufunc.__name__} inside hlo.jit"))
+
+    def __array_function__(self, func, types, args, kwargs):
+        """``numpy.concatenate([tracer, ...])`` and friends run as hlo.numpy when it has them."""
+        fn = getattr(hnp, func.__name__, None)
+        if fn is not None and getattr(func, "__module__", "").startswith("numpy"):
+            return fn(*args, **kwargs)
+        raise TracerArrayConversionError(concretization_message(
+            self, f"numpy.{func.__name__}", "hlo.numpy has no function of that name; "
+            "write it with hlo.numpy functions"))
+    return {"__array_ufunc__": __array_ufunc__, "__array_function__": __array_function__}
+
+
+def install(hnp) -> None:
+    """Install the operators, methods and properties on ``Tracer``, and numpy's dispatch
+    protocols resolving to ``hnp`` (called by ``hlo.numpy`` with itself)."""
+    for name, fn in {**_METHODS, **_numpy_protocols(hnp)}.items():
         setattr(Tracer, name, fn)
     for name, fn in _PROPERTIES.items():
         setattr(Tracer, name, property(fn))
-
-
-install()

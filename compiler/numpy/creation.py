@@ -6,7 +6,7 @@ their dtype (float64 stays float64 — see ``hlo.dtypes``)."""
 from __future__ import annotations
 
 import builtins
-from typing import Optional, Tuple
+from typing import Optional
 
 import numpy as np
 
@@ -15,47 +15,14 @@ from ..abstract import is_arraylike
 from ..api_util import api_function
 from ..errors import ArgumentTypeError, DTypeError, ShapeError
 from ..lax import structural as ls
-from ..lax.common import (aval_of, as_tracer, broadcast_in_dim, broadcast_to_shape, convert, ir_type,
-                          reshape, static_shape, static_int, with_weak, canonical_axis)
+from ..lax.common import (aval_of, as_tracer, broadcast_in_dim, broadcast_to_shape, convert,
+                          from_nested, ir_type, reshape, static_shape, static_int, with_weak,
+                          canonical_axis)
 from ..tracing import Tracer, emit1
 
 
 def _dtype_arg(dtype, fname):
     return None if dtype is None else dtypes.canonicalize(dtype, f"{fname}: dtype")
-
-
-def _infer_list(x) -> Tuple[Tuple[int, ...], np.dtype, bool]:
-    """Shape and (promoted) dtype of a nested list/tuple of scalars and arrays."""
-    if isinstance(x, (list, tuple)):
-        if len(x) == 0:
-            return (0,), dtypes.float32, False
-        parts = [_infer_list(v) for v in x]
-        shapes = {p[0] for p in parts}
-        if len(shapes) != 1:
-            raise ShapeError(f"array: the nested sequence is ragged (element shapes "
-                             f"{sorted(shapes, key=len)}); all elements must have one shape")
-        dt, weak = dtypes.result_type_of([(p[1], p[2]) for p in parts])
-        return (len(x),) + parts[0][0], dt, False
-    a = aval_of(x, "array")
-    return a.shape, a.dtype, a.weak_type
-
-
-def _contains_tracer(x) -> bool:
-    if isinstance(x, Tracer):
-        return True
-    if isinstance(x, (list, tuple)):
-        return any(_contains_tracer(v) for v in x)
-    return False
-
-
-def _from_nested(x, dt) -> Tracer:
-    if isinstance(x, (list, tuple)):
-        parts = [_from_nested(v, dt) for v in x]
-        if not parts:
-            return as_tracer(np.zeros((0,), dt))
-        shape = parts[0].shape
-        return ls.concatenate([reshape(p, (1,) + shape) for p in parts], 0)
-    return as_tracer(x, dt, "array")
 
 
 @api_function
@@ -66,12 +33,7 @@ def array(object, dtype=None, copy: bool = True, ndmin: int = 0) -> Tracer:
     if isinstance(object, Tracer):
         out = object if dt is None else convert(object, dt)
     elif isinstance(object, (list, tuple)):
-        shape, inferred, _ = _infer_list(object)
-        use = dt or inferred
-        if _contains_tracer(object):
-            out = _from_nested(object, use)
-        else:
-            out = as_tracer(np.asarray(_to_numpy_nested(object, use), dtype=use))
+        out = from_nested(object, dt)
     elif dtypes.is_python_scalar(object):
         out = as_tracer(object) if dt is None else convert(as_tracer(object, dt, "array"), dt)
     elif is_arraylike(object):
@@ -86,15 +48,6 @@ def array(object, dtype=None, copy: bool = True, ndmin: int = 0) -> Tracer:
     if out.ndim < n:
         out = reshape(out, (1,) * (n - out.ndim) + out.shape)
     return out
-
-
-def _to_numpy_nested(x, dt):
-    if isinstance(x, (list, tuple)):
-        return [_to_numpy_nested(v, dt) for v in x]
-    if is_arraylike(x) and not isinstance(x, np.ndarray):
-        from ..abstract import to_numpy
-        return to_numpy(x)
-    return x
 
 
 @api_function

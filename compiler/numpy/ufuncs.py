@@ -112,20 +112,24 @@ def floor_divide(x1, x2) -> Tracer:
     return with_weak(_float_divmod(a, b)[0], weak)
 
 
+def _int_remainder_by_zero_is_zero(a: Tracer, b: Tracer, r: Tracer, weak: bool) -> Tracer:
+    """An integer remainder by zero is 0, as numpy's and jax.numpy's ``%`` and ``fmod`` give for
+    every integer type (the IR's ``remainder`` keeps XLA's ``x % 0 = x``)."""
+    zero = _const(0, a)
+    return _select(_cmp(b, zero, "EQ"), zero, r, weak=weak)
+
+
 @api_function
 def remainder(x1, x2) -> Tracer:
-    """x1 % x2 with the sign of x2 (Python's and numpy's rule)."""
+    """x1 % x2 with the sign of x2 (Python's and numpy's rule); an integer x1 % 0 is 0."""
     (a, b), dt, weak = promote_numeric("remainder", x1, x2)
     zero = _const(0, a)
-    if dtypes.is_int(dt):
-        r = _op("remainder", a, b)
-        if dtypes.is_unsigned(dt):
-            return with_weak(r, weak)
-        fix = _op("and", _cmp(r, zero, "NE"), _cmp(_cmp(r, zero, "LT"), _cmp(b, zero, "LT"), "NE"))
-        return _select(fix, _op("add", r, b), r, weak=weak)
     r = _op("remainder", a, b)
+    if dtypes.is_unsigned(dt):
+        return _int_remainder_by_zero_is_zero(a, b, r, weak)
     fix = _op("and", _cmp(r, zero, "NE"), _cmp(_cmp(r, zero, "LT"), _cmp(b, zero, "LT"), "NE"))
-    return _select(fix, _op("add", r, b), r, weak=weak)
+    r = _select(fix, _op("add", r, b), r, weak=weak)
+    return _int_remainder_by_zero_is_zero(a, b, r, weak) if dtypes.is_int(dt) else r
 
 
 mod = _define("mod", lambda x1, x2: remainder(x1, x2), "x1 % x2 with the sign of x2 (same as remainder).")
@@ -133,9 +137,10 @@ mod = _define("mod", lambda x1, x2: remainder(x1, x2), "x1 % x2 with the sign of
 
 @api_function
 def fmod(x1, x2) -> Tracer:
-    """Remainder with the sign of x1 (C's fmod)."""
+    """Remainder with the sign of x1 (C's fmod); an integer fmod by 0 is 0."""
     (a, b), dt, weak = promote_numeric("fmod", x1, x2)
-    return _op("remainder", a, b, weak=weak)
+    r = _op("remainder", a, b, weak=weak)
+    return _int_remainder_by_zero_is_zero(a, b, r, weak) if dtypes.is_int(dt) else r
 
 
 @api_function

@@ -14,6 +14,12 @@ from ..core import Location
 from ..errors import IRError
 
 
+def shorten(s: str, keep: int = 80) -> str:
+    """``s``, or when longer than ``keep`` characters its start and its length: user text quoted
+    in an error (a name, a path, a token MLIR echoes) stays one readable line."""
+    return s if len(s) <= keep else f"{s[:keep]}... ({len(s)} characters)"
+
+
 def _where(loc: Optional[Location]) -> str:
     return f" at {loc}" if loc is not None else ""
 

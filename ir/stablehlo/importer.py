@@ -41,7 +41,7 @@ from ..verifier import verify_module
 from . import mlir_bridge as mb
 from . import opmap
 from .checks import Check
-from .errors import StableHLOError, UnsupportedError
+from .errors import StableHLOError, UnsupportedError, shorten
 from .typemap import TextAttr, array_from_attr, tensor_from_mlir
 
 # Ops that exist in StableHLO (or its companions) but not in hlo's op table, with a reason.
@@ -65,6 +65,16 @@ class _Poison:
 Source = Union[str, "os.PathLike[str]", Any]
 
 
+def _names_a_path(s: str) -> bool:
+    """Whether a string stands for a file: one that exists, or one line that cannot be MLIR text
+    (no ``{``, ``(``, ``%``, ``@`` nor ``=``). One line of text is text, however long."""
+    if "\n" in s or "\0" in s or len(s) > 4096:
+        return False
+    if os.path.isfile(s):
+        return True
+    return not any(c in s for c in "{(%@=")
+
+
 def read_source(source: Source, source_name: Optional[str] = None) -> Tuple[str, str]:
     """(text, name) of a StableHLO source: text, a path, or an MLIR module object (such as
     ``jax.jit(f).lower(x).compiler_ir("stablehlo")``)."""
@@ -72,11 +82,10 @@ def read_source(source: Source, source_name: Optional[str] = None) -> Tuple[str,
         return source.operation.get_asm(enable_debug_info=True), source_name or "<stablehlo>"
     if isinstance(source, bytes):
         source = source.decode("utf-8")
-    if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source
-                                           and "{" not in source):
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and _names_a_path(source)):
         path = os.fspath(source)
-        if not os.path.exists(path):
-            raise StableHLOError(f"no such StableHLO file: {path!r} (pass text or a path)")
+        if not os.path.isfile(path):
+            raise StableHLOError(f"no such StableHLO file: {shorten(path)!r} (pass text or a path)")
         with open(path, encoding="utf-8") as f:
             return f.read(), source_name or path
     if not isinstance(source, str):

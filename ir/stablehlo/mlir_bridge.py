@@ -13,7 +13,7 @@ import re
 from typing import Optional
 
 from .check_syntax import rewrite_check_ops
-from .errors import StableHLOError, UnsupportedError
+from .errors import StableHLOError, UnsupportedError, shorten
 
 _CTX = None
 _PASSES_REGISTERED = False
@@ -109,7 +109,7 @@ def _jaxlib_stablehlo_version() -> str:
 
 def _diagnostic(e, source_name: str) -> str:
     msg = str(e).replace('"-":', f'"{source_name}":').replace("Unable to parse module assembly:", "")
-    return " ".join(msg.split())
+    return " ".join(shorten(word, 200) for word in msg.split())
 
 
 def verify(module, source_name: str = "<stablehlo>") -> None:

@@ -44,7 +44,7 @@ print(json.dumps({"modules": sorted(sys.modules)}))
 @pytest.fixture(scope="module")
 def saved_workloads(tmp_path_factory):
     folder = tmp_path_factory.mktemp("workloads")
-    expected = {}
+    expected, arenas = {}, {}
     for case in CASES:
         w = case.workload
         inputs = case.inputs()
@@ -58,11 +58,19 @@ def saved_workloads(tmp_path_factory):
         compiled.save(folder / f"{name}.hlox")
         np.savez(folder / f"{name}.in.npz", *[a.reshape(-1).view(np.uint8) for a in inputs])
         expected[name] = (case, inputs, flatten(compiled(*inputs)))
-    return folder, expected
+        arenas[name] = (compiled.memory_analysis().temp_size_in_bytes,
+                        allocated_arenas(compiled._artifact.executable))
+    return folder, expected, arenas
+
+
+def allocated_arenas(exe) -> set:
+    """The sizes of the arenas the executable allocated for its calls (each with 64 bytes to
+    align it)."""
+    return {raw.nbytes - 64 for raw in exe._arena_mem.values()}
 
 
 def test_each_seed_workload_runs_identically_in_a_fresh_process(saved_workloads):
-    folder, expected = saved_workloads
+    folder, expected, _ = saved_workloads
     assert {c.workload.id for c in CASES} == {w.id for w in WORKLOADS}
     res = run_python(LOADER, str(folder), *expected, timeout=300)
     assert forbidden(res["modules"]) == [], "loading imported the compiler"
@@ -78,7 +86,7 @@ def test_each_seed_workload_runs_identically_in_a_fresh_process(saved_workloads)
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.dtype == "f32"], ids=lambda c: c.name)
 def test_saved_workloads_agree_with_the_float64_reference(saved_workloads, case):
-    folder, expected = saved_workloads
+    folder, expected, _ = saved_workloads
     name = case.name
     _, inputs, _ = expected[name]
     exe = hlo.load(folder / f"{name}.hlox")
@@ -90,3 +98,10 @@ def test_saved_workloads_agree_with_the_float64_reference(saved_workloads, case)
             o, r = o.astype(np.float64) - base, r - base
         np.testing.assert_allclose(np.asarray(o, np.float64), r, rtol=2e-3, atol=2e-4,
                                    err_msg=f"{name} output {i}")
+
+
+def test_memory_analysis_is_the_arena_the_runtime_allocates(saved_workloads):
+    folder, _, arenas = saved_workloads
+    for name, (temp, allocated) in arenas.items():
+        assert allocated in (set(), {temp}) and (temp == 0) == (not allocated), (name, temp, allocated)
+        assert hlo.load(folder / f"{name}.hlox").memory_analysis().temp_size_in_bytes == temp, name

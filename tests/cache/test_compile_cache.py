@@ -341,3 +341,22 @@ def test_unwritable_cache_folder_warns_once_and_still_compiles(tmp_path, caplog)
             assert c(np.ones((n, 8), np.float32), W).shape == (n, 3)
     msgs = [r.getMessage() for r in caplog.records if "cannot write" in r.getMessage()]
     assert len(msgs) == 1
+
+
+def test_the_cache_folder_is_private_and_a_folder_others_can_write_is_refused(tmp_path, caplog):
+    import logging
+    fresh = tmp_path / "fresh" / "cache"
+    with config.override(cache_dir=str(fresh), cache=True):
+        hlo.jit(f)(X, W)
+    assert (fresh.stat().st_mode & 0o777) == 0o700 and ((fresh / cc.LAYOUT).stat().st_mode & 0o777) == 0o700
+    shared = tmp_path / "shared"
+    (shared / cc.LAYOUT).mkdir(parents=True)
+    os.chmod(shared, 0o777)
+    with config.override(cache_dir=str(shared), cache=True), \
+            caplog.at_level(logging.WARNING, logger="hlo.cache"):
+        for n in (1, 2):
+            c = hlo.jit(f).lower(np.ones((n, 8), np.float32), W).compile()
+            assert not c.from_cache and c(np.ones((n, 8), np.float32), W).shape == (n, 3)
+    msgs = [r.getMessage() for r in caplog.records if "not using the compilation cache" in r.getMessage()]
+    assert len(msgs) == 1 and "others can write to" in msgs[0]
+    assert entries(shared) == []

@@ -104,6 +104,8 @@ def _err(capsys, *argv):
     ("q32[3]", 2, "unknown element type 'q32'"),
     ("f32", 2, "expected a type like f32[16,64,512]"),
     ("f32[-1]", 2, "dimension '-1'"),
+    ("f32[10**20,8]", 2, "dimension '10**20'"),
+    ("f32[100000000000000000000,8]", 2, "more than an array can hold"),
 ])
 def test_bad_arg_specs(capsys, model, tmp_path, spec, status, text):
     st, line = _err(capsys, "compile", f"{model}:mlp", "--arg", spec, "-o", str(tmp_path / "a.hlox"))
@@ -126,6 +128,17 @@ def test_bad_function_references(capsys, model, tmp_path):
     assert st == 1 and "unknown target 'tpu'" in line
     st, line = _err(capsys, "compile")
     assert st == 2 and "required" in line
+    st, line = _err(capsys, "compile", f"{model}:mlp", "--arg", "f32[2]", "-o",
+                    str(tmp_path / "missing" / "dir" / "a.hlox"))
+    assert st == 2 and "no such folder" in line and not (tmp_path / "missing").exists()
+
+
+@pytest.mark.parametrize("static", ["scale=foo(", "scale=[1,", "scale=1 2"])
+def test_a_static_value_that_is_neither_a_literal_nor_a_word_is_refused(capsys, model, tmp_path,
+                                                                         static):
+    st, line = _err(capsys, "compile", f"{model}:mlp", "--arg", "f32[2]", "--static", static,
+                    "-o", str(tmp_path / "a.hlox"))
+    assert st == 2 and "is not a Python literal" in line and not (tmp_path / "a.hlox").exists()
 
 
 def test_errors_in_the_users_code_name_the_line(capsys, tmp_path, model):
@@ -213,6 +226,9 @@ def test_run_and_inspect_errors(saved, capsys, tmp_path):
     damaged.write_bytes(bytes(data))
     st, line = _err(capsys, "inspect", str(damaged))
     assert st == 1 and "checksum" in line
+    for n in ("-3", "0", "x"):
+        st, line = _err(capsys, "run", str(out), "--repeat", n, "--input", str(tmp_path / "x.npy"))
+        assert st == 2 and f"--repeat: '{n}' is not a positive integer" in line
 
 
 def test_inspect_sections(saved, capsys):

@@ -222,6 +222,23 @@ def test_floor_divide_and_mod_follow_python_sign_rules(target):
     np.testing.assert_allclose(got[1], xf % yf, rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64", "uint8", "uint32", "uint64"])
+def test_integer_remainder_by_zero_is_zero_like_numpy_and_jax(target, dtype):
+    # numpy and jax.numpy give 0 for x % 0 and fmod(x, 0) on every integer type (the IR's
+    # remainder keeps XLA's x % 0 = x; the frontend selects 0 where the divisor is 0)
+    signed = dtype.startswith("i")
+    x = np.array([5, -5, 0, 7, 9, -100] if signed else [5, 3, 0, 7, 9, 100], dtype)
+    y = np.array([0, 0, 0, 3, -4, 7] if signed else [0, 0, 0, 3, 4, 7], dtype)
+    fns = lambda np_: lambda x, y: {"mod": x % y, "fmod": np_.fmod(x, y), "rmod": 7 % y,
+                                    "divmod1": np_.divmod(x, y)[1], "remainder": np_.remainder(x, y)}
+    with np.errstate(divide="ignore"):
+        want = fns(np)(x, y)
+    got = hlo_run(fns(hnp), (x, y), target)
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    compare(fns(hnp), fns(jnp), (x, y), target)
+
+
 def test_where_clip_and_nan_handling(target):
     rng = np.random.default_rng(2)
     x = rand(rng, (4, 6), "float32")

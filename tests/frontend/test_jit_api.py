@@ -125,6 +125,23 @@ def test_cache_info_and_recompile_log(caplog):
     assert f.cache_info().entries == 0
 
 
+def test_the_executable_cache_keeps_the_most_recently_used_signatures():
+    f = hlo.jit(lambda x: x * 2.0 + 1.0, target="cpu")
+    xs = [np.arange(n, dtype=np.float32) for n in (2, 3, 4, 5)]
+    with hlo.config.override(jit_cache_size=2):
+        for x in xs[:3]:
+            np.testing.assert_array_equal(f(x), x * 2 + 1)
+        assert f.cache_info().entries == 2 and len(f._fast) == 2  # (2,) was dropped
+        f(xs[1])  # (3,) is now the most recent: (4,) goes next
+        np.testing.assert_array_equal(f(xs[3]), xs[3] * 2 + 1)
+        assert f.cache_info().misses == 4
+        assert {k[1][0][1] for k in f._fast} == {(3,), (5,)}
+        np.testing.assert_array_equal(f(xs[0]), xs[0] * 2 + 1)  # compiled again
+        assert f.cache_info().misses == 5 and f.cache_info().entries == 2
+    with pytest.raises(TypeError, match="jit_cache_size"):
+        hlo.config.update("jit_cache_size", 0)
+
+
 def test_environment_variables_hlo_log_and_hlo_target(tmp_path):
     script = tmp_path / "prog.py"
     script.write_text(

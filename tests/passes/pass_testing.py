@@ -11,7 +11,7 @@ from hlo.ir import parse_module, print_module
 from hlo.ir.clone import clone_op
 from hlo.ir.core import Function, Module, Operation, Value
 from hlo.ir.interpreter import run
-from hlo.passes.base import create_pass
+from hlo.passes.registry import create_pass
 from hlo.passes.layout import is_bitcast
 from hlo.passes.options import Options, PassConfig
 from hlo.passes.pipeline import verify

@@ -6,19 +6,21 @@ match a fresh computation. Times are printed (run with -s), never asserted."""
 import time
 
 import numpy as np
+import pytest
 
-from hlo.ir import print_module
+from hlo.ir import parse_module, print_module
 from hlo.ir.builder import Builder
 from hlo.ir.core import Function, Module
 from hlo.ir.interpreter import run
 from hlo.ir.types import TensorType, f32
-from hlo.passes.base import create_pass
+from hlo.passes.fusion import RECOMPUTE_LIMIT, recompute_factor
+from hlo.passes.registry import create_pass
 from hlo.passes.fusion_build import TopLevel
 from hlo.passes.options import Options, PassConfig
 from hlo.passes.pipeline import optimize, verify
 from hlo.passes.util import top_users
 
-from large_programs import large_program
+from large_programs import _add_body, large_program
 from pass_testing import random_args
 
 SIMPLIFY = ["canonicalize", "algebraic-simplifier", "constant-folding", "cse", "dce"]
@@ -127,3 +129,73 @@ def test_incremental_use_lists_match_a_fresh_computation():
     assert set(top.returned) == set(region.outputs)
     assert all(top.alive(op) for op in region.ops)
     assert isinstance(TopLevel(region).users, dict)
+
+
+
+def _reduce_broadcast_chain(k: int, row: bool) -> Module:
+    """``x = tanh(x - x.sum(axes))`` k times: each step reads back the reduction of the last."""
+    S = (8, 16)
+    fn = Function("main", [TensorType(S, f32)])
+    m = Module("reductions")
+    m.add(fn)
+    b = Builder(fn.body)
+    x = fn.args[0]
+    zero = b.value("constant", [], attrs={"value": np.array(0.0, np.float32)})
+    dims, kept = ([1], [0]) if row else ([0, 1], [])
+    for _ in range(k):
+        r = b.op("reduce", [x, zero], {"dimensions": dims}, regions=[_add_body()]).results[0]
+        back = b.value("broadcast_in_dim", [r], attrs={"broadcast_dimensions": kept},
+                       result_types=[TensorType(S, f32)])
+        x = b.value("tanh", [b.value("subtract", [x, back])])
+    fn.body.outputs = [x]
+    return m
+
+
+@pytest.mark.parametrize("row", [True, False])
+def test_reduction_broadcast_chains_are_cut_where_recomputation_outgrows_the_work(row):
+    # One kernel for the whole chain would evaluate step j's elementwise ops once for every
+    # later reduction: quadratic work and code in the chain's length.
+    counts = {}
+    for k in (12, 24, 48):
+        m = _reduce_broadcast_chain(k, row)
+        before = m.clone()
+        log, _ = _fuse(m, True)
+        kernels = [op for op in m.main.ops if op.name == "fusion"]
+        assert all(recompute_factor(op.regions[0]) <= RECOMPUTE_LIMIT for op in kernels)
+        assert any("times the work of its ops" in line for line in log)
+        counts[k] = len(kernels)
+        if k == 12:
+            args = random_args(before, seed=5)
+            np.testing.assert_allclose(run(m, args)[0], run(before, args)[0], rtol=1e-5, atol=1e-5)
+    assert 1 < counts[12] and counts[48] <= 4 * counts[12] + 1 and counts[48] >= 2 * counts[12]
+
+
+def test_a_softmax_stays_one_kernel_within_the_recompute_limit():
+    text = """
+module @norms
+
+func @main(%x: f32[8,16]) -> (f32[8,16]) {
+  %z = constant dense<0.0> : f32[]
+  %ninf = constant dense<-inf> : f32[]
+  %m = reduce(%x, %ninf) {dimensions = [1]} : f32[8] {
+    ^body(%a: f32[], %b: f32[]):
+      %c = maximum(%a, %b) : f32[]
+      return(%c)
+  }
+  %mb = broadcast_in_dim(%m) {broadcast_dimensions = [0]} : f32[8,16]
+  %d = subtract(%x, %mb) : f32[8,16]
+  %e = exponential(%d) : f32[8,16]
+  %s = reduce(%e, %z) {dimensions = [1]} : f32[8] {
+    ^body(%a: f32[], %b: f32[]):
+      %c = add(%a, %b) : f32[]
+      return(%c)
+  }
+  %sb = broadcast_in_dim(%s) {broadcast_dimensions = [0]} : f32[8,16]
+  %p = divide(%e, %sb) : f32[8,16]
+  return(%p)
+}
+"""
+    m = parse_module(text)
+    _fuse(m, True)
+    assert [op.name for op in m.main.ops if op.name != "constant"] == ["fusion"]
+    assert recompute_factor(m.main.ops[-1].regions[0]) <= RECOMPUTE_LIMIT

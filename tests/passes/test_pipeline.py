@@ -10,7 +10,8 @@ import pytest
 
 from hlo.ir import parse_module, print_module
 from hlo.ir.interpreter import run
-from hlo.passes.base import Pass, create_pass, registered_passes
+from hlo.passes.base import Pass
+from hlo.passes.registry import create_pass, registered_passes
 from hlo.passes.options import Options, PassConfig
 from hlo.passes.pipeline import PipelineError, Runner, optimize, pipeline_passes
 from hlo.passes.analysis import cost_analysis, memory_analysis

@@ -151,3 +151,43 @@ def test_pool_survives_a_crashing_task():
     got = dict(run_tasks(_square_or_die, [2, "die", 3, 4], jobs=2, timeout=30,
                          on_timeout=lambda a, t: "timeout", on_crash=lambda a, code: f"crash {code}"))
     assert got == {0: 4, 1: "crash 3", 2: 9, 3: 16}
+
+
+def test_pool_of_fresh_interpreters_survives_a_crashing_task(monkeypatch):
+    # the workers a process that has loaded jaxlib's MLIR gets (fork would copy MLIR's threads'
+    # locks without the threads)
+    from hlo import conformance_pool
+    monkeypatch.setattr(conformance_pool, "_fork_is_safe", lambda: False)
+    got = dict(conformance_pool.run_tasks(
+        _square_or_die, [2, "die", 3, 4], jobs=2, timeout=30,
+        on_timeout=lambda a, t: "timeout", on_crash=lambda a, code: f"crash {code}"))
+    assert got == {0: 4, 1: "crash 3", 2: 9, 3: 16}
+
+
+MLIR_FIRST = """\
+import sys
+import hlo
+from hlo.conformance import Options, discover, run_all
+# many functions: MLIR verifies them on its thread pool, so the pool's threads exist
+fns = "".join(f"func.func private @f{i}(%a: tensor<2xf32>) -> tensor<2xf32> {{\\n"
+              f"  %b = stablehlo.add %a, %a : tensor<2xf32>\\n  func.return %b : tensor<2xf32>\\n}}\\n"
+              for i in range(200))
+hlo.load_stablehlo(fns + "func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {\\n"
+                   "  func.return %a : tensor<2xf32>\\n}\\n")
+assert "jaxlib.mlir" in sys.modules
+results = run_all(discover(sys.argv[1]), Options(), jobs=2, timeout=20)
+print(sorted(r.status for r in results.values()))
+"""
+
+
+def test_runner_called_after_load_stablehlo_does_not_hang(tmp_path):
+    # a test with several functions: MLIR's verifier hands them to its thread pool
+    helpers = "".join(f"func.func private @h{i}(%a: tensor<2xi32>) -> tensor<2xi32> {{\n"
+                      f"  func.return %a : tensor<2xi32>\n}}\n" for i in range(20))
+    folder = _folder(tmp_path, [helpers + PASSING.replace("@adds", "@main"), FAILING, UNSUPPORTED])
+    script = tmp_path / "mlir_first.py"  # no __main__ guard: workers must not re-run the script
+    script.write_text(MLIR_FIRST)
+    p = subprocess.run([sys.executable, str(script), folder], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "['failed', 'passed', 'unsupported']"

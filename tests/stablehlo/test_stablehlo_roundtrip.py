@@ -210,6 +210,15 @@ def test_bad_text_reports_mlir_diagnostic_with_line():
         import_module("does/not/exist.mlir")
 
 
+def test_one_line_of_text_is_text_and_errors_stay_short():
+    one_line = "func.func @main(%a: tensor<2xi32>) -> tensor<2xi32> { return %a : tensor<2xi32> }"
+    assert import_module(one_line + " " * 5000).main.body.outputs  # not taken for a path
+    for junk in ["x" * 1_000_000, "func.func @main() " + "y" * 1_000_000, "z" * 3000]:
+        with pytest.raises(StableHLOError) as e:
+            import_module(junk)
+        assert len(str(e.value)) < 1000 and "characters)" in str(e.value)
+
+
 def test_import_from_path(tmp_path):
     p = tmp_path / "neg.mlir"
     p.write_text("func.func @main(%a: tensor<2xi32>) -> tensor<2xi32> {\n"

@@ -1,0 +1,392 @@
+"""``CudaExecutable``: GPU code + manifest, callable from Python.
+
+``CudaExecutable(code, manifest, device=0)``: ``code`` is PTX text (str or bytes; the driver
+JIT-compiles it for the GPU) or a cubin. ``manifest`` is a JSON-able dict (``parse_manifest``
+checks it; what a saved executable stores):
+
+    format       1
+    target       {"name": "cuda", "arch": "sm_90"}: the GPU the code was built for
+    inputs       [{"dtype": "f32", "shape": [2, 3], "layout": [1, 0]}]  (layout: minor-to-major,
+                 optional, default row-major) -- what a call takes
+    outputs      the same for the results
+    arena_size   bytes of scratch the steps use (``BufRef("arena", 0, offset, size)``)
+    constants    [base64 text, ...]: uploaded once at load; ``BufRef("const", i)`` is entry i
+    kernels      names of the kernels the code defines (each launch's name must be one)
+    steps        ``hlo.runtime.steps.steps_to_json`` of the step tree
+    aliases      [[output, input], ...] (optional): output ``o`` IS the donated input ``i``'s
+                 buffer (the steps write it in place; they must not copy one to the other)
+    name         (optional) what errors call the executable
+
+A call (``exe(*args)`` / ``exe.run(args)``) is asynchronous, like jax's: it checks the
+arguments (count, shape, dtype: ``ArgumentError``, the CPU runtime's class), brings them to
+the device (numpy arrays are copied; ``DeviceArray``\\ s and GPU arrays of torch, jax or cupy
+-- through DLPack or ``__cuda_array_interface__`` -- are read in place, ordered after their
+producer's stream), allocates the results (stream-ordered, from the device's memory pool),
+queues the steps on the executable's one stream and returns ``DeviceArray``\\ s at once.
+
+The buffer plan's arena is allocated once and reused; concurrent callers (threads) each take
+an arena from a pool (a "slot", which also owns the pre-built launch records of
+``program.py``). Running out of device memory raises ``CudaOutOfMemoryError`` naming the sizes;
+what the call had allocated is released and the executable stays usable.
+"""
+from __future__ import annotations
+
+import base64
+import collections
+import threading
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+from hlo.runtime.executable import ArgumentError, Signature, _Sig as _CpuSig, _type_str
+from hlo.runtime.steps import LibraryCall, Launch, Switch, While, steps_from_json
+
+from . import driver, interop, program
+from .array import Completion, DeviceArray, DeviceBuffer, layout_strides, strides_match
+from .errors import CudaError, CudaUnavailableError
+
+FORMAT_VERSION = 1
+
+
+class _Sig(_CpuSig):
+    """An input or output: the CPU runtime's descriptor plus the byte strides of its layout."""
+
+    __slots__ = ("strides",)
+
+
+class Manifest:
+    """A checked manifest (see the module's docstring). Pure Python: no GPU needed."""
+
+    def __init__(self, m: dict):
+        if not isinstance(m, dict):
+            raise ValueError("a CUDA executable's manifest must be a dict")
+        if m.get("format") != FORMAT_VERSION:
+            raise ValueError(f"CUDA executable format {m.get('format')!r} is not supported (this hlo "
+                             f"reads format {FORMAT_VERSION})")
+        t = m.get("target") or {}
+        if t.get("name", "cuda") != "cuda":
+            raise ValueError(f"the manifest is for target {t.get('name')!r}, not cuda")
+        self.arch = str(t.get("arch", "sm_90"))
+        if not self.arch.startswith("sm_") or not self.arch[3:5].isdigit():
+            raise ValueError(f"malformed GPU arch {self.arch!r} (expected e.g. 'sm_90')")
+        self.name = str(m.get("name", "a CUDA executable"))
+        try:
+            self.inputs = [_Sig(d) for d in m["inputs"]]
+            self.outputs = [_Sig(d) for d in m["outputs"]]
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"malformed input / output descriptor in the manifest: {e}") from None
+        for s, d in zip(self.inputs + self.outputs, list(m["inputs"]) + list(m["outputs"])):
+            lay = d.get("layout")
+            if lay is not None and sorted(lay) != list(range(len(s.shape))):
+                raise ValueError(f"layout {lay} is not a permutation of the dimensions of "
+                                 f"{_type_str(s.name, s.shape)}")
+            s.strides = layout_strides(s.shape, lay, s.dtype.itemsize)
+        self.arena_size = int(m.get("arena_size", 0))
+        if self.arena_size < 0:
+            raise ValueError("negative arena_size")
+        try:
+            self.constants = [base64.b64decode(c, validate=True) for c in m.get("constants", [])]
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"malformed constant in the manifest (base64 text expected): {e}") from None
+        self.kernels = [str(k) for k in m.get("kernels", [])]
+        self.steps = steps_from_json(m.get("steps", []))
+        self.aliases = {}
+        for pair in m.get("aliases", []):
+            if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
+                raise ValueError(f"malformed alias {pair!r} (expected [output, input])")
+            o, i = int(pair[0]), int(pair[1])
+            if not (0 <= o < len(self.outputs) and 0 <= i < len(self.inputs)):
+                raise ValueError(f"alias [{o}, {i}] names an output or input that does not exist")
+            if self.outputs[o].nbytes != self.inputs[i].nbytes or \
+                    self.outputs[o].strides != self.inputs[i].strides:
+                raise ValueError(f"alias [{o}, {i}]: output {o} "
+                                 f"({_type_str(self.outputs[o].name, self.outputs[o].shape)}) and input {i} "
+                                 f"({_type_str(self.inputs[i].name, self.inputs[i].shape)}) differ in size or layout")
+            if i in self.aliases.values():
+                raise ValueError(f"input {i} is aliased to two outputs")
+            self.aliases[o] = i
+        known = set(self.kernels)
+        for st in _walk_steps(self.steps):
+            if isinstance(st, Launch) and known and st.name not in known:
+                raise ValueError(f"step launches {st.name!r}, which is not among the kernels "
+                                 f"{sorted(known)}")
+        self.uses_cublaslt = any(isinstance(st, LibraryCall) and st.library == "cublaslt"
+                                 for st in _walk_steps(self.steps))
+        self.raw = m
+
+
+def _walk_steps(steps):
+    for st in steps:
+        yield st
+        if isinstance(st, While):
+            yield from _walk_steps(st.cond)
+            yield from _walk_steps(st.body)
+        elif isinstance(st, Switch):
+            for b in st.branches:
+                yield from _walk_steps(b)
+
+
+def encode_constants(blobs: Sequence[bytes]) -> List[str]:
+    """The manifest's ``constants`` entry for raw constant bytes."""
+    return [base64.b64encode(bytes(b)).decode("ascii") for b in blobs]
+
+
+def _arch_ok(arch: str, cc) -> bool:
+    """Code for ``arch`` (``sm_90``, ``sm_90a``) runs on a GPU of compute capability ``cc``:
+    PTX JIT-compiles for the same or a newer GPU; ``a`` (arch-specific) code needs that GPU."""
+    digits = arch[3:].rstrip("af")
+    want = (int(digits[:-1]), int(digits[-1]))
+    if arch.endswith(("a", "f")):
+        return tuple(cc) == want if arch.endswith("a") else cc[0] == want[0] and cc >= want
+    return tuple(cc) >= want
+
+
+class _Slot:
+    """What one in-flight call owns: an arena, pinned bytes for predicates, and the records."""
+
+    __slots__ = ("arena", "host", "records", "env")
+
+
+class CudaExecutable(Signature):
+    """A compiled program for an NVIDIA GPU (see the module's docstring)."""
+
+    def __init__(self, code, manifest: dict, device: int = 0):
+        self.manifest = manifest
+        self._m = m = Manifest(manifest)
+        self.ctx = ctx = driver.get_context(device)
+        if not _arch_ok(m.arch, ctx.cc):
+            raise CudaUnavailableError(f"{m.name} was compiled for {m.arch}; this GPU ({ctx.name}) is "
+                                       f"{ctx.arch}: recompile it for this GPU")
+        from .module import Module
+        self.code = code
+        self.module = Module(ctx, code)
+        for k in m.kernels:
+            self.module.function(k)  # every kernel the manifest names is there
+        self._stream = ctx.create_stream()
+        self._in, self._out = m.inputs, m.outputs
+        self._nin, self._nout = len(m.inputs), len(m.outputs)
+        self._aliases = m.aliases
+        self._lt = None
+        self._workspace = 0
+        self._const_ptrs: List[int] = []
+        self._allocs: List[int] = []  # device memory owned for the executable's life
+        self._events: list = []  # free events (a pool)
+        self._wait_event = driver.Event()
+        self._inflight = collections.deque()  # (completion, objects to keep alive until then)
+        self._slots: List[_Slot] = []
+        self._lock = threading.Lock()
+        try:
+            for i, blob in enumerate(m.constants):
+                p = ctx.alloc(len(blob), what=f"constant {i} of {m.name}")
+                self._allocs.append(p)
+                driver.memcpy_htod(p, _host_address(blob), len(blob), self._stream)
+                self._const_ptrs.append(p)
+            if m.uses_cublaslt:
+                from . import cublaslt
+                self._lt = cublaslt.Lt(ctx)
+                self._workspace = ctx.alloc(cublaslt.WORKSPACE_BYTES, what=f"the cuBLASLt workspace of {m.name}")
+                self._allocs.append(self._workspace)
+            self._stream.synchronize("uploading constants")
+            self._slots.append(self._new_slot())  # the first arena; more only for concurrent calls
+        except BaseException:
+            self._release()
+            raise
+
+    # -- info -------------------------------------------------------------------------------
+
+    @property
+    def device(self) -> int:
+        return self.ctx.device
+
+    @property
+    def stream(self) -> int:
+        """The raw handle of the executable's stream."""
+        return self._stream.ptr
+
+    def synchronize(self) -> None:
+        """Wait for every call queued so far."""
+        self.ctx.make_current()
+        self._stream.synchronize(f"waiting for {self._m.name}")
+
+    # -- slots --------------------------------------------------------------------------------
+
+    def _new_slot(self) -> _Slot:
+        m, ctx = self._m, self.ctx
+        s = _Slot()
+        s.arena = ctx.alloc(m.arena_size, what=f"the arena of {m.name}") if m.arena_size else 0
+        try:
+            s.host = ctx.host_alloc(8)
+        except BaseException:
+            ctx.free(s.arena)
+            raise
+        s.env = program.Env(self.module, self._stream, self._const_ptrs, [len(c) for c in m.constants],
+                            s.arena, m.arena_size, [x.nbytes for x in self._in], [x.nbytes for x in self._out],
+                            self._lt, self._workspace, s.host)
+        try:
+            s.records = program.build(m.steps, s.env)
+        except BaseException:
+            ctx.free(s.arena)
+            ctx.host_free(s.host)
+            raise
+        return s
+
+    def _take_slot(self) -> _Slot:
+        try:
+            return self._slots.pop()
+        except IndexError:
+            return self._new_slot()
+
+    # -- calling ------------------------------------------------------------------------------
+
+    def __call__(self, *args) -> List[DeviceArray]:
+        return self.run(args)
+
+    def run(self, args: Sequence) -> List[DeviceArray]:
+        """Queue one call on ``args``; returns the results as ``DeviceArray``\\ s at once."""
+        if len(args) != self._nin:
+            raise ArgumentError(f"expected {self._nin} argument(s) ({', '.join(self.input_types)}), "
+                                f"got {len(args)}")
+        ctx, stream = self.ctx, self._stream
+        ctx.make_current()
+        dq = self._inflight
+        while dq and dq[0][0].ready():
+            dq.popleft()
+        ins = [0] * self._nin
+        outs = [0] * self._nout
+        temps = {}  # input index -> staging allocation (numpy arguments)
+        keep = []
+        donated = {}  # input index -> DeviceArray whose buffer a result takes over
+        out_bufs: List[Optional[DeviceBuffer]] = [None] * self._nout
+        try:
+            for i, a in enumerate(args):
+                ins[i] = self._bring(i, a, temps, keep, donated)
+            for o, s in enumerate(self._out):
+                i = self._aliases.get(o)
+                if i is not None:
+                    buf = donated[i]._take_buffer() if i in donated else None
+                    if buf is not None:
+                        buf.stream = stream  # freed after this call's work, not the producer's
+                    else:
+                        if i in temps:
+                            buf = DeviceBuffer(temps.pop(i), s.nbytes, ctx, stream)
+                        else:  # memory another library owns, written in place
+                            buf = DeviceBuffer(ins[i], s.nbytes, ctx, stream, owner=args[i])
+                    out_bufs[o] = buf
+                else:
+                    out_bufs[o] = DeviceBuffer(ctx.alloc(s.nbytes, stream, what=f"result {o} "
+                                                         f"({_type_str(s.name, s.shape)}) of {self._m.name}"),
+                                               s.nbytes, ctx, stream)
+                outs[o] = out_bufs[o].ptr
+            slot = self._take_slot()
+            try:
+                program.run(slot.records, (ins, outs), slot.env)
+            finally:
+                self._slots.append(slot)
+        except BaseException:
+            for p in temps.values():
+                ctx.free(p, stream)
+            for a in donated.values():
+                a._deleted = False  # the call did not happen: the donated array stays usable
+            del out_bufs  # frees what this call allocated (stream-ordered)
+            raise
+        for p in temps.values():
+            ctx.free(p, stream)
+        done = self._complete()
+        if keep:
+            dq.append((done, keep))
+        return [DeviceArray(b, s.shape, s.dtype, s.strides, done) for b, s in zip(out_bufs, self._out)]
+
+    def _complete(self) -> Completion:
+        ev = self._events.pop() if self._events else driver.Event()
+        ev.record(self._stream.handle)
+        return Completion(ev, self._stream, self._m.name, self._events)
+
+    def _bring(self, i: int, a, temps: dict, keep: list, donated: dict) -> int:
+        """The device address of argument ``i`` (copied to the device if it is host data)."""
+        s = self._in[i]
+        if type(a) is DeviceArray:
+            if a.dtype != s.dtype or a.shape != s.shape:
+                raise self._bad(i, s, a.dtype, a.shape)
+            if not strides_match(a.shape, a._strides, s.strides, s.dtype.itemsize):
+                raise ArgumentError(f"argument {i}: a device array with strides {a.strides}; this "
+                                    f"executable reads {_type_str(s.name, s.shape)} with strides {s.strides}")
+            if a._buf.ctx is not self.ctx:
+                raise ArgumentError(f"argument {i} lives on cuda:{a.device}; this executable runs on "
+                                    f"cuda:{self.ctx.device}")
+            ptr = a.device_ptr
+            if a._done is not None and a._done.stream is not self._stream:
+                self._stream.wait(a._done.event)
+            if i in self._aliases.values() and a._buf.owner is None:
+                donated[i] = a
+            keep.append(a)
+            return ptr
+        if not isinstance(a, np.ndarray):
+            try:
+                f = interop.import_array(a, self._stream.ptr, self._wait_foreign)
+            except (TypeError, ValueError, BufferError) as e:
+                raise ArgumentError(f"argument {i}: {e}") from None
+            if f is not None:
+                if f.dtype != s.dtype or f.shape != s.shape:
+                    raise self._bad(i, s, f.dtype, f.shape)
+                if f.device_id is not None and f.device_id != self.ctx.device:
+                    raise ArgumentError(f"argument {i} lives on cuda:{f.device_id}; this executable runs "
+                                        f"on cuda:{self.ctx.device}")
+                if not strides_match(f.shape, f.strides, s.strides, s.dtype.itemsize):
+                    raise ArgumentError(
+                        f"argument {i}: a GPU array with strides {f.strides} (bytes); this executable "
+                        f"reads {_type_str(s.name, s.shape)} with strides {s.strides}: pass a contiguous "
+                        "array (e.g. torch's .contiguous())")
+                keep.append(f.keep)
+                return f.ptr
+            a = np.asarray(a)
+        if a.dtype != s.dtype or a.shape != s.shape:
+            raise self._bad(i, s, a.dtype, a.shape)
+        a = np.ascontiguousarray(a.transpose(s.perm) if s.perm is not None else a)
+        p = self.ctx.alloc(s.nbytes, self._stream, what=f"argument {i} ({_type_str(s.name, s.shape)}) "
+                                                        f"of {self._m.name}")
+        temps[i] = p
+        driver.memcpy_htod(p, a.ctypes.data, s.nbytes, self._stream)
+        return p
+
+    def _wait_foreign(self, handle: int) -> None:
+        driver.wait_foreign(self._stream, handle, self._wait_event)
+
+    @staticmethod
+    def _bad(i, s, dtype, shape) -> ArgumentError:
+        return ArgumentError(f"argument {i}: expected {_type_str(s.name, s.shape)}, got "
+                             f"{np.dtype(dtype)}[{','.join(str(d) for d in shape)}]")
+
+    # -- teardown -----------------------------------------------------------------------------
+
+    def _release(self) -> None:
+        ctx = self.ctx
+        try:
+            ctx.make_current()
+            self._stream.synchronize()
+        except Exception:
+            pass
+        for s in getattr(self, "_slots", []):
+            for fn, p in ((ctx.free, s.arena), (ctx.host_free, s.host)):
+                try:
+                    if p:
+                        fn(p)
+                except Exception:
+                    pass
+        self._slots = []
+        for p in getattr(self, "_allocs", []):
+            try:
+                ctx.free(p)
+            except Exception:
+                pass
+        self._allocs = []
+
+    def __del__(self):
+        if driver.cu is not None and hasattr(self, "ctx"):
+            self._release()
+
+
+def _host_address(blob: bytes) -> int:
+    return np.frombuffer(blob, np.uint8).ctypes.data if blob else 0
+
+
+__all__ = ["CudaExecutable", "Manifest", "encode_constants", "CudaError", "ArgumentError"]
