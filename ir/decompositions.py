@@ -112,10 +112,10 @@ def _forward_substitution(b: Builder, L: Value, C: Value, unit: bool) -> Value:
     row = bb.value("dynamic_slice", [strict] + starts + [i, z],
                    attrs={"slice_sizes": tuple(batch) + (1, n)})
     nb = len(batch)
-    s = bb.value("dot_general", [row, y], attrs={
-        "lhs_batching_dimensions": tuple(range(nb)), "rhs_batching_dimensions": tuple(range(nb)),
-        "lhs_contracting_dimensions": (r - 1,), "rhs_contracting_dimensions": (r - 2,)},
-        result_types=[TensorType(tuple(batch) + (1, k), et)])
+    dims = {"lhs_contracting_dimensions": (r - 1,), "rhs_contracting_dimensions": (r - 2,)}
+    if nb:  # (attributes at their defaults are left out, as the importer leaves them out)
+        dims.update(lhs_batching_dimensions=tuple(range(nb)), rhs_batching_dimensions=tuple(range(nb)))
+    s = bb.value("dot_general", [row, y], attrs=dims, result_types=[TensorType(tuple(batch) + (1, k), et)])
     ci = bb.value("dynamic_slice", [C] + starts + [i, z], attrs={"slice_sizes": tuple(batch) + (1, k)})
     yi = bb.value("subtract", [ci, s])
     if not unit:
