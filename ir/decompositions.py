@@ -327,3 +327,119 @@ def _bluestein(b: Builder, x: Value, inverse: bool) -> Value:
     conv = _radix2(b, prod, True)
     conv = b.value("multiply", [_slice_last(b, conv, 0, n), bcast(chirp / m)])
     return conv
+
+
+# --------------------------------------------------------------------------------------------
+# rng_bit_generator
+# --------------------------------------------------------------------------------------------
+
+_ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
+
+
+def rng_bit_generator(b: Builder, state: Value, algorithm: str, output: TensorType):
+    """(new state, random bits of type ``output``) for the THREE_FRY algorithm, bit-exact with
+    XLA's (``xla/hlo/builder/lib/prng.cc``: Threefry-2x32 with 20 rounds; state = [key,
+    counter] as u64, each 64-bit output word from counter + its row-major index; 32-bit outputs
+    split one dimension in halves, 8/16-bit ones truncate 32-bit words; new counter = counter +
+    the words used). Other algorithms raise ValueError."""
+    if algorithm != "THREE_FRY":
+        raise ValueError(f"algorithm {algorithm} is not implemented (THREE_FRY is)")
+    st = state.type
+    if st.shape != (2,) or st.dtype.name != "u64":
+        raise ValueError(f"THREE_FRY takes a u64[2] state, got {st}")
+    et = output.dtype
+    if et.is_pred or et.is_complex or et.bits not in (8, 16, 32, 64):
+        raise ValueError(f"random bits of {et} are not implemented")
+    u64, u32 = element_type("u64"), element_type("u32")
+    key = _scalar_at(b, state, 0)
+    ctr = _scalar_at(b, state, 1)
+    if et.bits == 64:
+        words, used = _threefry_words(b, key, ctr, output.shape)
+        lo, hi = (b.value("convert", [w], result_types=[TensorType(output.shape, u64)]) for w in words)
+        bits = b.value("or", [lo, b.value("shift_left", [hi, _full(b, 32, TensorType(output.shape, u64))])])
+    else:
+        bits, used = _threefry_u32(b, key, ctr, output.shape)
+        if et.bits < 32:
+            bits = b.value("convert", [bits], result_types=[TensorType(output.shape, element_type(f"u{et.bits}"))])
+    unsigned = element_type(f"u{et.bits}")
+    if et != unsigned:
+        bits = b.value("bitcast_convert", [bits], result_types=[TensorType(output.shape, et)])
+    new_ctr = b.value("add", [ctr, _const(b, used, u64)])
+    new_state = b.value("concatenate", [
+        b.value("reshape", [key], result_types=[TensorType((1,), u64)]),
+        b.value("reshape", [new_ctr], result_types=[TensorType((1,), u64)])], attrs={"dimension": 0})
+    return new_state, bits
+
+
+def _scalar_at(b: Builder, v: Value, i: int) -> Value:
+    s = b.value("slice", [v], attrs={"start_indices": (i,), "limit_indices": (i + 1,)})
+    return b.value("reshape", [s], result_types=[TensorType((), v.type.dtype)])
+
+
+def _full(b: Builder, value, t: TensorType) -> Value:
+    return _bcast_scalar(b, _const(b, value, t.dtype), t)
+
+
+def _threefry_u32(b: Builder, key: Value, ctr: Value, shape):
+    """32-bit words of ``shape``: one dimension (the first even one, else the largest) is split
+    into halves whose words are the two outputs of one Threefry block."""
+    u32 = element_type("u32")
+    if not shape:  # one block; its first word
+        words, used = _threefry_words(b, key, ctr, (1,))
+        return b.value("reshape", [words[0]], result_types=[TensorType((), u32)]), used
+    split = next((i for i, d in enumerate(shape) if d % 2 == 0), None)
+    if split is None:
+        split = max(range(len(shape)), key=lambda i: (shape[i], -i))
+    half = (shape[split] + 1) // 2
+    hshape = tuple(shape[:split]) + (half, 1) + tuple(shape[split + 1:])
+    words, used = _threefry_words(b, key, ctr, hshape)
+    cat = b.value("concatenate", list(words), attrs={"dimension": split + 1})
+    full = tuple(shape[:split]) + (2 * half,) + tuple(shape[split + 1:])
+    out = b.value("reshape", [cat], result_types=[TensorType(full, u32)])
+    if 2 * half != shape[split]:
+        out = b.value("slice", [out], attrs={"start_indices": (0,) * len(shape), "limit_indices": tuple(shape)})
+    return out, used
+
+
+def _threefry_words(b: Builder, key: Value, ctr: Value, shape):
+    """Threefry-2x32 of (counter + row-major index) for every index of ``shape``: two u32
+    tensors of ``shape`` and the number of counters used."""
+    u64, u32 = element_type("u64"), element_type("u32")
+    t64, t32 = TensorType(shape, u64), TensorType(shape, u32)
+    n = int(np.prod(shape, dtype=np.int64))
+    x = _bcast_scalar(b, ctr, t64)
+    stride = 1
+    for d in range(len(shape) - 1, -1, -1):
+        if shape[d] >= 2:
+            it = b.value("iota", [], attrs={"iota_dimension": d}, result_types=[t64])
+            x = b.value("add", [x, b.value("multiply", [it, _full(b, stride, t64)])])
+            stride *= shape[d]
+
+    def halves(v, t):
+        lo = b.value("convert", [v], result_types=[t])
+        hi = b.value("convert", [b.value("shift_right_logical", [v, _bcast_scalar(b, _const(b, 32, u64), v.type)])],
+                     result_types=[t])
+        return lo, hi
+
+    x0, x1 = halves(x, t32)
+    k0, k1 = halves(key, TensorType((), u32))
+    k2 = b.value("xor", [b.value("xor", [k0, k1]), _const(b, 0x1BD11BDA, u32)])
+    ks = [_bcast_scalar(b, k, t32) for k in (k0, k1, k2)]
+
+    def add(p, q):
+        return b.value("add", [p, q])
+
+    def rnd(v0, v1, r):
+        v0 = add(v0, v1)
+        rot = b.value("or", [b.value("shift_left", [v1, _full(b, r, t32)]),
+                             b.value("shift_right_logical", [v1, _full(b, 32 - r, t32)])])
+        return v0, b.value("xor", [v0, rot])
+
+    x0, x1 = add(x0, ks[0]), add(x1, ks[1])
+    for i in range(5):
+        rots = _ROTATIONS[:4] if i % 2 == 0 else _ROTATIONS[4:]
+        for r in rots:
+            x0, x1 = rnd(x0, x1, r)
+        x0 = add(x0, ks[(i + 1) % 3])
+        x1 = add(add(x1, ks[(i + 2) % 3]), _full(b, i + 1, t32))
+    return (x0, x1), n

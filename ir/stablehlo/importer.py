@@ -428,6 +428,17 @@ class _Importer:
         except ValueError as e:
             raise StableHLOError(f"stablehlo.fft: {e}{_at(loc)}") from None
 
+    def op_rng_bit_generator(self, op, attrs, operands, rtypes, b, env, loc):
+        # expressed with hlo's own ops (ir/decompositions.py)
+        from jaxlib.mlir.dialects import stablehlo
+        alg = stablehlo.RngAlgorithmAttr(attrs["rng_algorithm"]).value
+        self._only_hints("stablehlo.rng_bit_generator",
+                         {k: v for k, v in attrs.items() if k != "rng_algorithm"}, loc)
+        try:
+            return list(decompositions.rng_bit_generator(b, operands[0], alg, rtypes[1]))
+        except ValueError as e:
+            raise UnsupportedError("stablehlo.rng_bit_generator", str(e), loc) from None
+
     def op_map(self, op, attrs, operands, rtypes, b, env, loc):
         # the scalar body applied to whole tensors: each of its elementwise ops once
         shape = rtypes[0].shape
