@@ -96,3 +96,15 @@ def test_gradient_with_respect_to_complex_inputs_matches_jax():
     want = jax.grad(lambda a: f(a, jnp))(z)
     assert g.dtype == np.complex64
     np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kw", [dict(left_side=True, lower=True),
+                                dict(left_side=True, lower=False, transpose_a=True, conjugate_a=True),
+                                dict(left_side=False, lower=True, transpose_a=True, unit_diagonal=True)])
+def test_complex_triangular_solve_matches_jax(target, kw):
+    rng = np.random.default_rng(3)
+    a = (_z(rng, (2, 4, 4)) + 3 * np.eye(4)).astype(np.complex64)
+    b = _z(rng, (2, 4, 3) if kw["left_side"] else (2, 3, 4))
+    compare(lambda x, y: hlo.lax.linalg.triangular_solve(x, y, **kw),
+            lambda x, y: jax.lax.linalg.triangular_solve(x, y, **kw), (a, b), target,
+            rtol=1e-5, atol=1e-5)
