@@ -82,21 +82,22 @@ def lexicographic(a, b):
     return lt, eq
 
 
-def maximum(a, b):
-    """Lexicographic maximum; a NaN in either part of either operand wins."""
+def _extremum(a, b, take_b_when_less: bool):
+    """Lexicographic maximum (``take_b_when_less``) or minimum; a NaN in either part of either
+    operand wins (the first operand's first)."""
     lt, _ = lexicographic(a, b)
     nan_a = np.isnan(a.real) | np.isnan(a.imag)
     nan_b = np.isnan(b.real) | np.isnan(b.imag)
-    r = np.where(lt, b, a)
+    r = np.where(lt, b, a) if take_b_when_less else np.where(lt, a, b)
     return np.where(nan_a, a, np.where(nan_b, b, r))
+
+
+def maximum(a, b):
+    return _extremum(a, b, True)
 
 
 def minimum(a, b):
-    lt, _ = lexicographic(a, b)
-    nan_a = np.isnan(a.real) | np.isnan(a.imag)
-    nan_b = np.isnan(b.real) | np.isnan(b.imag)
-    r = np.where(lt, a, b)
-    return np.where(nan_a, a, np.where(nan_b, b, r))
+    return _extremum(a, b, False)
 
 
 def compare(a, b, direction):
