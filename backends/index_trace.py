@@ -56,11 +56,7 @@ def _operand_indices(op, idx) -> List[Tuple[Value, tuple]]:
 def _captured(op) -> List[Tuple[Value, tuple]]:
     """Values read inside an op's regions that are defined outside them (read anywhere)."""
     out = []
-    inner: Set[Value] = set()
-    for r in op.regions:
-        inner.update(r.args)
-        for o in r.walk():
-            inner.update(o.results)
+    inner = op.defined_inside()
     for r in op.regions:
         for o in r.walk():
             for v in o.operands:

@@ -55,6 +55,36 @@ class Root:
     index_fn: Optional[Callable] = None
 
 
+def root_values(ctx, b, em, roots: Sequence[Root], idx) -> list:
+    """Every root's element at destination index ``idx`` (converted to the destination's element
+    type), all computed before any is stored: an output the buffer plan put over an operand (in
+    place) must not change what the others read."""
+    from .scalar_ops import convert
+    vals = []
+    for r in roots:
+        val = em.at(r.value, r.index_fn(b, idx) if r.index_fn else idx)
+        if r.dest_type.dtype != r.value.dtype:
+            val = convert(ctx, b, val, r.value.dtype, r.dest_type.dtype)
+        vals.append(val)
+    return vals
+
+
+def kernel_buffers(refs: Sequence[BufRef], writes: Sequence[bool]) -> Tuple[List[BufRef], List[bool], List[bool]]:
+    """A kernel's parameters: its buffers without repeats (``writes`` merged), and for each
+    whether it may be ``noalias`` (it overlaps no other buffer that either of them writes)."""
+    uniq: List[BufRef] = []
+    wr: List[bool] = []
+    for r, w in zip(refs, writes):
+        if r in uniq:
+            wr[uniq.index(r)] |= w
+        else:
+            uniq.append(r)
+            wr.append(w)
+    alone = [not any(r.overlaps(o) for j, o in enumerate(uniq) if j != k and (wr[k] or wr[j]))
+             for k, r in enumerate(uniq)]
+    return uniq, wr, alone
+
+
 def physical_order(t: TensorType) -> List[int]:
     """Logical dimensions from the physically major to the minor one."""
     return list(reversed(t.minor_to_major))
@@ -71,6 +101,18 @@ class KernelEmitter(abc.ABC):
     may spread over (1 for targets that do not split work themselves)."""
 
     threads: int = 1
+
+    # Ops of the op table that the shared lowering lowers but this target cannot run, with the
+    # reason: ``lowered_ops`` leaves them out, compiling a program holding one is an error
+    # naming its line (the lowering, and ``hlo.targets`` before the passes run).
+    DECLINED: Dict[str, str] = {
+        "host_callback": "this target cannot call back into the Python host (hlo.debug.print, "
+                         "hlo.pure_callback); run the program on target 'cpu' or 'interpreter'",
+    }
+
+    @classmethod
+    def declined_ops(cls) -> Dict[str, str]:
+        return dict(cls.DECLINED)
 
     @abc.abstractmethod
     def const_ref(self, arr: np.ndarray) -> BufRef:

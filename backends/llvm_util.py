@@ -353,12 +353,15 @@ def scalar_hint(module: ir.Module) -> ir.values.MDValue:
 
 
 @contextlib.contextmanager
-def for_range(b: ir.IRBuilder, lo, hi, name: str = "i", interleave: Optional[int] = None):
-    """``for (i = lo; i < hi; ++i)``: yields the induction variable; the builder ends after the
-    loop when the block exits. ``interleave``: the loop vectorizer's interleave count for this
-    loop (default: LLVM's cost model decides; ``SCALAR_LOOP``: not vectorized)."""
+def for_range(b: ir.IRBuilder, lo, hi, name: str = "i", interleave: Optional[int] = None, step=1):
+    """``for (i = lo; i < hi; i += step)``: yields the induction variable; the builder ends after
+    the loop when the block exits (where the induction variable is the first value not run).
+    ``interleave``: the loop vectorizer's interleave count for this loop (default: LLVM's cost
+    model decides; ``SCALAR_LOOP``: not vectorized). ``step``: an int or an i64 value (a GPU
+    kernel's grid-stride loop)."""
     lo = lo if isinstance(lo, ir.Value) else i64(lo)
     hi = hi if isinstance(hi, ir.Value) else i64(hi)
+    step = step if isinstance(step, ir.Value) else i64(step)
     fn = b.function
     pre = b.block
     header = fn.append_basic_block(name + ".head")
@@ -371,7 +374,7 @@ def for_range(b: ir.IRBuilder, lo, hi, name: str = "i", interleave: Optional[int
     b.cbranch(b.icmp_signed("<", phi, hi), body, exit_)
     b.position_at_end(body)
     yield phi
-    nxt = b.add(phi, i64(1), flags=NSW)
+    nxt = b.add(phi, step, flags=NSW)
     phi.add_incoming(nxt, b.block)
     latch = b.branch(header)
     if interleave == SCALAR_LOOP:

@@ -16,7 +16,9 @@ are materialized:
 * otherwise a heavy op gets a scratch buffer (a slice of the arena past the buffer plan's
   part) and its own kernel, before the region's outputs are computed.
 
-Nested regions of while/if/case/call become nested step lists with scratch buffers.
+Nested regions of while/if/case/call become nested step lists with scratch buffers. A
+``host_callback`` becomes a ``HostCall`` step (call site ``len(host_sites)``; ``host_sites``
+describes each site for the runtime), on targets whose emitter does not decline it.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ import numpy as np
 
 from hlo.ir import ops as op_table
 from hlo.ir.core import Module, Operation, Region, Value
-from hlo.runtime.steps import BufRef, Copy, Switch, While
+from hlo.runtime.steps import BufRef, Copy, HostCall, Switch, While, type_desc
 from . import index_trace
 from .kernel_emitter import KernelEmitter, Root, is_column_reduce, physical_order
 from .scalar_ops import UnsupportedOp
@@ -34,7 +36,7 @@ from .scalar_ops import UnsupportedOp
 # Ops a fusion materializes (a kernel or steps of their own, before its elementwise outputs);
 # the others are computed per element by the elemental emitter inside their readers' loops.
 HEAVY = op_table.with_trait(op_table.INNER_LOOP, op_table.WHOLE_ARRAY, op_table.CONTROL_FLOW,
-                            op_table.BARRIER, op_table.KERNEL)
+                            op_table.BARRIER, op_table.KERNEL, op_table.SIDE_EFFECT)
 BITCAST_OPS = op_table.with_trait(op_table.MAY_BITCAST)
 SCRATCH_ALIGN = 64
 
@@ -51,6 +53,7 @@ class Lowering:
         self.steps: list = []
         self.scratch_base = _align(int(getattr(plan, "arena_size", 0) or 0))
         self.scratch_top = self.scratch_base
+        self.host_sites: List[dict] = []  # per HostCall site: callback, buffer types, line
 
     # -- buffers --------------------------------------------------------------------------
 
@@ -146,6 +149,8 @@ class Lowering:
         what = f"{name}{where}"
         if name in BITCAST_OPS and len(op.operands) == 1 and dests[0] == env.get(op.operands[0]):
             return  # the buffer plan made this a bitcast: same bytes, nothing to compute
+        if name in cg.DECLINED:
+            raise UnsupportedOp(cg.DECLINED[name])
         if name == "fusion":
             return self.lower_fusion(op, dests, env)
         own = getattr(self, "_lower_" + name, None) if name in HEAVY else None
@@ -315,10 +320,12 @@ class Lowering:
         return ref
 
     @classmethod
-    def own_lowerings(cls) -> frozenset:
-        """The ops lowered to steps of their own (a ``_lower_<op>`` method); any other op is
-        computed by a loop kernel of the elemental emitter."""
-        return frozenset(n for n in HEAVY if hasattr(cls, "_lower_" + n))
+    def own_lowerings(cls, emitter=KernelEmitter) -> frozenset:
+        """The ops lowered to steps of their own (a ``_lower_<op>`` method) for a target whose
+        kernels come from ``emitter`` (a ``KernelEmitter`` class: the ops it declines are left
+        out); any other op is computed by a loop kernel of the elemental emitter."""
+        return frozenset(n for n in HEAVY if hasattr(cls, "_lower_" + n)
+                         and n not in emitter.declined_ops())
 
     # -- ops with their own kernels ------------------------------------------------------
 
@@ -330,6 +337,19 @@ class Lowering:
 
     def _lower_scatter(self, op, dests, env):
         self.cg.scatter(self, op, dests, env)
+
+    def _lower_host_callback(self, op, dests, env):
+        values = list(op.operands) + list(op.results)
+        site = len(self.host_sites)
+        where = str(op.loc) if op.loc is not None else ""
+        types = [type_desc(v.type) for v in values]
+        self.host_sites.append({"callback_id": op.attrs["callback_id"], "types": types,
+                                "operands": len(op.operands), "where": where})
+        self.steps.append(HostCall(site, op.attrs["callback_id"],
+                                   [env[v] for v in op.operands] + list(dests),
+                                   [False] * len(op.operands) + [True] * len(dests), types,
+                                   f"{op.attrs.get('what') or 'host_callback'}"
+                                   + (f" at {where}" if where else "")))
 
     # -- control flow --------------------------------------------------------------------
 

@@ -154,9 +154,10 @@ def logistic_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 # integer; ``fptosi_sat``/``fptoui_sat`` convert a float to the integer type ``ret``.
 FLOAT_FUNCTIONS = ("exp", "log", "tanh", "logistic", "expm1", "log1p", "cbrt", "tan", "sin", "cos",
                    "pow", "atan2", "sqrt", "fabs", "floor", "ceil", "roundeven", "round",
-                   "maximum", "minimum", "copysign", "fmuladd", "hypot")
+                   "maximum", "minimum", "copysign", "fmuladd", "fmod", "hypot")
 INT_FUNCTIONS = ("ctpop", "ctlz", "fptosi_sat", "fptoui_sat")
-_ARITY = {"pow": 2, "atan2": 2, "hypot": 2, "maximum": 2, "minimum": 2, "copysign": 2, "fmuladd": 3}
+_ARITY = {"pow": 2, "atan2": 2, "hypot": 2, "maximum": 2, "minimum": 2, "copysign": 2, "fmuladd": 3,
+          "fmod": 2}
 
 # How one function is computed for one float width: an LLVM intrinsic (``llvm.<name>``), a C
 # math library function (``name`` for double, ``name + "f"`` for float), NVIDIA's libdevice
@@ -201,6 +202,8 @@ class MathPolicy:
         if how == OWN:
             return _OWN[fn, _width(ty)](ctx, b, *args)
         if how == INTRINSIC:
+            if fn == "fmod":  # LLVM's frem instruction (C's fmod)
+                return b.frem(*args)
             f = ctx.intrinsic(fn, ty, _ARITY.get(fn, 1))
             return b.call(f, args, fastmath=fastmath) if fastmath else b.call(f, args)
         if how == LIBM:
@@ -247,7 +250,9 @@ class LibdeviceMath(MathPolicy):
              "log1p": (LIBDEVICE, LIBDEVICE), "cbrt": (LIBDEVICE, LIBDEVICE),
              "tan": (LIBDEVICE, LIBDEVICE), "atan2": (LIBDEVICE, LIBDEVICE),
              "sin": (LIBDEVICE, LIBDEVICE), "cos": (LIBDEVICE, LIBDEVICE),
-             "pow": (LIBDEVICE, LIBDEVICE), "hypot": (LIBDEVICE, LIBDEVICE)}
+             "pow": (LIBDEVICE, LIBDEVICE), "hypot": (LIBDEVICE, LIBDEVICE),
+             # NVPTX lowers frem to x - trunc(x / y) * y, wrong when x / y is large
+             "fmod": (LIBDEVICE, LIBDEVICE)}
 
 
 CPU_MATH = CpuMath()

@@ -1,7 +1,7 @@
 """NVPTX modules through llvmlite, shared by GPU backends: the target machine for
 ``nvptx64-nvidia-cuda`` at an SM architecture, a ``ModuleContext`` with its data layout and the
 libdevice math policy, kernel functions (calling convention ``ptx_kernel``), libdevice linked in
-when the module calls it, PTX emission and a ``ptxas`` check.
+when the module calls it, PTX emission and ``ptxas`` (a check, or the cubin).
 
     target = CudaTarget.for_arch("sm_90")          # hlo.runtime.cuda.target
     ctx = module_context("m", target)
@@ -176,20 +176,27 @@ def find_ptxas() -> Optional[str]:
     return None
 
 
-def ptxas_check(ptx: str, arch: str, ptxas: Optional[str] = None) -> None:
-    """Assemble ``ptx`` for ``arch`` with ptxas (output discarded); ``PtxasError`` with its
-    messages when it refuses."""
+def assemble(ptx: str, arch: str, ptxas: Optional[str] = None) -> bytes:
+    """The cubin ptxas makes of ``ptx`` for ``arch``; ``PtxasError`` with its messages when it
+    refuses, ``FileNotFoundError`` when there is no ptxas."""
     exe = ptxas or find_ptxas()
     if exe is None:
         raise FileNotFoundError("ptxas was not found (install the CUDA toolkit or set CUDA_HOME)")
     with tempfile.TemporaryDirectory() as d:
-        src = os.path.join(d, "k.ptx")
+        src, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
         with open(src, "w") as f:
             f.write(ptx)
-        r = subprocess.run([exe, f"-arch={arch}", src, "-o", os.path.join(d, "k.cubin")],
-                           capture_output=True, text=True)
-    if r.returncode != 0:
-        raise PtxasError(f"ptxas -arch={arch} failed:\n{r.stderr.strip()}")
+        r = subprocess.run([exe, f"-arch={arch}", src, "-o", out], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise PtxasError(f"ptxas -arch={arch} failed:\n{r.stderr.strip()}")
+        with open(out, "rb") as f:
+            return f.read()
+
+
+def ptxas_check(ptx: str, arch: str, ptxas: Optional[str] = None) -> None:
+    """Assemble ``ptx`` for ``arch`` with ptxas (output discarded); ``PtxasError`` with its
+    messages when it refuses."""
+    assemble(ptx, arch, ptxas)
 
 
 def unresolved_calls(ptx: str) -> list:

@@ -131,7 +131,7 @@ def binary(ctx: ModuleContext, b: ir.IRBuilder, name: str, et: ElementType, x: i
         if name == "divide":
             return _round(b, b.fdiv(x, y), et)
         if name == "remainder":
-            return _round(b, b.frem(x, y), et)
+            return _round(b, ctx.math.call(ctx, b, "fmod", [x, y]), et)
         if name in ("maximum", "minimum"):
             return ctx.math.call(ctx, b, name, [x, y])
         if name == "power":
@@ -176,8 +176,13 @@ def binary(ctx: ModuleContext, b: ir.IRBuilder, name: str, et: ElementType, x: i
         if name == "shift_right_arithmetic":
             amt = b.select(big, ir.Constant(ty, bits - 1), y)
             return b.ashr(x, amt)
-        amt = b.select(big, zero, y)
-        r = b.shl(x, amt) if name == "shift_left" else b.lshr(x, amt)
+        # a funnel shift (amount taken modulo the width) rather than shl/lshr of a selected
+        # amount: NVPTX folds select(y >= bits, 0, shl(x, y)) into a shift by the amount's low
+        # 32 bits (PTX clamps only those), wrong for amounts of 2^32 and up
+        if name == "shift_left":
+            r = b.call(ctx.intrinsic("fshl", ty, 3), [x, zero, y])
+        else:
+            r = b.call(ctx.intrinsic("fshr", ty, 3), [zero, x, y])
         return b.select(big, zero, r)
     if name == "power":
         return _int_power(b, x, y, ty, signed, bits)

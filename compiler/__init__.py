@@ -45,6 +45,7 @@ _FRONTEND = (
     ("checkpoint_policies", "hlo.autodiff.checkpoint", "checkpoint_policies"), ("jacfwd", "hlo.batching.jacobians", "jacfwd"),
     ("jacrev", "hlo.batching.jacobians", "jacrev"), ("hessian", "hlo.batching.jacobians", "hessian"),
     ("explain_cache_miss", "hlo.api", "explain_cache_miss"),  # the persistent cache
+    ("debug", "hlo.debug", None), ("pure_callback", "hlo.callbacks", "pure_callback"),
 )
 _FRONTEND_NAMES = {n for n, _, _ in _FRONTEND}
 _loading = False

@@ -33,7 +33,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 import numpy as np
 
 from .abstract import ShapedArray, array_key, c_strides, concrete_arg
-from . import gc_pause
+from . import config, gc_pause
 from .api_util import api_boundary, set_eager_compiler, static_key
 from .errors import ArgumentTypeError
 from .source_info import function_location, function_name, user_location
@@ -79,7 +79,9 @@ class _Signature:
         self.statics: Tuple[Tuple[str, Any], ...] = statics  # (parameter name, value), for messages
         self.target = target
         self.donated = donated
-        self.key = (in_tree, avals, tuple((n, static_key(v)) for n, v in statics), target)
+        # the settings that change the generated code (hlo.config: matmul_precision on cuda)
+        code = config.resolved_matmul_precision() if target == "cuda" else None
+        self.key = (in_tree, avals, tuple((n, static_key(v)) for n, v in statics), target, code)
 
 
 class JitFunction:
@@ -112,6 +114,7 @@ class JitFunction:
         # (target, fast key) -> (run, finish, signature key)
         self._fast: Dict[Any, Tuple[Callable, Callable, Any]] = {}
         self._fast_of: Dict[Any, List[Any]] = {}  # signature key -> its fast keys (to evict)
+        self._fast_generation = config.generation  # a code setting changed since: entries stale
         self._hit_counter = itertools.count()  # next() is one atomic C call: no lock per hit
         self._fast_limit = _FAST_TABLE_LIMIT  # 0 turns the fast path off (the tests compare both)
         self._numbers_keyed = False  # True once a fast entry takes a Python number
@@ -254,6 +257,11 @@ class JitFunction:
                     key = tuple(map(_ARRAY_KEY, args))
                 except Exception:  # a Python number (no .shape) or an odd object
                     key = None
+            if self._fast_generation != config.generation:  # e.g. matmul_precision was changed
+                with self._lock:
+                    self._fast.clear()
+                    self._fast_of.clear()
+                    self._fast_generation = config.generation
             try:
                 entry = self._fast.get((self.target or default_target(), key))
             except Exception:  # an unhashable attribute, a bad HLO_TARGET: the full path says
@@ -325,7 +333,6 @@ class JitFunction:
             self._fast_of.setdefault(sig.key, []).append((sig.target, key))
 
     def _compile_miss(self, sig: _Signature) -> Compiled:
-        from . import config
         with self._lock:
             previous = [s for _, s in self._cache.values()]
             self._misses += 1
@@ -499,4 +506,4 @@ def explain_cache_miss(f: Callable, *args, **kwargs) -> str:
     jf = f if isinstance(f, JitFunction) else jit(f)
     lowered = jf.lower(*args, **kwargs)
     target = resolve_target(lowered.target)
-    return explain(lowered.ir, target, compile_options(lowered.donated))
+    return explain(lowered.ir, target, compile_options(lowered.donated, target=target))

@@ -389,7 +389,7 @@ def cmd_inspect(a) -> int:
     if donated:
         w(f"donated arguments: {', '.join(exe.arg_names[i] for i in donated)}\n")
     tgt = m.get("target") or {}
-    w(f"target: {tgt.get('kind')} {tgt.get('triple')} cpu={tgt.get('cpu')}\n")
+    w(f"target: {tgt.get('kind')} {tgt.get('triple')} " + (f"arch={tgt.get('arch')}" if tgt.get('kind') == 'cuda' else f"cpu={tgt.get('cpu')}") + "\n")
     kernels = list(rt.get("kernels") or [])
     w(f"native kernels ({len(kernels)}):" + "".join(f"\n  {k}" for k in kernels) + "\n")
     libs = rt.get("libraries") or []
@@ -466,7 +466,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--static", action="append", default=[], metavar="NAME=VALUE",
                    help="a static (compile-time) keyword argument; VALUE is a Python literal")
     c.add_argument("-o", "--output", required=True, metavar="OUT.hlox")
-    c.add_argument("--target", default=None, help="cpu (default: the default target)")
+    c.add_argument("--target", default=None, help="cpu or cuda (default: the default target)")
     c.add_argument("--dump-dir", default=None, help="write the IR after every pass here")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     c.set_defaults(fn=cmd_compile)

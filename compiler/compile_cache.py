@@ -58,6 +58,8 @@ import threading
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from hlo.ir.callbacks import has_host_callbacks
+
 from .targets import Artifact
 
 log = logging.getLogger("hlo.cache")
@@ -118,8 +120,12 @@ def max_bytes() -> int:
     return DEFAULT_MAX_BYTES
 
 
-def bypass_reason(target: str, dump_dir: Optional[str]) -> Optional[str]:
+def bypass_reason(target: str, dump_dir: Optional[str], module=None) -> Optional[str]:
     """Why this compile does not use the cache, or None if it does."""
+    if module is not None and has_host_callbacks(module):
+        # An entry would name callables by this process's registry ids (hlo.ir.callbacks),
+        # which mean other functions in another process: such programs are never stored.
+        return "the program calls back into Python (hlo.debug.print, hlo.pure_callback)"
     if not enabled():
         return "the persistent cache is off (HLO_CACHE=0 or hlo.config 'cache' is False)"
     if target == "interpreter":
@@ -176,6 +182,9 @@ def _target_parts(target: str) -> Dict[str, str]:
     from hlo.runtime.target import KINDS, current
     if target not in KINDS:
         return {"cpu": "-", "environment": "-"}
+    if target == "cuda":  # the GPU the backend compiles for (sm_90 on a machine without one)
+        from hlo.backends.cuda.device import launch_device
+        return launch_device().target.key_parts()
     return current(target).key_parts()
 
 
@@ -411,9 +420,8 @@ class CachedArtifact(Artifact):
         self._module = None
         self.optimize_result = _StoredResult(self, plan_text)
 
-        def run(flat, _exe=loaded.executable):
-            return list(_exe(*flat))
-        self.run = run
+        from .targets import _runner
+        self.run = _runner(target, loaded.executable)
 
     def module_text(self) -> str:
         return self.ir_text  # the stored text itself: no parse and print to save or show it
@@ -489,7 +497,7 @@ class Pending:
 def begin(module, target: str, options: Optional[dict], dump_dir: Optional[str]) -> Optional[Pending]:
     """The cache's answer for one compile: None when the cache does not apply, else a
     ``Pending`` with ``hit`` set on a hit."""
-    if bypass_reason(target, dump_dir) is not None:
+    if bypass_reason(target, dump_dir, module) is not None:
         return None
     try:
         key = make_key(module, target, options)
@@ -624,7 +632,7 @@ def _explain(key: Key, candidates: Sequence[Tuple[str, dict, float]]) -> str:
 def explain(module, target: str, options: Optional[dict], dump_dir: Optional[str] = None) -> str:
     """One paragraph: would this compile hit the persistent cache, and if not, which key part
     differs from the closest entry."""
-    why = bypass_reason(target, dump_dir)
+    why = bypass_reason(target, dump_dir, module)
     if why is not None:
         return f"not cached: {why}"
     key = make_key(module, target, options)

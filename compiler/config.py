@@ -18,6 +18,15 @@ Settings and the environment variables that seed them:
 - ``cache_max_bytes`` (int or None; ``HLO_CACHE_MAX_BYTES``): the cache's size bound; the least
   recently used entries are evicted past it. None means: the variable, else 1 GiB.
 
+- ``matmul_precision`` (str or None; ``HLO_MATMUL_PRECISION``): how float32 matrix products
+  (``dot_general``, ``matmul``, ``einsum`` contractions) are computed on the cuda target:
+  ``"highest"`` (the default: full float32, like numpy and torch) or ``"tf32"`` (TensorFloat-32
+  tensor cores: float32 data and accumulation, products of 10-bit-mantissa operands; about 8x
+  faster on an H100, relative error near 3e-4), like jax's ``jax_default_matmul_precision``.
+  None means: ``HLO_MATMUL_PRECISION``, else "highest". It is part of the compile key (a
+  changed setting compiles again, in ``hlo.jit``'s cache and the persistent one); bf16 / f16
+  / f64 products are not affected; the cpu target ignores it (its f32 products are always
+  full float32), and so does the interpreter.
 - ``jit_cache_size`` (int, default 128): how many compiled signatures each ``hlo.jit`` function
   keeps in memory; past it the least recently used one is dropped (a later call with that
   signature compiles again, or loads it from the persistent cache).
@@ -55,6 +64,7 @@ _DEFAULTS: Dict[str, Any] = {
     "cache": None,
     "cache_dir": None,
     "cache_max_bytes": None,
+    "matmul_precision": None,
     "jit_cache_size": 128,
 }
 
@@ -65,10 +75,36 @@ _CHECKS = {
     "cache": lambda v: v is None or isinstance(v, bool),
     "cache_dir": lambda v: v is None or isinstance(v, (str, os.PathLike)),
     "cache_max_bytes": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v > 0),
+    "matmul_precision": lambda v: v is None or isinstance(v, str),
     "jit_cache_size": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
 }
 
+# Settings that change the code a compile generates: updating one bumps ``generation``, which
+# makes ``hlo.jit``'s per-function caches look again (their keys name these settings).
+_CODE_SETTINGS = frozenset({"matmul_precision"})
+generation = 0
+
 _values: Dict[str, Any] = dict(_DEFAULTS)
+
+
+def _check_precision(value: str, where: str) -> str:
+    # the values live with the pipeline's options (imported here, not at import: loading a
+    # saved executable imports no pass)
+    from hlo.passes.options import MATMUL_PRECISIONS
+    if value not in MATMUL_PRECISIONS:
+        raise ValueError(f"unknown matmul precision {value!r} in {where} (expected "
+                         f"{' or '.join(repr(p) for p in MATMUL_PRECISIONS)})")
+    return value
+
+
+def resolved_matmul_precision() -> str:
+    """The ``matmul_precision`` in effect: the setting, else ``HLO_MATMUL_PRECISION``, else
+    "highest"."""
+    v = _values["matmul_precision"]
+    if v is not None:
+        return v
+    env = os.environ.get("HLO_MATMUL_PRECISION", "").strip().lower()
+    return _check_precision(env, "HLO_MATMUL_PRECISION") if env else "highest"
 
 
 def update(name: str, value: Any) -> None:
@@ -79,8 +115,17 @@ def update(name: str, value: Any) -> None:
         raise TypeError(f"bad value {value!r} for hlo setting {name!r}")
     if name == "target" and value is not None:
         check_target_name(value)
+    if name == "matmul_precision" and value is not None:
+        _check_precision(value, 'hlo.config.update("matmul_precision", ...)')
+    _set({name: value})
+
+
+def _set(values: Dict[str, Any]) -> None:
+    global generation
     with _lock:
-        _values[name] = value
+        _values.update(values)
+        if _CODE_SETTINGS.intersection(values):
+            generation += 1
 
 
 def read(name: str) -> Any:
@@ -99,8 +144,7 @@ def override(**settings):
             update(k, v)
         yield
     finally:
-        with _lock:
-            _values.update(old)
+        _set(old)
 
 
 def __getattr__(name: str) -> Any:  # hlo.config.log_recompiles

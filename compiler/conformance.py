@@ -256,7 +256,8 @@ def run_all(cases: Sequence[Case], options: Options, jobs: int, timeout: float,
     for i, res in run_tasks(
             _task, tasks, jobs, timeout if timeout > 0 else float("inf"),
             on_timeout=lambda arg, t: asdict(Result("failed", f"timed out after {t:g} s", seconds=t)),
-            on_crash=lambda arg, code: asdict(Result("failed", f"crashed (worker exit code {code})"))):
+            on_crash=lambda arg, code: asdict(Result("failed", f"crashed (worker exit code {code})")),
+            fork=options.target != "cuda"):
         results[cases[i]] = Result(**res)
         if progress:
             progress(cases[i], results[cases[i]])
@@ -352,8 +353,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
+    # Run the module's imported copy, not this ``__main__`` one: the tasks and cases handed to
+    # worker processes pickle by module name, and a fresh worker interpreter (target cuda, or
+    # once MLIR is loaded) can import ``hlo.conformance`` but not this script's ``__main__``.
+    from hlo.conformance import main as _main
     try:
-        sys.exit(main())
+        sys.exit(_main())
     except BrokenPipeError:  # output piped into `head` and friends
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)

@@ -126,8 +126,8 @@ class _Spawned:
 
 
 class _Worker:
-    def __init__(self, fn):
-        self.child = _Forked(fn) if _fork_is_safe() else _Spawned(fn)
+    def __init__(self, fn, fork: bool = True):
+        self.child = _Forked(fn) if fork and _fork_is_safe() else _Spawned(fn)
         self.conn = self.child.conn
         self.task: Optional[Tuple[int, Any]] = None
         self.started = 0.0
@@ -159,11 +159,13 @@ class _Worker:
 
 
 def run_tasks(fn: Callable[[Any], Any], args: Sequence[Any], jobs: int, timeout: float,
-              on_timeout: Callable[[Any, float], Any], on_crash: Callable[[Any, Optional[int]], Any]
-              ) -> Iterator[Tuple[int, Any]]:
-    """Yield ``(index, fn(args[index]))`` for every task, in completion order."""
+              on_timeout: Callable[[Any, float], Any], on_crash: Callable[[Any, Optional[int]], Any],
+              fork: bool = True) -> Iterator[Tuple[int, Any]]:
+    """Yield ``(index, fn(args[index]))`` for every task, in completion order. ``fork=False``:
+    fresh interpreters even where forking is safe for Python (a parent that initialized the
+    CUDA driver, target cuda: a forked child cannot use CUDA)."""
     pending = list(range(len(args)))[::-1]
-    workers: List[_Worker] = [_Worker(fn) for _ in range(max(1, min(jobs, len(args))))]
+    workers: List[_Worker] = [_Worker(fn, fork) for _ in range(max(1, min(jobs, len(args))))]
     done = 0
     try:
         while done < len(args):
@@ -184,7 +186,7 @@ def run_tasks(fn: Callable[[Any], Any], args: Sequence[Any], jobs: int, timeout:
                     except (EOFError, OSError):
                         code = w.exit_code()
                         w.kill()
-                        workers[workers.index(w)] = _Worker(fn)
+                        workers[workers.index(w)] = _Worker(fn, fork)
                         done += 1
                         yield key, on_crash(arg, code)
                         continue
@@ -193,7 +195,7 @@ def run_tasks(fn: Callable[[Any], Any], args: Sequence[Any], jobs: int, timeout:
                     yield got_key, result
                 elif now - w.started > timeout:
                     w.kill()
-                    workers[workers.index(w)] = _Worker(fn)
+                    workers[workers.index(w)] = _Worker(fn, fork)
                     done += 1
                     yield key, on_timeout(arg, timeout)
     finally:

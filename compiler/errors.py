@@ -19,6 +19,7 @@ index), so ``except TypeError`` keeps working.
       ScalarOverflowError (OverflowError)   a Python int too large for the dtype it meets
       TargetUnavailableError (NotImplementedError)  a target whose backend is not there
       UnsupportedError (NotImplementedError)        a feature hlo does not have (dynamic shapes...)
+      CallbackError (RuntimeError)          a host callback returned values of the wrong type
 """
 from __future__ import annotations
 
@@ -90,3 +91,22 @@ class TargetUnavailableError(HloError, NotImplementedError):
 
 class UnsupportedError(HloError, NotImplementedError):
     pass
+
+
+class CallbackError(HloError, RuntimeError):
+    """A host callback (``hlo.pure_callback``) returned arrays that do not match its declared
+    result shapes and dtypes; the location is the line of the call."""
+
+
+def cuda_runner(program):
+    """``run(flat)`` of a CUDA program (``hlo.backends.cuda.program.CudaProgram``): numpy results;
+    where the program cannot run (no GPU, driver or bindings: the runtime's
+    ``CudaUnavailableError``), ``TargetUnavailableError`` with the runtime's reason."""
+    from hlo.runtime.cuda.errors import CudaUnavailableError
+
+    def run(flat):
+        try:
+            return list(program(*flat))
+        except CudaUnavailableError as e:
+            raise TargetUnavailableError(f"target 'cuda' cannot run here: {e}") from None
+    return run

@@ -30,13 +30,13 @@ from hlo.runtime.manifest_schema import check_ir_signature, check_manifest
 from hlo.runtime.memory_analysis import MemoryAnalysis
 from hlo.runtime.hlox import (CorruptFileError, FormatVersionError, InputMismatchError, LoadError,
                               SaveError, TargetMismatchError)
-from hlo.runtime.target import check_kind
+from hlo.runtime.target import check_kind, current
 
 from . import tree_util
 from .signature import flatten_inputs, plain_name
 from .tree_util import PyTreeDef
 
-SUPPORTED_TARGET_KINDS = ("cpu",)  # kinds this hlo can load; a CUDA loader adds "cuda"
+SUPPORTED_TARGET_KINDS = ("cpu", "cuda")  # kinds this hlo can load
 
 
 # --------------------------------------------------------------------------------------------
@@ -142,9 +142,18 @@ def artifact_payload(art) -> hlox.Payload:
     """The payload of a compiled ``Artifact`` (no call signature: flat arrays in and out)."""
     import hlo
     exe = getattr(art, "executable", None)
+    if art.target == "cuda" and exe is not None:
+        return _cuda_payload(art, exe)
     if exe is None or getattr(exe, "object_code", None) is None:
         raise SaveError(f"an executable for target {art.target!r} has no native code to save; "
                         "compile it for target='cpu' (hlo.aot.compile(f, *specs, target='cpu'))")
+    from hlo.ir.callbacks import first_host_callback  # not on the load path
+    cb = first_host_callback(art.optimized_module)
+    if cb is not None or exe.manifest.get("host_calls"):
+        at = f" ({cb.attrs.get('what') or 'a host callback'} at {cb.loc})" if cb is not None else ""
+        raise SaveError(f"this program calls back into Python{at}: a saved executable cannot hold "
+                        "the Python callable (it cannot be serialized); save a version without "
+                        "hlo.debug.print / hlo.pure_callback")
     rt = dict(exe.manifest)
     tgt = rt.get("target") or {}
     opt = art.optimize_result
@@ -169,6 +178,32 @@ def artifact_payload(art) -> hlox.Payload:
         manifest["sections"][POOL_SECTION] = ("native code: the runtime's worker pool that parallel "
                                               "kernels call (linked at load unless already present)")
         manifest["imports"] = _merge_imports(manifest["imports"], object_imports(pool))
+    return hlox.Payload(manifest, sections)
+
+
+def _cuda_payload(art, prog) -> hlox.Payload:
+    """A CUDA program's payload: its own sections (``code.cuda``: PTX; ``code.cuda.<arch>``: a
+    cubin; ``code.cuda.consts``: constants; see ``hlo.backends.cuda.program``)."""
+    import hlo
+    rt = dict(prog.manifest)
+    opt = art.optimize_result
+    plan = opt.buffers.text() if opt is not None and hasattr(opt.buffers, "text") else ""
+    tgt = rt["target"]
+    sections = dict(prog.sections())
+    manifest = {
+        "target": {k: v for k, v in tgt.items() if k in ("kind", "triple", "arch", "ptx", "features")},
+        "runtime": rt,
+        "buffer_plan": {"arena_size": int(rt.get("arena_size", 0)), "text": plan.splitlines()},
+        "call_sequence": (prog.steps_text or "").splitlines(),
+        "analyses": _analysis_json(art),
+        "imports": [],
+        "hlo_version": hlo.__version__,
+        "sections": {k: ("PTX for " + tgt["arch"] if k == "code.cuda" else
+                         "constants' bytes" if k.endswith(".consts") else f"cubin for {k[10:]}")
+                     for k in sections},
+    }
+    manifest["sections"]["ir"] = "the optimized module (hlo IR text)"
+    sections["ir"] = art.module_text().encode("utf-8")
     return hlox.Payload(manifest, sections)
 
 
@@ -254,7 +289,13 @@ def _require(cond: bool, what: str) -> None:
 
 def check_target(target: dict, where: str) -> None:
     """Refuse (``TargetMismatchError``) an executable this machine cannot run: the target of
-    its kind decides (``hlo.runtime.target``)."""
+    its kind decides (``hlo.runtime.target``). A CUDA program loads on a machine without a GPU
+    (calling it then says that no CUDA device is present)."""
+    if target.get("kind") == "cuda":
+        try:
+            current("cuda")
+        except RuntimeError:
+            return
     check_kind(target, where, SUPPORTED_TARGET_KINDS).check_loadable(target, where)
 
 
@@ -344,6 +385,14 @@ class LoadedExecutable:
         code = payload.sections.get(code_name)
         if code is None:
             raise CorruptFileError(f"{where}: no native code section {code_name!r}")
+        self.manifest = m
+        self.target = kind
+        self._ir_text = ir
+        self._cost = cost
+        self._mem = mem
+        if kind == "cuda":
+            self._load_cuda(payload, runtime, where)
+            return
         from hlo.runtime.executable import FORMAT_VERSION as RUNTIME_FORMAT, Executable
         if runtime.get("format") != RUNTIME_FORMAT:
             raise FormatVersionError(
@@ -361,6 +410,20 @@ class LoadedExecutable:
         except (RuntimeError, ValueError, KeyError, TypeError) as e:
             raise LoadError(f"{where}: the native code does not link: {e}") from None
         self._run = self.executable.run
+
+    def _load_cuda(self, payload: hlox.Payload, runtime: dict, where: str) -> None:
+        from hlo.backends.cuda.program import FORMAT, CudaProgram
+        from .errors import cuda_runner
+        if runtime.get("format") != FORMAT:
+            raise FormatVersionError(
+                f"{where} holds a CUDA program of interface {runtime.get('format')!r}; this hlo "
+                f"runs interface {FORMAT}. Compile the program again with this hlo")
+        try:
+            self.executable = CudaProgram.from_sections(
+                runtime, payload.sections, steps_text="\n".join(self.manifest.get("call_sequence", [])))
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptFileError(f"{where}: malformed CUDA program ({type(e).__name__}: {e})") from None
+        self._run = cuda_runner(self.executable)
 
     # -- description ---------------------------------------------------------------------------
 

@@ -117,8 +117,17 @@ class Compiled:
     def out_avals(self) -> List[ShapedArray]:
         return self.lowered.out_avals
 
-    def as_text(self) -> str:
-        return self._artifact.module_text()
+    def as_text(self, dialect: str = "hlo") -> str:
+        """The optimized IR (``dialect="hlo"``), or, for target cuda, the generated ``"ptx"``."""
+        if dialect == "hlo":
+            return self._artifact.module_text()
+        if dialect == "ptx":
+            ptx = getattr(getattr(self._artifact, "executable", None), "ptx", None)
+            if ptx is None:
+                raise ValueError(f"as_text('ptx'): an executable for target {self.target!r} has no "
+                                 "PTX; compile it for target='cuda'")
+            return ptx
+        raise ValueError(f"as_text: unknown dialect {dialect!r}; expected 'hlo' or 'ptx'")
 
     @api_boundary
     def cost_analysis(self) -> Dict[str, Any]:

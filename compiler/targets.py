@@ -36,7 +36,7 @@ from hlo.ir import Module
 
 from . import config, gc_pause
 from .config import check_target_name  # the target names (settings check them too)
-from .errors import TargetUnavailableError
+from .errors import TargetUnavailableError, UnsupportedError, cuda_runner
 
 
 @lru_cache(maxsize=1)
@@ -87,6 +87,16 @@ def _module_exists(name: str) -> bool:
     return spec is not None and spec.origin not in (None, "namespace")
 
 
+def _runner(target: str, exe) -> Callable[[Sequence[np.ndarray]], List[np.ndarray]]:
+    """``run(flat)`` of a compiled executable (``errors.cuda_runner`` for a CUDA program)."""
+    if target == "cuda":
+        return cuda_runner(exe)
+
+    def run(flat, _exe=exe):
+        return list(_exe(*flat))
+    return run
+
+
 class Artifact:
     """A module compiled for one target: the optimized IR, the pipeline's result (for the
     analyses) and a function that runs flat numpy arrays."""
@@ -106,6 +116,8 @@ class Artifact:
         or None where the artifact has no such entry (the interpreter, a non-row-major input
         or output layout)."""
         exe = getattr(self, "executable", None)  # set by compile_module / the compilation cache
+        if self.target == "cuda":
+            return self.run, None  # the runtime checks and copies arguments itself
         run = getattr(exe, "run", None)
         unchecked = getattr(exe, "run_unchecked", None)
         if run is None or not callable(run):
@@ -161,12 +173,32 @@ def report_progress(stage: str) -> None:
         cb(stage)
 
 
-def compile_options(donated: Sequence[int] = (), options: Optional[dict] = None) -> dict:
+def check_declined_ops(module: Module, target: str, declined: Dict[str, str]) -> None:
+    """Raise ``UnsupportedError`` naming the user's line of the first op of ``module`` that
+    ``target`` declines (its backend's ``declined_ops()``: op name -> reason), before any pass
+    runs."""
+    if not declined:
+        return
+    for fn in module.functions.values():
+        for op in fn.walk():
+            why = declined.get(op.name)
+            if why is not None:
+                what = op.attrs.get("what") or op.name
+                kw = {"location": op.loc} if op.loc is not None else {}
+                raise UnsupportedError(f"{what} cannot be compiled for target {target!r}: {why}", **kw)
+
+
+def compile_options(donated: Sequence[int] = (), options: Optional[dict] = None,
+                    target: Optional[str] = None) -> dict:
     """The options a compile passes to the pipeline and keys the persistent cache on; one place,
-    so that ``hlo.explain_cache_miss`` compares exactly what a compile would."""
+    so that ``hlo.explain_cache_miss`` compares exactly what a compile would. For the cuda
+    target they carry ``hlo.config``'s ``matmul_precision`` (other targets ignore it, so it is
+    not in their keys)."""
     opts = dict(options or {})
     if donated:
         opts["donated_args"] = tuple(donated)
+    if target == "cuda":
+        opts.setdefault("matmul_precision", config.resolved_matmul_precision())
     return opts
 
 
@@ -183,7 +215,7 @@ def compile_module(module: Module, target: str, *, donated: Sequence[int] = (),
 
 def _compile_module(module, target, donated, options, dump_dir) -> Artifact:
     check_target_name(target)
-    opts = compile_options(donated, options)
+    opts = compile_options(donated, options, target)
     if target == "interpreter":
         if not _module_exists("hlo.ir.interpreter"):
             raise TargetUnavailableError(
@@ -205,7 +237,11 @@ def _compile_module(module, target, donated, options, dump_dir) -> Artifact:
         raise TargetUnavailableError(
             f"target {target!r} needs the optimization pipeline (hlo.passes.pipeline), which does "
             "not exist yet")
-    compile_fn = getattr(importlib.import_module(backend), "compile", None)
+    backend_module = importlib.import_module(backend)
+    compile_fn = getattr(backend_module, "compile", None)
+    declined = getattr(backend_module, "declined_ops", None)
+    if declined is not None:
+        check_declined_ops(module, target, declined())
     if compile_fn is None:
         raise TargetUnavailableError(
             f"target {target!r} has no backend yet ({backend}.compile does not exist); use "
@@ -219,10 +255,7 @@ def _compile_module(module, target, donated, options, dump_dir) -> Artifact:
     res = _optimize(module, target, opts, dump_dir)
     report_progress("codegen")
     exe = compile_fn(res)
-
-    def run(flat, _exe=exe):
-        return list(_exe(*flat))
-    art = Artifact(target, res.module, res, run)
+    art = Artifact(target, res.module, res, _runner(target, exe))
     art.executable = exe
     if pending is not None:
         report_progress("cache write")

@@ -12,7 +12,7 @@ every mutation a plain list edit and impossible to leave half-updated.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set
 
 from .types import TensorType
 
@@ -107,6 +107,18 @@ class Operation:
         yield self
         for r in self.regions:
             yield from r.walk()
+
+    def defined_inside(self) -> Set["Value"]:
+        """Values defined inside this op's regions (region arguments and results of nested
+        ops, at any depth): what a read from inside is not a capture of."""
+        out: Set[Value] = set()
+        for r in self.regions:
+            out.update(r.args)
+            for inner in r.walk():
+                out.update(inner.results)
+                for rr in inner.regions:
+                    out.update(rr.args)
+        return out
 
     def __repr__(self) -> str:
         return f"<Operation {self.name} -> {', '.join(str(t) for t in self.result_types)}>"

@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from .core import Function, Module, Operation, Region, Value
+from .callbacks import OP_NAME as HOST_CALLBACK
 from .interp import HANDLERS, ELEMENTWISE, InterpreterError
 from .interp.numerics import bitcast_convert
 from .verifier import describe, verify_module
@@ -145,6 +146,8 @@ class Interpreter:
         except InterpreterError:
             raise
         except Exception as e:  # a failure inside numpy: name the op that caused it
+            if op.name == HOST_CALLBACK:
+                raise  # the host's own exception (or its result check), as it was raised
             raise InterpreterError(f"{describe(op)}: {type(e).__name__}: {e}") from e
         if len(outs) != len(op.results):
             raise InterpreterError(f"{describe(op)}: produced {len(outs)} values for "

@@ -123,6 +123,7 @@ BARRIER = "barrier"
 KERNEL = "kernel"
 NON_DIFFERENTIABLE = "non_differentiable"
 NOT_TRACED = "not_traced"
+SIDE_EFFECT = "side_effect"
 
 TRAITS: Dict[str, str] = {
     ELEMENTWISE: "each result element depends only on the operand elements at the same index "
@@ -157,6 +158,9 @@ TRAITS: Dict[str, str] = {
                         "derivative, and hlo.grad through it is an error naming the user's line",
     NOT_TRACED: "the frontend never traces it (made by the StableHLO importer or the passes and "
                 "gone before or after autodiff runs), so it needs no VJP rule",
+    SIDE_EFFECT: "calls back into the host (hlo.debug.print, hlo.pure_callback): never removed, "
+                 "merged, folded or fused, and kept in program order with the other side-effecting "
+                 "ops; an op whose regions hold one counts as one (passes/util.has_side_effect)",
 }
 
 
@@ -912,6 +916,13 @@ register(OpDef("optimization_barrier", lambda ts, a, r: [t.without_layout() for 
 # ``call``'s result types come from the callee; the module verifier checks them.
 register(OpDef("call", lambda ts, a, r: None, None, attrs={"callee": Attr("str")}, result_type_given=True,
                traits={CONTROL_FLOW, NOT_TRACED}))
+
+
+# A call back into the host program (``hlo.ir.callbacks``: the registered Python callable of
+# ``callback_id``) with the operands' values; its results are what the callable returns.
+register(OpDef("host_callback", lambda ts, a, r: None, None, attrs={
+    "callback_id": Attr("int"), "what": Attr("str", "")}, result_type_given=True,
+    traits={SIDE_EFFECT}))
 
 
 def _infer_fusion(ts, attrs, regions):

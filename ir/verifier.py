@@ -48,7 +48,7 @@ def verify_op_local(op: Operation) -> None:
             if not ok:
                 raise OpError(f"result type(s) {', '.join(map(str, got)) or 'none'} do not match the "
                               f"inferred {', '.join(map(str, want)) or 'none'}")
-        elif not op.results and op.name != "call":
+        elif not op.results and op.name != "call" and not d.has(op_table.SIDE_EFFECT):
             raise OpError("has no result")
         if d.verify is not None:
             d.verify(op.operand_types, op.attrs, op.regions, op.result_types)

@@ -2,7 +2,8 @@
 types and (structurally equal) regions compute the same values, so the later one is replaced by
 the earlier. Values of an enclosing region are available inside nested regions (an expression
 computed before a while loop is reused in its body), not the other way round; fused regions
-and reduction bodies see only themselves. Constants compare
+and reduction bodies see only themselves. Side-effecting ops (host callbacks, and loops or
+branches holding one) are never merged. Constants compare
 by their exact bytes, so 0.0 and -0.0, or two NaN payloads, stay apart."""
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hlo.ir import ops
 from hlo.ir.core import Module, Region, Value
 
 from .base import Pass, register_pass
-from .util import op_key, replace_values
+from .util import has_side_effect, op_key, replace_values
 
 
 OPEN_REGIONS = ops.with_trait(ops.OPEN_REGIONS)
@@ -55,7 +56,7 @@ def _cse_region(region: Region, scope: _Scope, canon: Dict[Value, Value]) -> boo
             # expressions; other regions (fusions, reduce bodies) stay isolated.
             inner_scope = _Scope(scope) if op.name in OPEN_REGIONS else _Scope()
             changed |= _cse_region(r, inner_scope, canon)
-        if not op.results:
+        if not op.results or has_side_effect(op):
             keep.append(op)
             continue
         # Operands are named by identity, so equal keys mean equal operands.

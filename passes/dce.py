@@ -1,5 +1,7 @@
 """Dead code elimination: ops whose results nothing reads are removed (every op of the IR is
-pure), in every region, innermost first; private functions nothing calls are removed too."""
+pure but the side-effecting ones, host callbacks and the loops and branches that hold one,
+which stay), in every region, innermost first; private functions nothing calls are removed
+too."""
 from __future__ import annotations
 
 from typing import Dict
@@ -7,7 +9,7 @@ from typing import Dict
 from hlo.ir.core import Module, Region, Value
 
 from .base import Pass, register_pass
-from .util import inputs_of
+from .util import has_side_effect, inputs_of
 
 
 def dce_region(region: Region) -> bool:
@@ -25,7 +27,8 @@ def dce_region(region: Region) -> bool:
             counts[v] = counts.get(v, 0) + 1
     keep = []
     for op in reversed(region.ops):
-        if op.results and all(counts.get(r, 0) == 0 for r in op.results):
+        if op.results and all(counts.get(r, 0) == 0 for r in op.results) \
+                and not has_side_effect(op):
             changed = True
             for v in ins[id(op)]:
                 counts[v] -= 1

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, FrozenSet, Optional, Tuple, Union
 
 TARGETS = ("interpreter", "cpu", "cuda")
+MATMUL_PRECISIONS = ("highest", "tf32")  # hlo.config's matmul_precision values
 # Other spellings accepted in option dicts (the jit front door says ``donated_args``).
 ALIASES = {"donated_args": "donate_argnums"}
 
@@ -36,6 +37,10 @@ class Options:
     # kernel computes the operand rows while it packs them). None: the target's default
     # (on for cpu and interpreter, off for cuda).
     row_prologue: Optional[bool] = None
+    # How float32 matrix products are computed on cuda: "highest" (full float32) or "tf32"
+    # (TensorFloat-32 tensor cores); hlo.config's matmul_precision. The gemm planner
+    # (hlo.backends.cuda.gemm.plan_dot's ``precision``) takes it; cpu and the interpreter ignore it.
+    matmul_precision: str = "highest"
 
     @classmethod
     def from_any(cls, x: Any) -> "Options":
@@ -69,6 +74,9 @@ class Options:
         if isinstance(self.donate_argnums, int):
             self.donate_argnums = (self.donate_argnums,)
         self.donate_argnums = tuple(int(i) for i in (self.donate_argnums or ()))
+        if self.matmul_precision not in MATMUL_PRECISIONS:
+            raise ValueError(f"matmul_precision must be one of {', '.join(MATMUL_PRECISIONS)}, got "
+                             f"{self.matmul_precision!r}")
         if self.dump_filter is not None:
             try:
                 re.compile(self.dump_filter)

@@ -7,7 +7,7 @@ rewrite round, which keeps every mutation a plain list edit.
 from __future__ import annotations
 
 import heapq
-from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -30,6 +30,22 @@ TRANSCENDENTAL = ops.with_trait(ops.TRANSCENDENTAL)
 MOVEMENT = ops.with_trait(ops.MOVEMENT)
 # Ops that can sit in a loop fusion: computed element by element at any index.
 LOOP_FUSIBLE = ELEMENTWISE | MOVEMENT | {"constant"}
+
+# Ops that call back into the host: kept, unmerged, unfolded, in program order.
+SIDE_EFFECT = ops.with_trait(ops.SIDE_EFFECT)
+
+
+def has_side_effect(op: Operation) -> bool:
+    """``op`` calls back into the host, or an op in its regions does (a loop that prints)."""
+    return any(o.name in SIDE_EFFECT for o in op.walk())
+
+
+def side_effect_chain(ops_in_order: Sequence[Operation]) -> List[Tuple[int, int]]:
+    """(earlier, later) positions of consecutive side-effecting ops: orders that keep them
+    (schedules, topological sorts) add these as dependencies."""
+    pos = [i for i, op in enumerate(ops_in_order) if has_side_effect(op)]
+    return list(zip(pos, pos[1:]))
+
 
 def is_elementwise(op: Operation) -> bool:
     if op.name == "bitcast_convert":
@@ -92,24 +108,12 @@ def is_scalar_body(body: Region) -> bool:
 # Uses and replacement
 # --------------------------------------------------------------------------------------------
 
-def defined_inside(op: Operation) -> Set[Value]:
-    """Values defined inside ``op``'s regions (region arguments and results of nested ops)."""
-    out: Set[Value] = set()
-    for r in op.regions:
-        out.update(r.args)
-        for inner in r.walk():
-            out.update(inner.results)
-            for rr in inner.regions:
-                out.update(rr.args)
-    return out
-
-
 def free_values(op: Operation) -> List[Value]:
     """Values read inside ``op``'s regions that are defined outside ``op`` (in order). A fusion
     region reads only its parameters (``fusion_kinds`` checks it), so it has none."""
     if not op.regions or op.name == "fusion":
         return []
-    inside = defined_inside(op)
+    inside = op.defined_inside()
     seen: Dict[Value, None] = {}
     for r in op.regions:
         for inner in r.walk():
@@ -202,6 +206,8 @@ class OpGraph:
                 producer[r] = i
         self.ins: List[List[Value]] = [inputs_of(op) for op in self.ops]
         self.deps: List[Set[int]] = [{producer[v] for v in ins if v in producer} for ins in self.ins]
+        for a, b in side_effect_chain(self.ops):
+            self.deps[b].add(a)
         for i, d in (extra_deps or {}).items():
             self.deps[i] |= d
         self.users: List[List[int]] = [[] for _ in self.ops]
@@ -233,8 +239,11 @@ def stable_toposort(region: Region) -> None:
             if p is not None and p is not op:
                 d.add(id(p))
         deps[id(op)] = d
+    for a, b in side_effect_chain(ops):
+        deps[id(ops[b])].add(id(ops[a]))
+    for k, d in deps.items():
         for p in d:
-            users.setdefault(p, []).append(id(op))
+            users.setdefault(p, []).append(k)
     by_id = {id(op): op for op in ops}
     indeg = {k: len(v) for k, v in deps.items()}
     heap = [pos[k] for k, n in indeg.items() if n == 0]

@@ -9,6 +9,12 @@ Arenas (scratch memory from the buffer plan) come from a pool: a call takes one,
 fresh one if all are in use by other threads, and returns it afterwards, so concurrent calls
 from several Python threads are safe and never share scratch memory.
 
+Host calls (``hlo.debug.print``, ``hlo.pure_callback``): the native code calls one dispatcher
+per executable (a ctypes callback, which takes the GIL) with a call site and its buffers; the
+site's callback (``hlo.ir.callbacks``) gets copies of the operands and its results are written
+into the result buffers. An exception in the callback makes the native entry return at once and
+is raised from the call (the dispatcher keeps it per thread).
+
 Everything needed to run again without compiling is in ``object_code`` (native object bytes)
 and ``manifest`` (a JSON-able dict): ``Executable.from_object(object_code, manifest)`` links
 the object into the process and is the path every executable takes, fresh or loaded.
@@ -18,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import json
 import operator
+import threading
 from typing import List, Optional, Sequence
 
 import numpy as np
@@ -85,6 +92,39 @@ def _layout_probe() -> bool:
 
 
 _FAST_OK: Optional[bool] = None
+_HOST_SIG = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p))
+
+
+class _HostSite:
+    """One host call site: reads its operands out of the native buffers (copies, in each
+    buffer's layout), calls the callback, writes the checked results into the result buffers."""
+
+    def __init__(self, d):
+        from hlo.ir.types import TensorType
+        self.callback_id = int(d["callback_id"])
+        self.n_in = int(d["operands"])
+        self.where = str(d.get("where", ""))
+        self.sigs = [_Sig(t) for t in d["types"]]
+        self.result_types = [TensorType(s.shape, BY_NAME[s.name]) for s in self.sigs[self.n_in:]]
+
+    @staticmethod
+    def _view(addr, s: "_Sig") -> np.ndarray:
+        if s.nbytes == 0:
+            return np.empty(s.phys_shape, s.dtype)
+        raw = (ctypes.c_char * s.nbytes).from_address(addr)
+        return np.frombuffer(raw, s.dtype).reshape(s.phys_shape)
+
+    def run(self, buffers) -> None:
+        from hlo.ir.callbacks import invoke
+        args = []
+        for k, s in enumerate(self.sigs[:self.n_in]):
+            a = self._view(buffers[k], s)
+            args.append(np.array(a if s.perm is None else a.transpose(np.argsort(s.perm))))
+        outs = invoke(self.callback_id, args, self.result_types, self.where)
+        for k, (o, s) in enumerate(zip(outs, self.sigs[self.n_in:])):
+            if s.nbytes:
+                dst = self._view(buffers[self.n_in + k], s)
+                dst[...] = o if s.perm is None else o.transpose(s.perm)
 _PY_SIG = ctypes.CFUNCTYPE(None, ctypes.py_object, ctypes.py_object, ctypes.c_void_p, ctypes.c_int64)
 
 
@@ -127,6 +167,7 @@ class Executable(Signature):
         self._obj = LoadedObject(self.object_code, syms)
         self._fn = _RUN_SIG(self._obj.address(manifest["entry"]))
         self._connect_pool()
+        self._host_errors = self._connect_host_calls()
         if _FAST_OK is None:
             _FAST_OK = _layout_probe()
         self._pyfn = _PY_SIG(self._obj.address(manifest["py_entry"])) \
@@ -160,6 +201,35 @@ class Executable(Signature):
         if addr:
             from .cpu.thread_pool import pool_address
             ctypes.c_int64.from_address(addr).value = pool_address()
+
+    def _connect_host_calls(self) -> Optional[threading.local]:
+        """Point the executable's host calls at a dispatcher of its own; returns the per-thread
+        slot where a callback's exception waits for the call to raise it (None: no host calls)."""
+        sites = self.manifest.get("host_calls") or []
+        if not sites:
+            return None
+        from .cpu.abi import HOST_CALL_PTR
+        errors = threading.local()
+        run_site = [_HostSite(d).run for d in sites]
+
+        def dispatch(site, buffers):  # keeps no reference to the executable (no cycle)
+            try:
+                run_site[site](buffers)
+                return 0
+            except BaseException as e:  # raised by the call (_run_native), not lost in ctypes
+                errors.pending = e
+                return 1
+
+        self._dispatch = _HOST_SIG(dispatch)  # alive as long as the code that calls it
+        addr = self._obj.global_address(HOST_CALL_PTR)
+        ctypes.c_void_p.from_address(addr).value = ctypes.cast(self._dispatch, ctypes.c_void_p).value
+        return errors
+
+    def _raise_host_error(self) -> None:
+        e = getattr(self._host_errors, "pending", None)
+        if e is not None:
+            self._host_errors.pending = None
+            raise e
 
     # -- info -----------------------------------------------------------------------------
 
@@ -259,15 +329,17 @@ class Executable(Signature):
                 self._pyfn(ins, outs, None, self.threads)
             else:
                 self._call_pointers(ins, outs, None)
-            return outs
-        arena = self._take_arena()
-        try:
-            if self._pyfn is not None:
-                self._pyfn(ins, outs, arena, self.threads)
-            else:
-                self._call_pointers(ins, outs, arena)
-        finally:
-            self._arenas.append(arena)
+        else:
+            arena = self._take_arena()
+            try:
+                if self._pyfn is not None:
+                    self._pyfn(ins, outs, arena, self.threads)
+                else:
+                    self._call_pointers(ins, outs, arena)
+            finally:
+                self._arenas.append(arena)
+        if self._host_errors is not None:
+            self._raise_host_error()
         return outs
 
     def _call_pointers(self, ins, outs, arena) -> None:

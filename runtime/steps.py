@@ -15,6 +15,10 @@ carry one.
   (``(type, value)`` pairs, type one of ``i32``, ``i64``, ``f32``).
 - ``LibraryCall``: a call into a runtime library (for example a cuBLASLt matrix product):
   ``library`` and ``fn`` name it, ``params`` is a JSON-able dict the runtime interprets.
+- ``HostCall``: a call back into the Python host (``hlo.ir.callbacks``, callback
+  ``callback_id``), call site ``site`` of the executable: ``refs`` are the operands then the
+  results, ``types`` their type descriptions (``dtype``, ``shape``, ``layout``: minor-to-major
+  or None) in the same order; the callback reads the operands and writes the results.
 """
 from __future__ import annotations
 
@@ -78,6 +82,23 @@ class LibraryCall:
     what: str = ""
 
 
+def type_desc(t) -> Dict[str, Any]:
+    """A tensor type as the runtime describes buffers: ``dtype`` name, ``shape``, ``layout``
+    (minor-to-major, or None for row-major)."""
+    return {"dtype": t.dtype.name, "shape": list(t.shape),
+            "layout": list(t.layout) if t.layout is not None else None}
+
+
+@dataclass
+class HostCall:
+    site: int
+    callback_id: int
+    refs: List[BufRef]
+    writes: List[bool]
+    types: List[Dict[str, Any]]
+    what: str = ""
+
+
 @dataclass
 class Copy:
     dst: BufRef
@@ -102,7 +123,7 @@ class Switch:
     branches: List[list]
 
 
-Step = Union[KernelCall, Launch, LibraryCall, Copy, While, Switch]
+Step = Union[KernelCall, Launch, LibraryCall, HostCall, Copy, While, Switch]
 
 
 def describe_steps(steps, depth=0) -> List[str]:
@@ -119,6 +140,9 @@ def describe_steps(steps, depth=0) -> List[str]:
                        f"({', '.join(map(str, s.refs))}{sc})  {s.what}")
         elif isinstance(s, LibraryCall):
             out.append(f"{ind}{s.library}.{s.fn}({', '.join(map(str, s.refs))})  {s.what}")
+        elif isinstance(s, HostCall):
+            out.append(f"{ind}host_call#{s.site} callback {s.callback_id}"
+                       f"({', '.join(map(str, s.refs))})  {s.what}")
         elif isinstance(s, Copy):
             out.append(f"{ind}copy {s.src} -> {s.dst} ({s.nbytes} bytes)")
         elif isinstance(s, While):
@@ -169,6 +193,10 @@ def steps_to_json(steps) -> list:
             out.append({"step": "library", "library": s.library, "fn": s.fn,
                         "refs": [_ref_json(r) for r in s.refs], "writes": list(s.writes),
                         "params": s.params, "what": s.what})
+        elif isinstance(s, HostCall):
+            out.append({"step": "host_call", "site": s.site, "callback_id": s.callback_id,
+                        "refs": [_ref_json(r) for r in s.refs], "writes": list(s.writes),
+                        "types": [dict(t) for t in s.types], "what": s.what})
         elif isinstance(s, Copy):
             out.append({"step": "copy", "dst": _ref_json(s.dst), "src": _ref_json(s.src),
                         "nbytes": s.nbytes})
@@ -219,6 +247,14 @@ def steps_from_json(data) -> list:
                 out.append(LibraryCall(str(d["library"]), str(d["fn"]), [_ref(r) for r in d["refs"]],
                                        [bool(w) for w in d["writes"]], d["params"],
                                        str(d.get("what", ""))))
+            elif kind == "host_call":
+                types = d["types"]
+                if not (isinstance(types, list) and all(isinstance(t, dict) for t in types)
+                        and len(types) == len(d["refs"])):
+                    raise ValueError("a host call needs one type description per buffer")
+                out.append(HostCall(int(d["site"]), int(d["callback_id"]),
+                                    [_ref(r) for r in d["refs"]], [bool(w) for w in d["writes"]],
+                                    [dict(t) for t in types], str(d.get("what", ""))))
             elif kind == "copy":
                 out.append(Copy(_ref(d["dst"]), _ref(d["src"]), int(d["nbytes"])))
             elif kind == "while":

@@ -35,8 +35,9 @@ FRONTEND_LAYERS = (
      ("hlo.abstract", "hlo.tracing", "hlo.api_util")),
     ("compile", "targets, the persistent cache, Lowered / Compiled",
      ("hlo.targets", "hlo.compile_cache", "hlo.stages")),
-    ("lax", "hlo.lax's op wrappers and what builds on them only (PRNG bits, erf_inv)",
-     ("hlo.lax.*", "hlo.threefry", "hlo.erf_inv")),
+    ("lax", "hlo.lax's op wrappers and what builds on them only (PRNG bits, erf_inv); host "
+     "callbacks (pure_callback, debug.print)",
+     ("hlo.lax.*", "hlo.threefry", "hlo.erf_inv", "hlo.callbacks", "hlo.debug")),
     ("control-flow", "cond, switch, while_loop, fori_loop, scan, map",
      ("hlo.control_flow",)),
     ("numpy", "hlo.numpy (numpy semantics on lax)",

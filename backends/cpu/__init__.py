@@ -32,7 +32,15 @@ def lowered_ops() -> frozenset:
     from ..elemental import elemental_ops
     from ..lower import Lowering
     from ..mathlib import CPU_MATH
-    return Lowering.own_lowerings() | elemental_ops(CPU_MATH)
+    from .codegen import CpuCodegen
+    return Lowering.own_lowerings(CpuCodegen) | elemental_ops(CPU_MATH)
+
+
+def declined_ops() -> dict:
+    """Ops of the table this backend does not lower, with the reason (none: the CPU lowers
+    every op, host callbacks included)."""
+    from .codegen import CpuCodegen
+    return CpuCodegen.declined_ops()
 
 
 def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
@@ -59,6 +67,7 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
     cg = CpuCodegen(ctx, nthreads)
     lw = Lowering(cg, module, optimized.buffers)
     steps = lw.lower_main()
+    cg.finish()
     run_fn = EntryEmitter(ctx, cg.kernels, cg.tasks, cg.constants).emit(steps)
     emit_py_entry(ctx, run_fn, len(module.main.args), len(module.main.result_types))
     ir_text = str(ctx.module)
@@ -66,8 +75,7 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
     obj, _, times = compile_ir(ir_text, opt_level)
     times["emit"] = t_emit
     main = module.main
-    tdesc = lambda t: {"dtype": t.dtype.name, "shape": list(t.shape),
-                       "layout": list(t.layout) if t.layout is not None else None}
+    from hlo.runtime.steps import type_desc as tdesc
     manifest = {
         "format": FORMAT_VERSION,
         "target": h.manifest_entry(),
@@ -79,6 +87,8 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
         "kernels": list(cg.kernels),
         "libraries": ["blas"] if cg.uses_blas else [],
     }
+    if lw.host_sites:  # calls back into Python (hlo.ir.callbacks): the runtime's dispatcher
+        manifest["host_calls"] = lw.host_sites
     if cg.uses_blas:
         b = find_blas()
         manifest["blas_symbols"] = [b.sgemm, b.dgemm]

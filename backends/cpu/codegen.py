@@ -12,6 +12,8 @@ from .sort_scatter import lower_scatter, lower_sort
 
 
 class CpuCodegen(Codegen, KernelEmitter):
+    DECLINED = {}  # host callbacks run through the runtime's dispatcher (program.py)
+
     def loop_kernel(self, roots, env, name, what):
         return emit_loop_kernel(self, roots, env, name=name, what=what)
 

@@ -11,23 +11,18 @@ kernel cannot write in place (another dtype, a layout that interleaves the group
 scratch and is laid out by one more loop kernel; a column-major result is computed as
 C^T = B^T A^T instead.
 
-Floats run one of two kernels (``choose_gemm``), split over our thread pool by (batch, row
-block, column block) items, with an output fusion's epilogue applied to each block right after
-it is computed:
+Floats run the generated register-tiled GEMM (``gemm_tiled.py``), split over our thread pool
+by (batch, row block, column block) items, with an output fusion's epilogue applied to each
+block right after it is computed. With AVX-512 tiles and cache blocking it is faster than
+numpy's bundled OpenBLAS on every product shape of the seed workloads, on one and two threads,
+both with this machine's OPENBLAS_CORETYPE=Haswell / OPENBLAS_L2_SIZE=512 and without them
+(AVX-512 Xeon, one thread, minimum CPU time, GFLOP/s generated / OpenBLAS as set / unset:
+1024x512x512 182/116/152, 1024x2048x512 168/113/148, 32x512x256 151/94/114, 128x784x512
+170/103/139, 128x512x10 74/51/70, 16384x512x512 148/99/147; the one exception, 512x128x10 with
+A transposed, 70/60/117, is 1.3 MFLOP). ``blas`` (``blas.py``, one ?gemm call per item, BLAS
+kept to one thread inside each) runs only when ``HLO_CPU_GEMM=blas`` asks for it.
 
-* ``blas``: numpy's bundled OpenBLAS ``?gemm`` (``blas.py``), one call per item, BLAS itself
-  kept to one thread inside each call (our pool does the splitting: it balances load on a busy
-  machine, where OpenBLAS's own threads measured far slower);
-* ``tiled``: the generated register-tiled GEMM (``gemm_tiled.py``), for small products (at
-  most ``TILED_MAX_WORK`` multiply-adds per batch: attention's 64^3 heads) and short ones (at
-  most ``TILED_MAX_ROWS`` rows: a batch of rows times a weight matrix), where BLAS's per-call
-  set-up and packing cost as much as the arithmetic. Measured side by side (2 threads of an
-  AVX-512 Xeon, quiet): generated/BLAS GFLOP/s 150/118 at 32x512x256, 173/145 at 32x512x1024,
-  264/230 at 128x784x512; 278/275 at 1024x512x512, 217/255 at 1024x512x2048, 229/264 at
-  16384x512x512 (those stay on BLAS); on the loaded 2-core AVX2 machine the generated kernel's
-  best times matched or beat BLAS on every short shape.
-
-``HLO_CPU_GEMM=generated`` selects the generated kernel for every float product and
+``HLO_CPU_GEMM=generated`` (the default, also ``auto``) selects the generated kernel and
 ``HLO_CPU_GEMM=blas`` BLAS (for measurements; ``python -m hlo.backends.cpu.gemm_profile``
 times a workload's kernels next to numpy's BLAS). Integers and pred use a generated i-k-j loop
 kernel over canonical copies.
@@ -47,23 +42,11 @@ from ..llvm_util import F32, F64, I32, PTR, for_range, i64
 from .blas import find_blas
 from .kernels import (Codegen, KernelBuilder, Root, collect_reads, emit_loop_kernel,
                       make_emitter)
-from .gemm_tiled import emit_tiled_gemm, supports as tiled_supports, vector_lanes
+from .gemm_tiled import emit_tiled_gemm, register_tile, supports as tiled_supports, vector_lanes
 from .gemm_view import MatrixView, block_item, canonical_view, matrix_view
 from .program import BufRef
 
 CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_TRANS = 101, 111, 112
-# Which float products run the generated tiled GEMM rather than BLAS (measured side by side,
-# 2 threads, on the AVX2 development machine and an AVX-512 Xeon; see the module docstring):
-# small ones (at most TILED_MAX_WORK multiply-adds per batch: attention's 64^3 heads, where
-# BLAS's per-call set-up and packing cost as much as the arithmetic) and short ones (at most
-# TILED_MAX_ROWS rows: a batch of rows times a weight matrix, 15-27% faster generated: BLAS
-# packs the weights for a few rows' use). Tall products (1024 rows and up) stay on BLAS: equal
-# at 1024 x 512 x 512, BLAS up to 15% faster at 1024 x 512 x 2048 and 16384 x 512 x 512.
-TILED_MAX_WORK = 1 << 19
-TILED_MAX_ROWS = 256
-# The tiled kernel packs a K x (2 vectors) panel of B on the stack: past this K, BLAS (or, with
-# no BLAS, the i-k-j loop kernel) runs the product.
-TILED_MAX_K = 4096
 # Products under this many flops run on one thread, as one item per matrix: ~5-10 us of work
 # at the single-core rate, a few times what handing half of it to a pool thread costs now that
 # idle workers watch for the next job before sleeping (it was 1 << 22 before: the train step's
@@ -128,7 +111,7 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
     blas = find_blas()
     if et.is_float:
         comp = F64_T if et.name == "f64" else F32_T
-        kind = choose_gemm(blas, Bn, M, N, K, vector_lanes(comp))
+        kind = choose_gemm(blas, Bn, M, N, K)
     else:
         comp = out.dtype
         kind = "loop"
@@ -210,18 +193,13 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
     return fused
 
 
-def choose_gemm(blas, Bn: int, M: int, N: int, K: int, lanes: int = 8) -> str:
-    """Which kernel runs a floating-point product: "blas", the generated "tiled" GEMM, or the
-    i-k-j "loop" kernel (no BLAS and a K too long for the tiled kernel's panel).
-    ``HLO_CPU_GEMM``: unset/"auto" decides by shape, "generated" or "blas" forces one."""
-    mode = gemm_mode()
-    if blas is None or mode == "generated":
-        return "tiled" if K <= TILED_MAX_K else "loop"
-    if mode == "blas" or K > TILED_MAX_K:
+def choose_gemm(blas, Bn: int, M: int, N: int, K: int) -> str:
+    """Which kernel runs a floating-point product: the generated "tiled" GEMM, faster than
+    every BLAS measured on every product shape of the seed workloads (see the module
+    docstring), unless ``HLO_CPU_GEMM=blas`` asks for the BLAS (for measurements)."""
+    if gemm_mode() == "blas" and blas is not None:
         return "blas"
-    if N < 2 * lanes:
-        return "blas"      # no whole register panel: the tiled kernel would run scalar columns
-    return "tiled" if M * N * K <= TILED_MAX_WORK or M <= TILED_MAX_ROWS else "blas"
+    return "tiled"
 
 
 def gemm_mode() -> str:
@@ -253,6 +231,8 @@ def _blocks(cg: Codegen, Bn: int, M: int, N: int, K: int = 0):
     if T <= 1 or Bn >= 2 * T or 2 * Bn * M * N * max(K, 1) < GEMM_PARALLEL_MIN_FLOPS:
         return M, N
     want = -(-2 * T // Bn)
+    mr, nv = register_tile()
+    panel = nv * vector_lanes(F32_T)
     best = None
     for mb in range(1, want + 1):
         if want % mb:
@@ -260,8 +240,8 @@ def _blocks(cg: Codegen, Bn: int, M: int, N: int, K: int = 0):
         nb = want // mb
         rows = -(-M // mb)
         cols = -(-N // nb)
-        rows = -(-rows // 8) * 8 if mb > 1 else M    # whole register tiles
-        cols = -(-cols // 16) * 16 if nb > 1 else N
+        rows = -(-rows // mr) * mr if mb > 1 else M    # whole register tiles
+        cols = -(-cols // panel) * panel if nb > 1 else N
         if rows * (mb - 1) >= M or cols * (nb - 1) >= N:
             continue                                  # fewer blocks than asked for: skip
         cost = nb * M * max(K, 1) + mb * max(K, 1) * N

@@ -13,17 +13,29 @@ copy had cost a fifth of the time: 32 x 512 x 256 on 2 threads 135 -> 143 GFLOP/
 32 x 1024 x 512 125 -> 136, 13 x 512 x 256 99 -> 109; filling from rows a page apart was
 slower than the grouped copy, 131 -> 120). The micro-kernel keeps
 an MR x NV-vector tile of C in registers for the whole K loop: per k, NV vector loads of the
-panel, MR broadcasts of A, MR*NV fused multiply-adds (6 x 2 x 8 f32 on AVX2: 12 accumulators,
-15 of the 16 vector registers; LLVM turns it into a loop of 2 loads, 6 broadcasts and 12 FMAs).
-Row tails run one tile of the rows left, column tails single-vector panels, then scalar
-columns (MR rows at a time).
+panel, MR broadcasts of A, MR*NV fused multiply-adds. The tile follows the target's vector
+width (``register_tile``): 6 x 4 zmm on AVX-512 (24 accumulators of the 32 registers), 6 x 2
+ymm on AVX2 (12 of 16). Row tails run one tile of the rows left; the columns left after the
+whole panels run as one narrower panel whose last vector is masked (``llvm.masked.load`` /
+``store``; N = 10 products went 10-13 -> 70-74 GFLOP/s on one thread).
 
-A is never packed: its rows stream through L1, which suits the small and short products of
-the seed workloads (a batch of rows times a weight matrix, attention's 64 x 64 heads), where
-BLAS's per-call packing and set-up cost as much as the arithmetic. ``dot.choose_gemm`` decides
-which of this kernel and BLAS runs a product (measured per shape class; see ``dot.py``). The
-panel lives on the stack (K x NV vectors), so products with K past ``dot.TILED_MAX_K`` go to
-another kernel.
+Blocking (cache sizes from ``hlo.runtime.cpu.target.cache_bytes``): the contraction runs in
+equal blocks of KC rows so that the panel (KC x NV vectors) stays in L1, each block after the
+first adding to C; an item's rows run in chunks of MC so that the chunk's rows of A (and of C,
+when the contraction is blocked) stay in half of L2 while the panels pass over them. One
+thread of an AVX-512 Xeon (2 MiB L2), GFLOP/s before -> after: 1024 x 512 x 512 152 -> 178,
+1024 x 2048 x 512 71 -> 168, 16384 x 512 x 512 27 -> 148 (numpy's OpenBLAS with no
+OPENBLAS_* variables: 152, 148, 147). A is never packed: its rows stream through L1 and L2.
+The panel lives on the stack of the product's kernel (KC x NV vectors, a few panels when grouped).
+
+Compile time: the tiles of every product of a module with the same dtype and the same access
+to B (contiguous or gathered) are one shared body (``_Core``) with strides, offsets and the
+block's extent as run-time arguments (whether its panels are filled or packed, and whether a
+block adds to C, too, when its products differ); it holds the tiles of the row and column
+counts any of them can produce. The transformer layer's eight products went from eight kernels
+of ~70 KB of LLVM IR each (577 KB in all) to two bodies (237 KB), its backend compile time
+1.23 -> ~0.6 s; one-thread speed unchanged within noise (1024 x 512 x 512 179-181 vs 182-185
+GFLOP/s, 32 x 512 x 256 159-161 vs 136-160).
 """
 from __future__ import annotations
 
@@ -35,10 +47,48 @@ from .. import llvm_util as U
 from ..llvm_util import F32, F64, I64, for_range, i64
 from .gemm_view import MatrixView, block_item
 from .kernels import KernelBuilder, collect_reads, make_emitter
-from hlo.runtime.cpu.target import host
+from hlo.runtime.cpu import target as _target
+from hlo.runtime.cpu.target import cache_bytes
 
-MR = 6  # rows of a register tile
-NV = 2  # vectors of a register tile
+# Register tiles (rows x vectors) by vector width. With 32 zmm registers (AVX-512) a 6 x 4 tile
+# keeps 24 accumulators, 4 panel vectors and a broadcast in registers: per k, 10 loads for 24
+# FMAs instead of 8 for 12 (6 x 2, the 16-register AVX2 tile). Measured on one thread (AVX-512
+# Xeon, GFLOP/s, 1024 x 512 x 512 / 1024 x 2048 x 512 / 32 x 512 x 1024): 6x2 161/147/115,
+# 8x3 172/139/124, 6x4 178/160/119, 12x2 167/114/116, 14x2 162/112/118.
+TILES = {512: (6, 4), 256: (6, 2), 128: (6, 2)}
+# A panel of B (K rows of the tile's columns) past PANEL_BLOCK_L2_FRACTION of L2 makes the
+# contraction run in blocks of KC rows whose panel fits in L1, each adding to C (1024 x 2048 x
+# 512 on one thread 101 -> 160-169 GFLOP/s). Smaller panels are read from L2 at the same
+# speed, and blocking costs compile time (the tiles' loads of C: linear_relu's kernel 50 -> 66 ms).
+PANEL_BLOCK_L2_FRACTION = 1 / 8
+# A chunk's rows of A (MC x KC) and, when the contraction is blocked, its rows of C (MC x
+# columns) stay in L2 while the panels pass over them: at most L2_FRACTION of the core's L2.
+L2_FRACTION = 0.5
+
+
+def register_tile(target=None):
+    """(MR, NV): the register tile of the target's vector width."""
+    bits = (target or _target.host()).vector_bits
+    return TILES.get(bits, TILES[128])
+
+
+def k_block(K: int, NV: int, W: int, itemsize: int) -> Tuple[int, int]:
+    """(KC, number of blocks): the contraction in equal blocks whose panels fit in L1 (one
+    block while the whole panel takes at most ``PANEL_BLOCK_L2_FRACTION`` of L2)."""
+    row = NV * W * itemsize
+    if K * row <= cache_bytes(2, 1 << 20) * PANEL_BLOCK_L2_FRACTION:
+        return K, 1
+    nk = max(1, -(-K * row // cache_bytes(1, 32 << 10)))
+    return -(-K // nk), nk
+
+
+def chunk_rows(MR: int, KC: int, cols: int, nk: int, itemsize: int) -> int:
+    """Rows per chunk: A's MC x KC (and C's MC x cols when the contraction is blocked) in L2."""
+    per_row = (KC + (cols if nk > 1 else 0)) * itemsize
+    budget = int(cache_bytes(2, 1 << 20) * L2_FRACTION)
+    return max(MR, budget // max(1, per_row) // MR * MR)
+
+
 # When B's rows are PANEL_GROUP_MIN_STRIDE bytes apart or more (a page: N >= 1024 f32), each
 # row of a panel sits on its own page, and packing one panel at a time walks K pages per panel.
 # Then up to PANEL_GROUP panels (at most PANEL_GROUP_BYTES of stack) are packed together, row
@@ -53,7 +103,7 @@ FILL_PREFETCH_ROWS = 16
 
 
 def vector_lanes(comp) -> int:
-    return max(1, host().vector_bits // (8 * comp.itemsize))
+    return max(1, _target.host().vector_bits // (8 * comp.itemsize))
 
 
 def supports(A: MatrixView, Bv: MatrixView, C: MatrixView) -> bool:
@@ -63,7 +113,7 @@ def supports(A: MatrixView, Bv: MatrixView, C: MatrixView) -> bool:
     return C.cs in (1, None)
 
 
-def _k_loop(b: ir.IRBuilder, K: int, init: List[ir.Value], step) -> List[ir.Value]:
+def _k_loop(b: ir.IRBuilder, K, init: List[ir.Value], step) -> List[ir.Value]:
     """``for k in [0, K): accs = step(k, accs)`` with the accumulators as loop phis."""
     fn = b.function
     pre = b.block
@@ -79,7 +129,7 @@ def _k_loop(b: ir.IRBuilder, K: int, init: List[ir.Value], step) -> List[ir.Valu
         p = b.phi(v.type)
         p.add_incoming(v, pre)
         phis.append(p)
-    b.cbranch(b.icmp_signed("<", k, i64(K)), body, done)
+    b.cbranch(b.icmp_signed("<", k, K if isinstance(K, ir.Value) else i64(K)), body, done)
     b.position_at_end(body)
     new = step(k, phis)
     k1 = b.add(k, i64(1), flags=U.NSW)
@@ -92,15 +142,63 @@ def _k_loop(b: ir.IRBuilder, K: int, init: List[ir.Value], step) -> List[ir.Valu
     return phis
 
 
+# Every product of a module with the same (dtype, B's access mode, blocked contraction) calls one
+# shared body (``_Core``): strides, offsets and the block's extent are its run-time arguments, and
+# it holds the tiles of every row and column count that one of its products can produce. Its
+# name starts with CORE_PREFIX, which ``target.compile_ir`` optimizes with a light pipeline.
+CORE_PREFIX = "hlo.gemm_core"
+
+
+class _Core:
+    """The shared register-tiled body: C[m0:m1, n0:n1] (+)= A[m0:m1, 0:kc] x B[0:kc, n0:n1]
+    (offsets oa, ob, oc into A, B, C; strides as arguments), B's panels in ``panel`` (room for
+    ``G`` panels of ``pstride`` vectors). ``mode``: "contig" (B's columns contiguous; argument
+    ``fill`` != 0, for B's rows less than a page apart: the first tile of each panel copies it
+    as it computes; else up to G panels are copied row by row of B first) or "gather" (B's
+    columns strided: copied element by element). ``acc`` != 0: add to C (a later block of a
+    blocked contraction). What the products never ask for (filling, packing, adding to C) is
+    left out. The body is emitted by ``emit`` once every product has added the row and column
+    counts its items can have, its fill mode and whether it blocks the contraction.
+    """
+
+    ARGS = ("C", "A", "B", "panel", "oa", "ob", "oc", "m0", "m1", "n0", "n1", "kc", "acc",
+            "pstride", "G", "rsA", "csA", "ldb", "csB", "ldc", "fill")
+
+    def __init__(self, cg, comp, mode: str):
+        self.cg, self.comp, self.mode, self.has_acc = cg, comp, mode, False
+        name = cg.ctx.unique(f"{CORE_PREFIX}.{comp.name}.{mode}")
+        fnty = ir.FunctionType(U.VOID, [U.PTR] * 4 + [I64] * (len(self.ARGS) - 4))
+        self.fn = ir.Function(cg.ctx.module, fnty, name=name)
+        self.fn.linkage = "internal"
+        self.fn.attributes.add("noinline")
+        for a in self.fn.args[:4]:
+            a.add_attribute("noalias")   # C is never A's or B's buffer (dot.lower_dot)
+        self.row_counts, self.col_counts, self.fills = set(), set(), set()
+
+    def call(self, b, *args):
+        b.call(self.fn, [a if isinstance(a, ir.Value) else i64(a) for a in args])
+
+    def emit(self):
+        _emit_core(self.cg, self.comp, self.fn, self.mode, self.has_acc, self.row_counts,
+                   self.col_counts, self.fills)
+
+
+def _core_for(cg, comp, mode: str) -> _Core:
+    key = ("gemm_core", comp.name, mode)
+    core = cg.shared.get(key)
+    if core is None:
+        core = cg.shared[key] = _Core(cg, comp, mode)
+    return core
+
+
 def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: int, M: int, N: int,
                     K: int, blocks: Tuple[int, int], what: str, epi=None, epilogue_fn=None):
-    """A kernel over (batch, row block, column block) items computing C = A x B by register
-    tiles, then ``epilogue_fn`` (``dot._block_epilogue``) on each block while it is in cache."""
-    fty = F64 if comp.name == "f64" else F32
+    """A kernel over (batch, row block, column block) items: each chunk of an item's rows runs
+    the shared body (``_Core``), a block of the contraction at a time, then ``epilogue_fn``
+    (``dot._block_epilogue``) on the chunk while it is in cache."""
     W = vector_lanes(comp)
-    vty = ir.VectorType(fty, W)
-    fma_v = cg.ctx.intrinsic("fma", vty, 3)
-    fma_s = cg.ctx.intrinsic("fma", fty, 3)
+    MR, NV = register_tile()
+    vty = ir.VectorType(F64 if comp.name == "f64" else F32, W)
     refs, writes = [C.ref, A.ref, Bv.ref], [True, False, False]
     ereads = []
     if epi is not None:
@@ -120,100 +218,197 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
     MB, NB = blocks
     mblocks, nblocks = -(-M // MB), -(-N // NB)
     per_batch = mblocks * nblocks
+    KC, NK = k_block(K, NV, W, comp.itemsize)
+    G = 1
+    mode = "contig" if b_contig else "gather"
+    fill = int(b_contig and FILL_PREFETCH_ROWS > 0 and ldb * comp.itemsize < PANEL_GROUP_MIN_STRIDE)
+    if b_contig and ldb * comp.itemsize >= PANEL_GROUP_MIN_STRIDE:
+        G = max(1, min(PANEL_GROUP, PANEL_GROUP_BYTES // (KC * NV * W * comp.itemsize)))
+    core = _core_for(cg, comp, mode)
+    core.has_acc |= NK > 1
+    # the row counts of a chunk and the column counts of an item: the core holds a tile for each
+    MC = chunk_rows(MR, KC, NB, NK, comp.itemsize)
+    core.row_counts |= {h for hb in {min(MB, M - m0) for m0 in range(0, M, MB)}
+                        for h in ({min(MC, hb)} | ({hb % MC} if hb > MC and hb % MC else set()))}
+    core.col_counts |= {min(NB, N - n0) for n0 in range(0, N, NB)}
+    core.fills.add(fill)
+    with b.goto_entry_block():
+        bpanel = b.alloca(vty, size=i64(KC * NV * G), name="bpanel")
+        bpanel.align = 64
+
+    with for_range(b, kb.lo, kb.hi, "item") as t:
+        bi, oa, ob, oc, mb0, n0, brows, cols = block_item(b, t, per_batch, nblocks, MB, NB, M, N, batch_dims)
+        n1 = b.add(n0, cols)
+        # the block's rows in chunks of MC, so that the chunk's rows of A stay in L2 while
+        # every panel of B passes over them
+        with for_range(b, i64(0), b.udiv(b.add(brows, i64(MC - 1)), i64(MC)), "mc") as mc:
+            m0 = b.add(mb0, b.mul(mc, i64(MC)))
+            left = b.sub(b.add(mb0, brows), m0)
+            rows = b.select(b.icmp_signed("<", left, i64(MC)), left, i64(MC))
+            m1 = b.add(m0, rows)
+            strides = (KC * NV, G, rsA, csA, ldb, csB, ldc, fill)
+            if NK == 1:
+                core.call(b, Cp, Ap, Bp, bpanel, oa, ob, oc, m0, m1, n0, n1, K, 0, *strides)
+            else:
+                with for_range(b, i64(0), i64(NK), "kb") as kk:
+                    k0 = b.mul(kk, i64(KC))
+                    left_k = b.sub(i64(K), k0)
+                    kc = b.select(b.icmp_signed("<", left_k, i64(KC)), left_k, i64(KC))
+                    core.call(b, Cp, Ap, Bp, bpanel, b.add(oa, b.mul(k0, i64(csA))),
+                              b.add(ob, b.mul(k0, i64(ldb))), oc, m0, m1, n0, n1, kc,
+                              b.zext(b.icmp_unsigned("!=", kk, i64(0)), I64), *strides)
+            if epi is not None:
+                epilogue_fn(kb, em, epi, C.ref, bi, m0, rows, n0, cols)
+
+    flops = 2 * Bn * M * N * K
+    from .dot import GEMM_PARALLEL_MIN_FLOPS
+    return kb.finish(Bn * per_batch, flops >= GEMM_PARALLEL_MIN_FLOPS, what)
+
+
+def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, col_counts, fills):
+    """The body of a ``_Core`` (see there): tiles for the row and column counts given."""
+    fty = F64 if comp.name == "f64" else F32
+    W = vector_lanes(comp)
+    MR, NV = register_tile()
+    vty = ir.VectorType(fty, W)
+    fma_v = cg.ctx.intrinsic("fma", vty, 3)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    (Cp, Ap, Bp, bpanel, oa0, ob0, oc, m0, m1, n0, n1, kc, acc, pstride, G,
+     rsA, csA, ldb, csB, ldc, fill) = fn.args
+    b_contig = mode == "contig"
+    # whether the first tile of each whole panel copies it from B (else the panel is packed
+    # first): known when every product of this core does the same, else the argument says
+    filling = (True if fills == {1} else False if fills == {0} else b.icmp_unsigned("!=", fill, i64(0)))
     zero_v = ir.Constant(vty, [ir.Constant(fty, 0.0)] * W)
-    zero_s = ir.Constant(fty, 0.0)
     shuf0 = ir.Constant(ir.VectorType(ir.IntType(32), W), [ir.Constant(ir.IntType(32), 0)] * W)
     undef_v = ir.Constant(vty, ir.Undefined)
 
     def elem(base, off):
         return b.gep(base, [off], source_etype=fty)
 
-    # B's panels are filled by their first tile (below) unless its rows are a page or more
-    # apart: then groups of panels are packed up front, a run of G panels per row of B.
-    fill = b_contig and FILL_PREFETCH_ROWS > 0 and ldb * comp.itemsize < PANEL_GROUP_MIN_STRIDE
-    if fill:
+    if b_contig:
         prefetch = cg.ctx.declare("llvm.prefetch.p0", U.VOID, [U.PTR, U.I32, U.I32, U.I32])
         prefetch_args = [ir.Constant(U.I32, c) for c in (0, 3, 1)]  # read, keep (L1), data
-    G = 1
-    if b_contig and ldb * comp.itemsize >= PANEL_GROUP_MIN_STRIDE:
-        G = max(1, min(PANEL_GROUP, PANEL_GROUP_BYTES // (K * NV * W * comp.itemsize)))
-    with b.goto_entry_block():
-        bpanel = b.alloca(vty, size=i64(K * NV * G), name="bpanel")
-        bpanel.align = 64
+    kc_cur = [kc]                                         # rows of B in this block
+    acc_cur = [b.icmp_unsigned("!=", acc, i64(0)) if has_acc else None]  # i1: add to C
     cur_panel = [i64(0)]  # which panel of the packed group the row tiles read
 
     def panel_at(k, v, p=None):
-        base = b.mul(p if p is not None else cur_panel[0], i64(K * NV))
+        base = b.mul(p if p is not None else cur_panel[0], pstride)
         return b.gep(bpanel, [b.add(base, b.add(b.mul(k, i64(NV)), i64(v)))], source_etype=vty)
 
-    def tile(oa, ob, oc, i0, j0, mr: int, nv: int, packed: bool = False, fill: bool = False):
-        """C[i0:i0+mr, j0:j0+nv*W] (nv = 0: one scalar column); ``packed``: B's columns
-        j0.. were copied to the contiguous panel (row k at vectors k*NV ..); ``fill``: this
-        tile reads them from B and copies them to the panel as it goes (prefetching
-        ``FILL_PREFETCH_ROWS`` rows of B ahead)."""
-        arow = [b.add(oa, b.mul(b.add(i0, i64(r)), i64(rsA))) for r in range(mr)]
+    def masked(op, ptr, lanes, value=None):
+        """``llvm.masked.load`` / ``.store`` of the first ``lanes`` lanes of a vector at ``ptr``."""
+        mask = ir.Constant(ir.VectorType(ir.IntType(1), W), [ir.Constant(ir.IntType(1), int(l < lanes))
+                                                              for l in range(W)])
+        align = ir.Constant(U.I32, comp.itemsize)
+        if op == "load":
+            fn = cg.ctx.declare(f"llvm.masked.load.v{W}{'f64' if fty == F64 else 'f32'}.p0", vty,
+                                [U.PTR, U.I32, mask.type, vty])
+            return b.call(fn, [ptr, align, mask, zero_v])
+        fn = cg.ctx.declare(f"llvm.masked.store.v{W}{'f64' if fty == F64 else 'f32'}.p0", U.VOID,
+                            [vty, U.PTR, U.I32, mask.type])
+        return b.call(fn, [value, ptr, align, mask])
+
+    def tile(oa, ob, oc, i0, j0, mr: int, nv: int, packed: bool = False, fill: bool = False,
+             lanes: int = 0):
+        """C[i0:i0+mr, j0:j0+nv*W]; ``lanes``: only that many lanes of the last vector (a
+        column tail: masked loads and stores of C; its panel holds zeros past them);
+        ``packed``: B's columns j0.. were copied to the contiguous panel (row k at vectors
+        k*NV ..); ``fill``: this tile reads them from B and copies them to the panel as it goes
+        (prefetching ``FILL_PREFETCH_ROWS`` rows of B ahead)."""
+        arow = [b.add(oa, b.mul(b.add(i0, i64(r)), rsA)) for r in range(mr)]
 
         def step(k, accs):
-            ak = b.mul(k, i64(csA))
-            brow = b.add(b.add(ob, b.mul(k, i64(ldb))), j0)
+            ak = b.mul(k, csA)
+            brow = b.add(b.add(ob, b.mul(k, ldb)), j0)
             if fill:
                 bvs = [b.load(elem(Bp, b.add(brow, i64(v * W))), typ=vty, align=comp.itemsize)
                        for v in range(nv)]
                 for v in range(nv):
                     b.store(bvs[v], panel_at(k, v))
                 ahead = b.add(k, i64(FILL_PREFETCH_ROWS))
-                ahead = b.select(b.icmp_signed("<", ahead, i64(K)), ahead, i64(K - 1))
-                src = elem(Bp, b.add(b.add(ob, b.mul(ahead, i64(ldb))), j0))
+                last = b.sub(kc_cur[0], i64(1))
+                ahead = b.select(b.icmp_signed("<", ahead, kc_cur[0]), ahead, last)
+                src = elem(Bp, b.add(b.add(ob, b.mul(ahead, ldb)), j0))
                 span = nv * W * comp.itemsize
                 for off in sorted({0, span - 1}):  # the first and last line of the row's run
                     b.call(prefetch, [b.gep(src, [i64(off)], source_etype=U.I8)] + prefetch_args)
             elif packed:
                 bvs = [b.load(panel_at(k, v), typ=vty) for v in range(nv)]
-            elif nv:
+            else:
                 bvs = [b.load(elem(Bp, b.add(brow, i64(v * W))), typ=vty, align=comp.itemsize)
                        for v in range(nv)]
-            else:
-                bvs = [b.load(elem(Bp, b.add(b.add(ob, b.mul(k, i64(ldb))), b.mul(j0, i64(csB)))), typ=fty)]
             out = []
             for r in range(mr):
                 a = b.load(elem(Ap, b.add(arow[r], ak)), typ=fty)
-                if nv:
-                    a = b.shuffle_vector(b.insert_element(undef_v, a, ir.Constant(ir.IntType(32), 0)),
-                                         undef_v, shuf0)
-                for v in range(len(bvs)):
-                    out.append(b.call(fma_v if nv else fma_s, [a, bvs[v], accs[r * len(bvs) + v]]))
+                a = b.shuffle_vector(b.insert_element(undef_v, a, ir.Constant(ir.IntType(32), 0)),
+                                     undef_v, shuf0)
+                for v in range(nv):
+                    out.append(b.call(fma_v, [a, bvs[v], accs[r * nv + v]]))
             return out
 
-        init = [zero_v if nv else zero_s] * (mr * max(nv, 1))
-        accs = _k_loop(b, K, init, step)
-        for r in range(mr):
-            crow = b.add(b.add(oc, b.mul(b.add(i0, i64(r)), i64(ldc))), j0)
-            for v in range(max(nv, 1)):
-                p = elem(Cp, b.add(crow, i64(v * W)) if nv else crow)
-                b.store(accs[r * max(nv, 1) + v], p, align=comp.itemsize)
+        def c_ptrs():
+            out = []
+            for r in range(mr):
+                crow = b.add(b.add(oc, b.mul(b.add(i0, i64(r)), ldc)), j0)
+                for v in range(nv):
+                    out.append((elem(Cp, b.add(crow, i64(v * W))), lanes if v == nv - 1 else 0))
+            return out
 
-    # Block sizes are compile-time constants, so the row counts and column counts an item can
-    # have are known: only the tiles they need are emitted (linear_relu's product needs 2 of
-    # the 18 general ones, which cut its LLVM time by ~3x).
-    row_counts = {min(MB, M - m0) for m0 in range(0, M, MB)}
-    col_counts = {min(NB, N - n0) for n0 in range(0, N, NB)}
+        init = [zero_v] * (mr * nv)
+        if acc_cur[0] is not None:   # a later block of the contraction adds to C
+            pre = b.block
+            load_c = b.function.append_basic_block("cload")
+            start = b.function.append_basic_block("cstart")
+            b.cbranch(acc_cur[0], load_c, start)
+            b.position_at_end(load_c)
+            loaded = [masked("load", p, n) if n else b.load(p, typ=vty, align=comp.itemsize)
+                      for p, n in c_ptrs()]
+            b.branch(start)
+            b.position_at_end(start)
+            phis = []
+            for z, l in zip(init, loaded):
+                ph = b.phi(z.type)
+                ph.add_incoming(z, pre)
+                ph.add_incoming(l, load_c)
+                phis.append(ph)
+            init = phis
+        accs = _k_loop(b, kc_cur[0], init, step)
+        for acc, (p, n) in zip(accs, c_ptrs()):
+            if n:
+                masked("store", p, n, acc)
+            else:
+                b.store(acc, p, align=comp.itemsize)
+
     row_rems = sorted({r % MR for r in row_counts} - {0})
+    fill_heights = sorted({r % MR or MR for r in row_counts})
     any_full_rows = any(r >= MR for r in row_counts)
 
-    def row_tiles(oa, ob, oc, m0, m1, j0, nv, packed=False, fill=False):
-        """Row tiles of MR for the column panel at j0, then one tile of the 1..MR-1 rows left
-        (a tile per remainder that can occur, so a tail row keeps MR-way independent
+    def row_tiles(oa, ob, oc, m0, m1, j0, nv, packed=False, filling=None, lanes=0):
+        """Row tiles of MR for the column panel at j0 and one tile of the 1..MR-1 rows left (a
+        tile per remainder that can occur, so a tail row keeps MR-way independent
         accumulation chains where it can rather than one latency-bound chain per row).
-        ``fill``: the panel is still to be copied; the tail tile (or, with no tail, a first
-        whole tile) runs first and copies it."""
-        if fill:
-            return fill_then_tiles(oa, ob, oc, m0, m1, j0, nv)
+        ``filling`` (an i1, run time): the panel is still to be copied; then the tail tile (or,
+        with no tail, a first whole tile) runs first and copies it, else it runs last."""
         rem = b.urem(b.sub(m1, m0), i64(MR))
-        full_end = b.sub(m1, rem)
-        if any_full_rows:
-            with for_range(b, i64(0), b.udiv(b.sub(full_end, m0), i64(MR)), "it") as it:
-                tile(oa, ob, oc, b.add(m0, b.mul(it, i64(MR))), j0, MR, nv, packed)
-        by_height(rem, row_rems, "tail", lambda r: tile(oa, ob, oc, full_end, j0, r, nv, packed))
+        start, tail = m0, rem
+        if filling is True:
+            first = b.select(b.icmp_unsigned("==", rem, i64(0)), i64(MR), rem)
+            by_height(first, fill_heights, "fill", lambda h: tile(oa, ob, oc, m0, j0, h, nv, fill=True))
+            start, tail = b.add(m0, first), None
+        elif filling not in (None, False):
+            first = b.select(b.icmp_unsigned("==", rem, i64(0)), i64(MR), rem)
+            with b.if_then(filling):
+                by_height(first, fill_heights, "fill", lambda h: tile(oa, ob, oc, m0, j0, h, nv, fill=True))
+            start = b.select(filling, b.add(m0, first), m0)
+            tail = b.select(filling, i64(0), rem)
+        full_end = m1 if tail is None else b.sub(m1, tail)
+        if any_full_rows if filling is not True else any(r > MR for r in row_counts):
+            with for_range(b, i64(0), b.udiv(b.sub(full_end, start), i64(MR)), "it") as it:
+                tile(oa, ob, oc, b.add(start, b.mul(it, i64(MR))), j0, MR, nv, packed, lanes=lanes)
+        if tail is not None:
+            by_height(tail, row_rems, "tail", lambda r: tile(oa, ob, oc, full_end, j0, r, nv, packed, lanes=lanes))
 
     def by_height(height, heights, name, emit):
         """``emit(h)`` for the one of ``heights`` (compile-time tile heights) that ``height``
@@ -231,33 +426,27 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
             b.branch(done)
         b.position_at_end(done)
 
-    def fill_then_tiles(oa, ob, oc, m0, m1, j0, nv):
-        rem = b.urem(b.sub(m1, m0), i64(MR))
-        first = b.select(b.icmp_unsigned("==", rem, i64(0)), i64(MR), rem)
-        by_height(first, sorted({r % MR or MR for r in row_counts}), "fill",
-                  lambda h: tile(oa, ob, oc, m0, j0, h, nv, fill=True))
-        start = b.add(m0, first)
-        if any(r > MR for r in row_counts):
-            with for_range(b, i64(0), b.udiv(b.sub(m1, start), i64(MR)), "it") as it:
-                tile(oa, ob, oc, b.add(start, b.mul(it, i64(MR))), j0, MR, nv, True)
-
-    def pack(ob, j0, nv, npanels=None):
+    def pack(ob, j0, nv, npanels=None, lanes=0):
         """Copy B[0:K, j0:j0+nv*W] (``npanels`` consecutive panels of it) into the panel buffer
         (sequential reads for every row tile); gathered element by element when B's columns
         are not contiguous. A group of panels is copied row by row of B, so each row of B is
-        read as one run of G panels (one page walk, not G)."""
-        with for_range(b, i64(0), i64(K), "pk") as k:
-            src = b.add(ob, b.mul(k, i64(ldb)))
+        read as one run of G panels (one page walk, not G). ``lanes``: the last vector holds
+        only that many columns (zeros after them)."""
+        with for_range(b, i64(0), kc_cur[0], "pk") as k:
+            src = b.add(ob, b.mul(k, ldb))
 
             def one(p, jp0):
                 for v in range(nv):
-                    if b_contig:
+                    n = lanes if v == nv - 1 and lanes else W
+                    if b_contig and n < W:
+                        x = masked("load", elem(Bp, b.add(b.add(src, jp0), i64(v * W))), n)
+                    elif b_contig:
                         x = b.load(elem(Bp, b.add(b.add(src, jp0), i64(v * W))), typ=vty, align=comp.itemsize)
                     else:
-                        x = undef_v
-                        for l in range(W):
+                        x = zero_v if n < W else undef_v
+                        for l in range(n):
                             col = b.add(jp0, i64(v * W + l))
-                            e = b.load(elem(Bp, b.add(src, b.mul(col, i64(csB)))), typ=fty)
+                            e = b.load(elem(Bp, b.add(src, b.mul(col, csB))), typ=fty)
                             x = b.insert_element(x, e, ir.Constant(ir.IntType(32), l))
                     b.store(x, panel_at(k, v, p))
             if npanels is None:
@@ -266,38 +455,33 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
                 with for_range(b, i64(0), npanels, "pg") as p:
                     one(p, b.add(j0, b.mul(p, i64(nv * W))))
 
-    with for_range(b, kb.lo, kb.hi, "item") as t:
-        bi, oa, ob, oc, m0, n0, rows, cols = block_item(b, t, per_batch, nblocks, MB, NB, M, N, batch_dims)
-        m1, n1 = b.add(m0, rows), b.add(n0, cols)
+    def columns(oa, ob, oc, m0, m1, n0, n1, cols):
         panel = NV * W
-        # whole panels of NV vectors, then single vectors, then scalar columns (each loop only
-        # where some item's column count needs it)
+        # whole panels of NV vectors (where some item's column count has one), then the rest
         n_panels_end = b.sub(n1, b.urem(cols, i64(panel)))
         if any(c >= panel for c in col_counts):
             npan = b.udiv(b.sub(n_panels_end, n0), i64(panel))
-            with for_range(b, i64(0), b.udiv(b.add(npan, i64(G - 1)), i64(G)), "jg") as jg:
-                first = b.mul(jg, i64(G))
+            with for_range(b, i64(0), b.udiv(b.add(npan, b.sub(G, i64(1))), G), "jg") as jg:
+                first = b.mul(jg, G)
                 left = b.sub(npan, first)
-                count = b.select(b.icmp_signed("<", left, i64(G)), left, i64(G))
+                count = b.select(b.icmp_signed("<", left, G), left, G)
                 g0 = b.add(n0, b.mul(first, i64(panel)))
-                if not fill:
-                    pack(ob, g0, NV, count)
+                if filling is not True:
+                    with b.if_then(b.not_(filling) if filling not in (None, False) else ir.Constant(ir.IntType(1), 1)):
+                        pack(ob, g0, NV, count)
                 with for_range(b, i64(0), count, "jp") as jp:
                     cur_panel[0] = jp
-                    row_tiles(oa, ob, oc, m0, m1, b.add(g0, b.mul(jp, i64(panel))), NV, True, fill)
+                    row_tiles(oa, ob, oc, m0, m1, b.add(g0, b.mul(jp, i64(panel))), NV, True, filling)
                     cur_panel[0] = i64(0)
-        n_vec_end = b.sub(n1, b.urem(b.sub(n1, n_panels_end), i64(W)))
-        if any(c % panel >= W for c in col_counts):
-            with for_range(b, i64(0), b.udiv(b.sub(n_vec_end, n_panels_end), i64(W)), "jv") as jv:
-                j0 = b.add(n_panels_end, b.mul(jv, i64(W)))
-                if not b_contig:
-                    pack(ob, j0, 1)
-                row_tiles(oa, ob, oc, m0, m1, j0, 1, not b_contig)
-        if any(c % W for c in col_counts):
-            with for_range(b, n_vec_end, n1, "js") as j:
-                row_tiles(oa, ob, oc, m0, m1, j, 0)
-        if epi is not None:
-            epilogue_fn(kb, em, epi, C.ref, bi, m0, rows, n0, cols)
-    flops = 2 * Bn * M * N * K
-    from .dot import GEMM_PARALLEL_MIN_FLOPS
-    return kb.finish(Bn * per_batch, flops >= GEMM_PARALLEL_MIN_FLOPS, what)
+        # the columns left: one narrower panel (its last vector masked to the columns there)
+        by_height(b.urem(cols, i64(panel)), sorted({c % panel for c in col_counts} - {0}), "ctail",
+                  lambda r: tail_panel(oa, ob, oc, m0, m1, n_panels_end, r))
+
+    def tail_panel(oa, ob, oc, m0, m1, j0, ncols):
+        nv, lanes = -(-ncols // W), ncols % W
+        pack(ob, j0, nv, lanes=lanes)
+        row_tiles(oa, ob, oc, m0, m1, j0, nv, True, lanes=lanes)
+
+
+    columns(oa0, ob0, oc, m0, m1, n0, n1, b.sub(n1, n0))
+    b.ret_void()

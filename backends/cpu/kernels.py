@@ -33,7 +33,7 @@ from hlo.ir.core import Value
 from hlo.ir.types import TensorType
 from .. import llvm_util as U
 from ..elemental import BufferSource, ElementalEmitter
-from ..kernel_emitter import Root, physical_order
+from ..kernel_emitter import Root, kernel_buffers, physical_order, root_values
 from ..llvm_util import I64, PTR, SCALAR_LOOP, VOID, ModuleContext, for_range, i64
 from .program import BufRef, KernelCall, TASK_FN
 
@@ -75,6 +75,13 @@ class Codegen:
         self.tasks: Dict[str, ir.Function] = {}
         self.constants: Dict[int, np.ndarray] = {}
         self.uses_blas = False
+        # functions several kernels call (the GEMM's shared bodies), by key; each has ``emit()``,
+        # run by ``finish`` once every kernel is lowered and knows what its callers need
+        self.shared: Dict[tuple, object] = {}
+
+    def finish(self) -> None:
+        for f in self.shared.values():
+            f.emit()
 
     def const_ref(self, arr: np.ndarray) -> BufRef:
         k = len(self.constants)
@@ -88,25 +95,16 @@ class KernelBuilder:
     def __init__(self, cg: Codegen, base_name: str, refs: Sequence[BufRef], writes: Sequence[bool]):
         self.cg = cg
         self.name = cg.ctx.unique("k." + base_name)
-        uniq: List[BufRef] = []
-        wr: List[bool] = []
-        for r, w in zip(refs, writes):
-            if r in uniq:
-                wr[uniq.index(r)] |= w
-            else:
-                uniq.append(r)
-                wr.append(w)
-        self.refs, self.writes = uniq, wr
+        uniq, self.writes, alone = kernel_buffers(refs, writes)
+        self.refs = uniq
         fnty = ir.FunctionType(VOID, [PTR] * len(uniq) + [I64, I64])
         fn = ir.Function(cg.ctx.module, fnty, name=self.name)
         fn.linkage = "internal"
         # Kernels are called from the entry point and from their task wrapper: keep one copy
         # (inlining would duplicate every loop nest and double LLVM's work).
         fn.attributes.add("noinline")
-        for k, (r, w) in enumerate(zip(uniq, wr)):
-            a = fn.args[k]
-            clash = any(r.overlaps(o) for j, o in enumerate(uniq) if j != k and (w or wr[j]))
-            if not clash:
+        for a, ok in zip(fn.args, alone):
+            if ok:
                 a.add_attribute("noalias")
         self.fn = fn
         self.lo, self.hi = fn.args[-2], fn.args[-1]
@@ -157,11 +155,7 @@ def collect_reads(roots: Sequence[Value], env: Dict[Value, BufRef]) -> Tuple[Lis
         nops += _inner_work(op)
         stack.extend(op.operands)
         if op.regions:
-            inner = set()
-            for r in op.regions:
-                inner.update(r.args)
-                for o in r.walk():
-                    inner.update(o.results)
+            inner = op.defined_inside()
             for r in op.regions:
                 for o in r.walk():
                     nops += 1
@@ -363,14 +357,7 @@ def emit_loop_kernel(cg: Codegen, roots: Sequence[Root], env: Dict[Value, BufRef
         b = kb.b
 
         def body(idx):
-            vals = []  # every root's element first, then the stores: an output the buffer plan
-            for r in roots:  # put over an operand (in place) must not change what others read
-                vidx = r.index_fn(b, idx) if r.index_fn else idx
-                val = em.at(r.value, vidx)
-                if r.dest_type.dtype != r.value.dtype:
-                    from ..scalar_ops import convert
-                    val = convert(cg.ctx, b, val, r.value.dtype, r.dest_type.dtype)
-                vals.append(val)
+            vals = root_values(cg.ctx, b, em, roots, idx)
             for r, val in zip(roots, vals):
                 _store(b, em, kb.ptr(r.dest), r.dest_type, idx, val,
                        stream.tag_for(r.dest) if stream else None)

@@ -1,7 +1,9 @@
 """The CPU's native form of the run-time program: ``EntryEmitter`` turns a step tree
 (``hlo.runtime.steps``: buffers, kernel calls, copies, while / if / case) into the single native
 entry point ``hlo_run(inputs, outputs, arena, nthreads)`` that runs the whole schedule, so one
-call from Python runs everything.
+call from Python runs everything. A ``HostCall`` calls the runtime's dispatcher through the
+global ``HOST_CALL_PTR`` with the site number and the site's buffers; when it returns nonzero
+(the Python callback raised), ``hlo_run`` returns at once and the runtime raises the error.
 """
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ import llvmlite.ir as ir
 
 from .. import llvm_util as U
 from ..llvm_util import I8, I32, I64, PTR, VOID, ModuleContext, i64
-from hlo.runtime.cpu.abi import (ENTRY, NP_ARRAY_DATA, POOL_PTR, PY_ENTRY, PY_TUPLE_ITEMS,  # noqa: F401
-                                  RW_ANCHOR)
-from hlo.runtime.steps import BufRef, Copy, KernelCall, Switch, While, describe_steps  # noqa: F401 (re-exported)
+from hlo.runtime.cpu.abi import (ENTRY, HOST_CALL_PTR, NP_ARRAY_DATA, POOL_PTR, PY_ENTRY,  # noqa: F401
+                                  PY_TUPLE_ITEMS, RW_ANCHOR)
+from hlo.runtime.steps import (BufRef, Copy, HostCall, KernelCall, Switch, While,  # noqa: F401
+                               describe_steps)  # noqa: F401 (re-exported)
 
 
 TASK_FN = ir.FunctionType(VOID, [PTR, I64, I64])
@@ -22,6 +25,7 @@ TASK_FN = ir.FunctionType(VOID, [PTR, I64, I64])
 # ------------------------------------------------------------------------------------------
 
 POOL_FN = ir.FunctionType(I32, [TASK_FN.as_pointer(), PTR, I64, I64])
+HOST_FN = ir.FunctionType(I32, [I64, PTR])  # the runtime's dispatcher: (site, buffers) -> status
 
 
 class EntryEmitter:
@@ -77,7 +81,7 @@ class EntryEmitter:
             for k, p in enumerate(ptrs):
                 b.store(p, b.gep(arr, [i64(k)], source_etype=PTR))
             task = self.tasks[s.name]
-            pp = b.load(self._pool_global(), typ=I64)
+            pp = b.load(self._address_global(), typ=I64)
             pooled = self.fn.append_basic_block("pool")
             serial = self.fn.append_basic_block("serial")
             done = self.fn.append_basic_block("done")
@@ -92,13 +96,28 @@ class EntryEmitter:
         else:
             b.call(self.kernels[s.name], ptrs + [i64(0), i64(s.extent)])
 
-    def _pool_global(self):
-        g = self.ctx.module.globals.get(POOL_PTR)
+    def _address_global(self, name=POOL_PTR):
+        g = self.ctx.module.globals.get(name)
         if g is None:
-            g = ir.GlobalVariable(self.ctx.module, I64, name=POOL_PTR)
+            g = ir.GlobalVariable(self.ctx.module, I64, name=name)
             g.initializer = ir.Constant(I64, 0)
             g.align = 8
         return g
+
+    def _HostCall(self, s: HostCall):
+        b = self.b
+        with b.goto_entry_block():
+            arr = b.alloca(PTR, size=i64(max(1, len(s.refs))))
+        for k, r in enumerate(s.refs):
+            b.store(self.ptr(r), b.gep(arr, [i64(k)], source_etype=PTR))
+        fp = b.load(self._address_global(HOST_CALL_PTR), typ=I64)
+        status = b.call(b.inttoptr(fp, HOST_FN.as_pointer()), [i64(s.site), arr])
+        ok = self.fn.append_basic_block("host_call.ok")
+        failed = self.fn.append_basic_block("host_call.failed")
+        b.cbranch(b.icmp_signed("==", status, ir.Constant(I32, 0)), ok, failed)
+        b.position_at_end(failed)
+        b.ret_void()  # the callback raised: stop here, the runtime raises its exception
+        b.position_at_end(ok)
 
     def _Copy(self, s: Copy):
         if s.nbytes:

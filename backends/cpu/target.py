@@ -9,13 +9,19 @@ import time
 import llvmlite.binding as llvm
 from llvmlite.binding.newpassmanagers import NewPassManager
 
-from hlo.runtime.cpu.target import _init, host, new_target_machine
+from hlo.runtime.cpu import target as _target
+from hlo.runtime.cpu.target import _init, new_target_machine
 from .streaming import STREAM_TYPE, add_nontemporal_hints
 
 
-@functools.lru_cache(maxsize=None)
 def target_machine():
-    """The shared target machine used for code generation (never handed to an engine)."""
+    """The shared target machine used for code generation (never handed to an engine), one
+    per CPU that ``host()`` names."""
+    return _machine_for(_target.host())
+
+
+@functools.lru_cache(maxsize=None)
+def _machine_for(h):
     return new_target_machine()
 
 
@@ -47,7 +53,7 @@ def compile_ir(ir_text: str, opt_level: int = 3):
     mod.verify()
     times["llvm_parse"] = time.perf_counter() - t0
     tm = target_machine()
-    mod.triple = host().triple
+    mod.triple = _target.host().triple
     mod.data_layout = str(tm.target_data)
     t0 = time.perf_counter()
     if opt_level > 0:

@@ -142,7 +142,9 @@ def plan_dot(lhs: TensorType, rhs: TensorType, out: TensorType, dims: Mapping[st
 
     ``bias``: a rank-1 vector added along result dimension ``bias_dim`` (BIAS epilogues).
     ``c``: an operand of the result's type and layout, scaled by ``beta`` and added.
-    ``precision``: None / "default" / "highest" (full f32) or "tf32" (f32 through tf32 tensor cores)."""
+    ``precision``: None / "default" / "highest" (full f32) or "tf32" (f32 through tf32 tensor cores):
+    the compile's ``Options.matmul_precision`` (``hlo.config.update("matmul_precision", ...)`` /
+    ``HLO_MATMUL_PRECISION``, which ``compile_options`` puts into every cuda compile's options)."""
     lb = tuple(dims.get("lhs_batching_dimensions", ()))
     rb = tuple(dims.get("rhs_batching_dimensions", ()))
     lc = tuple(dims.get("lhs_contracting_dimensions", ()))

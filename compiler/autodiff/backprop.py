@@ -22,6 +22,7 @@ import weakref
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set
 
 from hlo.ir import Operation, Region, Value
+from hlo.ir.callbacks import OP_NAME as HOST_CALLBACK
 from hlo.ir.clone import clone_op
 
 from ..abstract import aval_of_type
@@ -101,6 +102,24 @@ def linearize(fn: Callable, primals: Sequence[Tracer], description: str) -> Line
     captured = {t._value: t for t in traced.captured}
     return Linearized(region, trace, values, captured, list(primals), traced.out_tree,
                       traced.out_avals)
+
+
+def _is_print(op: Operation) -> bool:
+    return op.name == HOST_CALLBACK and not op.results
+
+
+def recompute(trace: Trace, op: Operation, values: Dict[Value, Value]) -> Optional[Operation]:
+    """Append a copy of the forward op ``op`` that the backward pass recomputes (``values``
+    maps what it reads to the copies). Host callbacks without results (``hlo.debug.print``)
+    are left out, in its regions too: they run once, in the forward pass, as in jax."""
+    if _is_print(op):
+        return None
+    new = clone_op(op, values)
+    for o in list(new.walk()):
+        for r in o.regions:
+            r.ops = [x for x in r.ops if not _is_print(x)]
+    _append(trace, new)
+    return new
 
 
 def _append(trace: Trace, op: Operation) -> None:

@@ -21,14 +21,13 @@ from typing import Callable, Dict, Optional
 
 import numpy as np
 from hlo.ir import Operation, Value
-from hlo.ir.clone import clone_op
 
 from ..abstract import aval_of_type
 from ..api_util import api_boundary
 from ..tracing import Tracer, current_trace, emit, is_tracing, trace_region
 from ..tree_util import tree_unflatten
 from . import prims as P
-from .backprop import _append, active_values, backprop, free_values
+from .backprop import active_values, backprop, free_values, recompute
 from .marks import MARKS, Mark
 
 
@@ -115,7 +114,7 @@ class RematMark(Mark):
             if inner.results and all(r in keep for r in inner.results):
                 values.update((r, keep[r]._value) for r in inner.results)
                 continue
-            _append(trace, clone_op(inner, values))
+            recompute(trace, inner, values)
         tracers: Dict[Value, Tracer] = {}
 
         def primal_of(v: Value) -> Tracer:

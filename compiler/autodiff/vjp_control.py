@@ -23,13 +23,13 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from hlo.ir import Operation, Region, Value
-from hlo.ir.clone import clone_op
 
 from ..abstract import aval_of_type
+from ..errors import UnsupportedError
 from ..tracing import Tracer, current_trace, lift, trace_region
 from . import prims as P
-from .backprop import (STOP_GRADIENT_OPS, _append, active_values, backprop, free_values,
-                       not_differentiable)
+from .backprop import (STOP_GRADIENT_OPS, active_values, backprop, free_values,
+                       not_differentiable, recompute)
 from .table import Eqn, vjp_rule
 
 
@@ -53,7 +53,7 @@ def _backward_branch(e: Eqn, region: Region, free: List[Value]) -> Region:
             values[v] = lift(e.primal_of(v))._value  # read from the enclosing trace
         outer = set(values)
         for op in region.ops:
-            _append(trace, clone_op(op, values))
+            recompute(trace, op, values)
         tracers: Dict[Value, Tracer] = {}
 
         def primal_of(v: Value) -> Tracer:
@@ -137,9 +137,8 @@ def _clone_body(body: Region, carry: List[Tracer], outer: Dict[Value, Tracer]) -
     values = {v: lift(t)._value for v, t in outer.items()}
     values.update((a, lift(c)._value) for a, c in zip(body.args, carry))
     for op in body.ops:
-        new = clone_op(op, values)
-        _append(trace, new)
-        if op in STOP_GRADIENT_OPS:
+        new = recompute(trace, op, values)
+        if new is not None and op in STOP_GRADIENT_OPS:
             STOP_GRADIENT_OPS.add(new)
     return values
 
@@ -267,3 +266,18 @@ def _record(body: Region, init: List[Tracer], taped: List[bool], outer: Dict[Val
                trace_region(step, avals, name="body", description="the taping loop's body").region]
     res = P.emit("while", [P.const(0, i32)] + list(init) + tape0, regions=regions)
     return res[1 + len(init):]
+
+
+# --------------------------------------------------------------------------------------------
+# host_callback
+# --------------------------------------------------------------------------------------------
+
+@vjp_rule("host_callback")
+def _host_callback(e: Eqn):
+    # Called only when a result carries a cotangent: a pure_callback's value is differentiated.
+    # (A debug print has no results: it stays in the forward pass and prints the primals.)
+    kw = {"location": e.op.loc} if e.op.loc is not None else {}
+    raise UnsupportedError(
+        f"{e.attr('what') or 'a host callback'} has no derivative: pure callbacks do not support "
+        "JVP or VJP (as in jax). Define one with hlo.custom_vjp around the call, or wrap its "
+        "inputs in hlo.autodiff.stop_gradient", **kw)

@@ -2,7 +2,8 @@
 
 Modules: ``api`` (``vmap``), ``interpreter`` (replaying a per-example region batched),
 ``table`` (the rule registry and helpers), and the rules: ``rules_elementwise``,
-``rules_shape``, ``rules_reduce``, ``rules_indexing``, ``rules_control``, ``rules_custom``
+``rules_shape``, ``rules_reduce``, ``rules_indexing``, ``rules_control``, ``rules_host``
+(host callbacks), ``rules_custom``
 (ops marked by custom_vjp / custom_jvp / checkpoint); ``jacobians`` (jacfwd, jacrev, hessian).
 """
 from . import rules_custom  # noqa: F401  (registers the batching of custom_vjp/jvp, checkpoint)

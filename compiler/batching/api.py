@@ -18,7 +18,8 @@ from ..errors import ArgumentTypeError, ShapeError
 from ..source_info import function_name, user_location
 from ..tracing import Tracer, is_tracing, lift, trace_region
 from ..tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
-from . import rules_control, rules_elementwise, rules_indexing, rules_reduce, rules_shape  # noqa: F401
+from . import (rules_control, rules_elementwise, rules_host, rules_indexing, rules_reduce,  # noqa: F401
+               rules_shape)
 from .interpreter import Env, batch_ops
 from .table import batched, move_axis
 

@@ -2,6 +2,8 @@
 the scope of the op, so they may read values defined around it."""
 from __future__ import annotations
 
+import numpy as np
+
 from .registry import handler
 
 
@@ -37,3 +39,10 @@ def _call(it, op, ins, env):
 @handler("fusion")
 def _fusion(it, op, ins, env):
     return it.eval_region(op.regions[0], ins, env)
+
+
+@handler("host_callback")
+def _host_callback(it, op, ins, env):
+    from ..callbacks import invoke  # the registered Python callable (hlo.ir.callbacks)
+    return invoke(op.attrs["callback_id"], [np.array(a) for a in ins], op.result_types,
+                  where=str(op.loc) if op.loc is not None else "")

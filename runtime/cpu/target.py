@@ -3,6 +3,7 @@ compatibility check for CPU code, the compilation cache's key parts, the target 
 loader links with, and the thread count."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from dataclasses import dataclass
@@ -23,6 +24,12 @@ def _plus(features: str) -> set:
     return {f[1:] for f in (features or "").split(",") if f.startswith("+")}
 
 
+def _vector_bits(plus: set) -> int:
+    if "avx512f" in plus:
+        return 512
+    return 256 if plus & {"avx", "avx2"} else 128
+
+
 @dataclass(frozen=True)
 class CpuTarget(Target):
     triple: str
@@ -32,12 +39,10 @@ class CpuTarget(Target):
 
     @property
     def vector_bits(self) -> int:
-        f = self.features.split(",")
-        if "+avx512f" in f:
-            return 512
-        if "+avx2" in f or "+avx" in f:
-            return 256
-        return 128
+        """The vector width code is generated for: 512 where the CPU has AVX-512F (32 zmm
+        registers; the GEMM's register tile and the streaming kernels' alignment follow it),
+        256 with AVX/AVX2, else 128."""
+        return _vector_bits(_plus(self.features))
 
     def describe(self) -> str:
         return f"{self.triple} cpu={self.cpu} vector={self.vector_bits}bit"
@@ -52,12 +57,17 @@ class CpuTarget(Target):
         if arch_os(triple) != arch_os(self.triple):
             raise TargetMismatchError(f"{where} was compiled for {triple or 'an unknown triple'}, "
                                       f"this machine is {self.triple}; compile it again here")
-        missing = sorted(_plus(entry.get("features")) - _plus(self.features))
+        built = _plus(entry.get("features"))
+        # the vector instruction sets first: they are what a file compiled elsewhere most often
+        # needs (AVX-512 code on an AVX2-only machine)
+        missing = sorted(built - _plus(self.features),
+                         key=lambda f: (f not in ("avx512f", "avx2"), not f.startswith(("avx", "fma", "amx")), f))
         if missing:
+            wide = _vector_bits(built)
             raise TargetMismatchError(
-                f"{where} was compiled for a CPU ({entry.get('cpu')}) with features this one "
-                f"({self.cpu}) lacks: {', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}; "
-                "compile it again here")
+                f"{where} was compiled for a CPU ({entry.get('cpu')}, {wide}-bit vectors) with "
+                f"features this one ({self.cpu}, {self.vector_bits}-bit vectors) lacks: "
+                f"{', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}; compile it again here")
 
     def key_parts(self) -> Dict[str, str]:
         from hlo.backends.cpu.blas import find_blas
@@ -65,7 +75,8 @@ class CpuTarget(Target):
         blas = "generated GEMM" if b is None else f"{os.path.basename(b.path)}:{b.sgemm},{b.dgemm}"
         # every HLO_CPU_* variable: the CPU backend's code-generation switches (HLO_CPU_GEMM, ...)
         knobs = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("HLO_CPU_"))
-        return {"cpu": f"{self.triple} {self.cpu} {self.features}",
+        caches = f"L1d={cache_bytes(1, 0)} L2={cache_bytes(2, 0)}"
+        return {"cpu": f"{self.triple} {self.cpu} {self.features} {caches}",
                 "environment": f"threads={default_threads()} gemm={blas}" + (f" {knobs}" if knobs else "")}
 
     def pass_options(self) -> dict:
@@ -74,11 +85,51 @@ class CpuTarget(Target):
 
 
 @functools.lru_cache(maxsize=None)
-def host() -> CpuTarget:
+def _machine() -> CpuTarget:
     import llvmlite.binding as llvm
     _init()
     return CpuTarget(llvm.get_process_triple(), llvm.get_host_cpu_name(),
                      llvm.get_host_cpu_features().flatten())
+
+
+_stand_in: list = []
+
+
+def host() -> CpuTarget:
+    """This machine's CPU (or the one ``standing_in`` names): what code is generated for (its
+    vector width, register tiles) and what loaded code is checked against."""
+    return _stand_in[-1] if _stand_in else _machine()
+
+
+@contextlib.contextmanager
+def standing_in(target: CpuTarget):
+    """Within the block, ``host()`` is ``target``: code is compiled for that CPU (e.g. AVX2
+    code on an AVX-512 machine, which runs it) and loaded code is checked against its features
+    (an AVX-512 file refused where only AVX2 is). For tests and tools; not thread-safe."""
+    _stand_in.append(target)
+    try:
+        yield target
+    finally:
+        _stand_in.pop()
+
+
+@functools.lru_cache(maxsize=None)
+def cache_bytes(level: int, default: int) -> int:
+    """The size of one core's data (or unified) cache of ``level`` (1: L1d, 2: L2), read from
+    Linux's sysfs; ``default`` where that is not available. The tiled GEMM blocks for it."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for d in sorted(os.listdir(base)):
+            if not d.startswith("index"):
+                continue
+            read = lambda f: open(os.path.join(base, d, f)).read().strip()
+            if int(read("level")) == level and read("type") in ("Data", "Unified"):
+                size = read("size")
+                mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
+                return int(size.rstrip("KMG")) * mult
+    except (OSError, ValueError):
+        pass
+    return default
 
 
 def new_target_machine():

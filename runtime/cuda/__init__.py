@@ -14,6 +14,7 @@ GPU can be missing raises ``CudaUnavailableError`` then.
 - ``executable``: ``CudaExecutable`` (code + manifest -> a callable) and the manifest's checks.
 - ``array``: ``DeviceArray``, what a call returns.
 - ``interop``: DLPack and ``__cuda_array_interface__`` in and out.
+- ``target``: the GPU as a target (kind, triple, architecture, PTX ISA version).
 """
 from .errors import (CublasError, CudaError, CudaOutOfMemoryError, CudaUnavailableError,
                      KernelLaunchError)

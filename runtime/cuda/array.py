@@ -6,8 +6,9 @@ Results come back before the GPU has computed them (calls are asynchronous, like
 ``__dlpack__`` / ``__dlpack_device__`` hand the memory to torch, jax, cupy or another hlo
 executable without a copy; a DeviceArray passed to an hlo executable is read in place.
 
-An array's memory is a ``DeviceBuffer``: memory hlo allocated (freed, stream-ordered, when
-the last array or DLPack consumer using it is dropped) or memory another library owns (kept
+An array's memory is a ``DeviceBuffer``: memory hlo allocated (given back to its stream's
+``BufferPool`` for reuse, or freed stream-ordered, when the last array or DLPack consumer using
+it is dropped) or memory another library owns (kept
 alive through ``owner``). A donated argument's buffer moves into the result that reuses it and
 the donated array is marked deleted (using it raises).
 """
@@ -23,46 +24,136 @@ from .errors import CudaError
 
 class DeviceBuffer:
     """Device memory at ``ptr`` of ``nbytes``. With ``owner`` None, hlo allocated it on
-    ``stream`` and frees it there when dropped; else ``owner`` (a foreign array) owns it."""
+    ``stream`` and, when dropped, gives it back to ``pool`` (a ``BufferPool`` of that stream)
+    or frees it there; else ``owner`` (a foreign array) owns it."""
 
-    __slots__ = ("ptr", "nbytes", "ctx", "stream", "owner")
+    __slots__ = ("ptr", "nbytes", "ctx", "stream", "owner", "pool")
 
-    def __init__(self, ptr: int, nbytes: int, ctx, stream, owner=None):
-        self.ptr, self.nbytes, self.ctx, self.stream, self.owner = ptr, nbytes, ctx, stream, owner
+    def __init__(self, ptr: int, nbytes: int, ctx, stream, owner=None, pool=None):
+        self.ptr, self.nbytes, self.ctx, self.stream, self.owner, self.pool = ptr, nbytes, ctx, stream, owner, pool
 
     def __del__(self):
         if self.owner is None and self.ptr:
+            pool = self.pool
+            if pool is not None and pool.give(self.ptr, self.nbytes):
+                return
+            _free(self.ptr, self.stream)
+
+
+def _free(ptr: int, stream) -> None:
+    try:
+        h = stream.handle
+        if h is not None:
+            driver.cu.cuMemFreeAsync(ptr, h)
+        else:  # the stream went first (both in one garbage cycle): free synchronously
+            driver.cu.cuMemFree(ptr)
+    except Exception:  # interpreter shutdown
+        pass
+
+
+class BufferPool:
+    """Device buffers of one stream kept for reuse: a dropped result's memory comes back here
+    and a later call on the same stream takes it with no driver call (stream order makes the
+    reuse safe, exactly as the driver's stream-ordered allocator would). At most ``per_size``
+    buffers of one size and about ``max_bytes`` in all are kept; ``clear`` frees them (on the
+    executable's release, and before an allocation that ran out of memory is retried)."""
+
+    __slots__ = ("stream", "free", "held", "per_size", "max_bytes", "closed")
+
+    def __init__(self, stream, per_size: int = 8, max_bytes: int = 256 << 20):
+        self.stream = stream
+        self.free = {}  # nbytes -> [ptr, ...]
+        self.held = 0
+        self.per_size, self.max_bytes = per_size, max_bytes
+        self.closed = False
+
+    def take(self, nbytes: int) -> int:
+        """A kept buffer of ``nbytes``, or 0."""
+        lst = self.free.get(nbytes)
+        if lst:
             try:
-                h = self.stream.handle
-                if h is not None:
-                    driver.cu.cuMemFreeAsync(self.ptr, h)
-                else:  # the stream went first (both in one garbage cycle): free synchronously
-                    driver.cu.cuMemFree(self.ptr)
-            except Exception:  # interpreter shutdown
-                pass
+                ptr = lst.pop()
+            except IndexError:  # another thread took the last one
+                return 0
+            self.held -= nbytes
+            return ptr
+        return 0
+
+    def give(self, ptr: int, nbytes: int) -> bool:
+        """Keep ``ptr`` for reuse; False when the pool is full or closed (the caller frees it)."""
+        if self.closed or self.held + nbytes > self.max_bytes:
+            return False
+        lst = self.free.get(nbytes)
+        if lst is None:
+            lst = self.free.setdefault(nbytes, [])
+        if len(lst) >= self.per_size:
+            return False
+        lst.append(ptr)
+        self.held += nbytes
+        return True
+
+    def clear(self, close: bool = False) -> None:
+        """Free every kept buffer (stream-ordered); ``close``: keep none from now on."""
+        self.closed = self.closed or close
+        for lst in list(self.free.values()):
+            while lst:
+                try:
+                    ptr = lst.pop()
+                except IndexError:
+                    break
+                _free(ptr, self.stream)
+        self.free = {}
+        self.held = 0
 
 
 class Completion:
-    """The end of one call's work on its stream: an event recorded after the last step."""
+    """The end of the work queued on ``stream`` up to a call. Its event is recorded only when
+    something needs it (another stream orders itself after the call, through
+    ``CudaExecutable`` or DLPack); until then the completion stands for the stream's tail, and
+    the executable hands the same one to the calls it queues next. Recorded late, the event may
+    also cover calls queued after this one: an order that is never too early, only
+    conservative. ``ready`` / ``wait`` without an event query / synchronize the stream."""
 
-    __slots__ = ("event", "stream", "what", "_pool")
+    __slots__ = ("_event", "stream", "what", "_pool")
 
-    def __init__(self, event, stream, what: str, pool: list):
-        self.event, self.stream, self.what, self._pool = event, stream, what, pool
+    def __init__(self, stream, what: str, pool: list):
+        self._event, self.stream, self.what, self._pool = None, stream, what, pool
+
+    @property
+    def recorded(self) -> bool:
+        return self._event is not None
+
+    @property
+    def event(self) -> "driver.Event":
+        ev = self._event
+        if ev is None:
+            try:
+                ev = self._pool.pop()
+            except IndexError:
+                ev = driver.Event()
+            ev.record(self.stream.handle)
+            self._event = ev
+        return ev
 
     def ready(self) -> bool:
-        return self.event.query()
+        ev = self._event
+        return ev.query() if ev is not None else self.stream.query()
 
     def wait(self) -> None:
         try:
-            self.event.synchronize(f"waiting for {self.what}")
+            ev = self._event
+            if ev is not None:
+                ev.synchronize(f"waiting for {self.what}")
+            else:
+                self.stream.synchronize(f"waiting for {self.what}")
         except CudaError as e:
             raise type(e)(f"{e} (the GPU reported the error at the end of {self.what}; set "
                           "HLO_CUDA_SYNC=1 to find the kernel that failed)", e.call, e.code) from None
 
     def __del__(self):
         try:
-            self._pool.append(self.event)
+            if self._event is not None:
+                self._pool.append(self._event)
         except Exception:
             pass
 
@@ -104,6 +195,13 @@ class DeviceArray:
             else tuple(strides)
         self._done = done
         self._deleted = False
+
+    @classmethod
+    def _result(cls, buf: DeviceBuffer, shape: tuple, dtype: np.dtype, strides, done) -> "DeviceArray":
+        """A call's result, built without re-deriving anything (``strides`` None: row-major)."""
+        a = object.__new__(cls)
+        a._buf, a.shape, a.dtype, a._strides, a._done, a._deleted = buf, shape, dtype, strides, done, False
+        return a
 
     # -- description ------------------------------------------------------------------------
 

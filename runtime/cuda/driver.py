@@ -29,6 +29,7 @@ OK = None  # CUresult.CUDA_SUCCESS
 
 _lock = threading.Lock()
 _contexts = {}
+_current = threading.local()  # .ctx: the Context this thread last made current through hlo
 
 # PTX ISA version -> the CUDA release that introduced it (driver needed to JIT it).
 PTX_ISA_CUDA = {
@@ -138,6 +139,7 @@ class Context:
         name = check(b.cuDeviceGetName(256, self.dev), "cuDeviceGetName")
         self.name = name.split(b"\0", 1)[0].decode(errors="replace") if isinstance(name, bytes) else str(name)
         self.total_memory = int(check(b.cuDeviceTotalMem(self.dev), "cuDeviceTotalMem"))
+        self.multi = n > 1  # other devices' contexts may be made current in a thread
 
     @property
     def arch(self) -> str:
@@ -147,6 +149,15 @@ class Context:
         ret = cu.cuCtxSetCurrent(self.handle)
         if ret[0] is not OK:
             check(ret, "cuCtxSetCurrent")
+        _current.ctx = self
+
+    def ensure_current(self) -> None:
+        """``make_current`` unless this thread already made this context current (the per-call
+        path). With one GPU in the process every library that shares the device (torch, jax,
+        cupy) uses this same primary context, so it stays current; with several GPUs another
+        library may switch the thread to another device's context, so it is set every time."""
+        if getattr(_current, "ctx", None) is not self or self.multi:
+            self.make_current()
 
     def mem_info(self) -> Tuple[int, int]:
         """``(free, total)`` device memory in bytes."""
@@ -216,6 +227,15 @@ def get_context(device: int = 0) -> Context:
     return ctx
 
 
+def _done(res, call: str) -> bool:
+    """A query's result: True (finished), False (CUDA_ERROR_NOT_READY), else the error."""
+    if res is OK:
+        return True
+    if res == cu.CUresult.CUDA_ERROR_NOT_READY:
+        return False
+    fail(res, call)
+
+
 class Stream:
     """A non-blocking stream (it does not wait for the legacy default stream: work handed to
     or from other libraries is ordered through events, see ``wait_foreign``)."""
@@ -232,6 +252,10 @@ class Stream:
         ret = cu.cuStreamSynchronize(self.handle)
         if ret[0] is not OK:
             check(ret, "cuStreamSynchronize", what)
+
+    def query(self) -> bool:
+        """True once every call queued on the stream has finished."""
+        return _done(cu.cuStreamQuery(self.handle)[0], "cuStreamQuery")
 
     def wait(self, event: "Event") -> None:
         ret = cu.cuStreamWaitEvent(self.handle, event.handle, 0)
@@ -262,12 +286,7 @@ class Event:
 
     def query(self) -> bool:
         """True once the work before the last ``record`` has finished."""
-        res = cu.cuEventQuery(self.handle)[0]
-        if res is OK:
-            return True
-        if res == cu.CUresult.CUDA_ERROR_NOT_READY:
-            return False
-        fail(res, "cuEventQuery")
+        return _done(cu.cuEventQuery(self.handle)[0], "cuEventQuery")
 
     def synchronize(self, what: str = "") -> None:
         ret = cu.cuEventSynchronize(self.handle)

@@ -26,13 +26,29 @@ queues the steps on the executable's one stream and returns ``DeviceArray``\\ s 
 
 The buffer plan's arena is allocated once and reused; concurrent callers (threads) each take
 an arena from a pool (a "slot", which also owns the pre-built launch records of
-``program.py``). Running out of device memory raises ``CudaOutOfMemoryError`` naming the sizes;
-what the call had allocated is released and the executable stays usable.
+``program.py`` and their CUDA graphs). Running out of device memory raises
+``CudaOutOfMemoryError`` naming the sizes; what the call had allocated is released and the
+executable stays usable.
+
+CUDA graphs (``graph.py``): every run of at least ``graphs`` consecutive kernel launches,
+copies and cuBLASLt products (default 1; ``HLO_CUDA_GRAPHS``; 0 turns graphs off) is replayed
+as one CUDA graph, built on a slot's first call and patched per call where argument / result
+addresses changed. While and Switch read their predicate on the host: they split the steps
+into segments (their bodies are segments of their own) rather than falling back to the step
+walk. Results are identical to the step walk's: the same kernels on the same addresses.
+
+What one call does on the host, and no more: set the context only where this thread has not
+(``Context.ensure_current``); check the arguments against pre-computed descriptors; take each
+result's memory from the executable's ``BufferPool`` (dropped results come back to it; a
+driver allocation only when it is empty); patch and launch the records / graphs; share one
+``Completion`` among the calls queued since an event was last needed (the event itself is
+recorded only when another stream or library orders itself after a result).
 """
 from __future__ import annotations
 
 import base64
 import collections
+import os
 import threading
 from typing import List, Optional, Sequence
 
@@ -41,9 +57,10 @@ import numpy as np
 from hlo.runtime.executable import ArgumentError, Signature, _Sig as _CpuSig, _type_str
 from hlo.runtime.steps import LibraryCall, Launch, Switch, While, steps_from_json
 
-from . import driver, interop, program
-from .array import Completion, DeviceArray, DeviceBuffer, layout_strides, strides_match
-from .errors import CudaError, CudaUnavailableError
+from . import driver, graph, interop, program
+from .array import BufferPool, Completion, DeviceArray, DeviceBuffer, layout_strides, strides_match
+from .errors import CudaError, CudaOutOfMemoryError, CudaUnavailableError
+from .target import arch_runs_on, split_arch
 
 FORMAT_VERSION = 1
 
@@ -51,7 +68,7 @@ FORMAT_VERSION = 1
 class _Sig(_CpuSig):
     """An input or output: the CPU runtime's descriptor plus the byte strides of its layout."""
 
-    __slots__ = ("strides",)
+    __slots__ = ("strides", "row_major")
 
 
 class Manifest:
@@ -67,8 +84,10 @@ class Manifest:
         if t.get("name", "cuda") != "cuda":
             raise ValueError(f"the manifest is for target {t.get('name')!r}, not cuda")
         self.arch = str(t.get("arch", "sm_90"))
-        if not self.arch.startswith("sm_") or not self.arch[3:5].isdigit():
-            raise ValueError(f"malformed GPU arch {self.arch!r} (expected e.g. 'sm_90')")
+        try:
+            split_arch(self.arch)
+        except ValueError:
+            raise ValueError(f"malformed GPU arch {self.arch!r} (expected e.g. 'sm_90')") from None
         self.name = str(m.get("name", "a CUDA executable"))
         try:
             self.inputs = [_Sig(d) for d in m["inputs"]]
@@ -81,6 +100,7 @@ class Manifest:
                 raise ValueError(f"layout {lay} is not a permutation of the dimensions of "
                                  f"{_type_str(s.name, s.shape)}")
             s.strides = layout_strides(s.shape, lay, s.dtype.itemsize)
+            s.row_major = s.strides == layout_strides(s.shape, None, s.dtype.itemsize)
         self.arena_size = int(m.get("arena_size", 0))
         if self.arena_size < 0:
             raise ValueError("negative arena_size")
@@ -126,19 +146,36 @@ def _walk_steps(steps):
                 yield from _walk_steps(b)
 
 
+GRAPH_MIN_DEFAULT = 1  # a one-node graph launches faster than cuLaunchKernel from Python
+
+
+def graph_min_records(graphs: Optional[int] = None) -> int:
+    """The shortest run of steps a call replays as one CUDA graph; 0: none (every step is its
+    own driver call, the "step walk"). ``graphs`` when given, else ``HLO_CUDA_GRAPHS`` (a
+    number; 0 / off turns graphs off), else 1. ``HLO_CUDA_SYNC=1`` (a synchronization after
+    every kernel, to find the one that fails) turns them off too."""
+    if program.SYNC:
+        return 0
+    if graphs is None:
+        env = os.environ.get("HLO_CUDA_GRAPHS", "").strip().lower()
+        if env in ("", "on", "true", "yes"):
+            return GRAPH_MIN_DEFAULT
+        if env in ("off", "false", "no"):
+            return 0
+        try:
+            graphs = int(env)
+        except ValueError:
+            raise ValueError(f"HLO_CUDA_GRAPHS={env!r}: expected a number of steps (0 turns CUDA "
+                             "graphs off)") from None
+    if isinstance(graphs, bool) or not isinstance(graphs, int) or graphs < 0:
+        raise ValueError(f"graphs={graphs!r}: expected the shortest run of steps to replay as a CUDA "
+                         "graph (an int >= 0; 0 turns graphs off)")
+    return graphs
+
+
 def encode_constants(blobs: Sequence[bytes]) -> List[str]:
     """The manifest's ``constants`` entry for raw constant bytes."""
     return [base64.b64encode(bytes(b)).decode("ascii") for b in blobs]
-
-
-def _arch_ok(arch: str, cc) -> bool:
-    """Code for ``arch`` (``sm_90``, ``sm_90a``) runs on a GPU of compute capability ``cc``:
-    PTX JIT-compiles for the same or a newer GPU; ``a`` (arch-specific) code needs that GPU."""
-    digits = arch[3:].rstrip("af")
-    want = (int(digits[:-1]), int(digits[-1]))
-    if arch.endswith(("a", "f")):
-        return tuple(cc) == want if arch.endswith("a") else cc[0] == want[0] and cc >= want
-    return tuple(cc) >= want
 
 
 class _Slot:
@@ -150,11 +187,12 @@ class _Slot:
 class CudaExecutable(Signature):
     """A compiled program for an NVIDIA GPU (see the module's docstring)."""
 
-    def __init__(self, code, manifest: dict, device: int = 0):
+    def __init__(self, code, manifest: dict, device: int = 0, graphs: Optional[int] = None):
         self.manifest = manifest
         self._m = m = Manifest(manifest)
+        self._graph_min = graph_min_records(graphs)
         self.ctx = ctx = driver.get_context(device)
-        if not _arch_ok(m.arch, ctx.cc):
+        if not arch_runs_on(m.arch, ctx.cc[0] * 10 + ctx.cc[1]):
             raise CudaUnavailableError(f"{m.name} was compiled for {m.arch}; this GPU ({ctx.name}) is "
                                        f"{ctx.arch}: recompile it for this GPU")
         from .module import Module
@@ -166,6 +204,12 @@ class CudaExecutable(Signature):
         self._in, self._out = m.inputs, m.outputs
         self._nin, self._nout = len(m.inputs), len(m.outputs)
         self._aliases = m.aliases
+        self._donatable = frozenset(m.aliases.values())
+        # per result: (shape, dtype, strides or None for row-major, bytes)
+        self._out_info = [(tuple(o.shape), o.dtype, None if o.row_major else o.strides, o.nbytes)
+                          for o in m.outputs]
+        self._pool = BufferPool(self._stream)
+        self._tail: Optional[Completion] = None  # the completion the next call shares, unrecorded
         self._lt = None
         self._workspace = 0
         self._const_ptrs: List[int] = []
@@ -224,6 +268,8 @@ class CudaExecutable(Signature):
                             self._lt, self._workspace, s.host)
         try:
             s.records = program.build(m.steps, s.env)
+            if self._graph_min:
+                s.records = graph.graphify(s.records, s.env, self._graph_min)
         except BaseException:
             ctx.free(s.arena)
             ctx.host_free(s.host)
@@ -246,8 +292,8 @@ class CudaExecutable(Signature):
         if len(args) != self._nin:
             raise ArgumentError(f"expected {self._nin} argument(s) ({', '.join(self.input_types)}), "
                                 f"got {len(args)}")
-        ctx, stream = self.ctx, self._stream
-        ctx.make_current()
+        ctx, stream, pool = self.ctx, self._stream, self._pool
+        ctx.ensure_current()
         dq = self._inflight
         while dq and dq[0][0].ready():
             dq.popleft()
@@ -260,66 +306,81 @@ class CudaExecutable(Signature):
         try:
             for i, a in enumerate(args):
                 ins[i] = self._bring(i, a, temps, keep, donated)
-            for o, s in enumerate(self._out):
+            for o, (shape, dtype, strides, nbytes) in enumerate(self._out_info):
                 i = self._aliases.get(o)
                 if i is not None:
                     buf = donated[i]._take_buffer() if i in donated else None
                     if buf is not None:
                         buf.stream = stream  # freed after this call's work, not the producer's
-                    else:
-                        if i in temps:
-                            buf = DeviceBuffer(temps.pop(i), s.nbytes, ctx, stream)
-                        else:  # memory another library owns, written in place
-                            buf = DeviceBuffer(ins[i], s.nbytes, ctx, stream, owner=args[i])
-                    out_bufs[o] = buf
+                    elif i in temps:
+                        buf = DeviceBuffer(temps.pop(i), nbytes, ctx, stream, None, pool)
+                    else:  # memory another library owns, written in place
+                        buf = DeviceBuffer(ins[i], nbytes, ctx, stream, owner=args[i])
                 else:
-                    out_bufs[o] = DeviceBuffer(ctx.alloc(s.nbytes, stream, what=f"result {o} "
-                                                         f"({_type_str(s.name, s.shape)}) of {self._m.name}"),
-                                               s.nbytes, ctx, stream)
-                outs[o] = out_bufs[o].ptr
+                    buf = DeviceBuffer(pool.take(nbytes) or self._alloc(nbytes, o, True), nbytes, ctx,
+                                       stream, None, pool)
+                out_bufs[o] = buf
+                outs[o] = buf.ptr
             slot = self._take_slot()
             try:
                 program.run(slot.records, (ins, outs), slot.env)
             finally:
                 self._slots.append(slot)
         except BaseException:
-            for p in temps.values():
-                ctx.free(p, stream)
+            for i, p in temps.items():
+                pool.give(p, self._in[i].nbytes) or ctx.free(p, stream)
             for a in donated.values():
                 a._deleted = False  # the call did not happen: the donated array stays usable
-            del out_bufs  # frees what this call allocated (stream-ordered)
+            del out_bufs  # gives back what this call allocated (stream-ordered)
             raise
-        for p in temps.values():
-            ctx.free(p, stream)
-        done = self._complete()
+        for i, p in temps.items():  # the stream reads them before any later use
+            pool.give(p, self._in[i].nbytes) or ctx.free(p, stream)
+        done = self._tail
+        if done is None or done.recorded:  # one unrecorded completion serves the calls until then
+            done = self._tail = Completion(stream, self._m.name, self._events)
         if keep:
             dq.append((done, keep))
-        return [DeviceArray(b, s.shape, s.dtype, s.strides, done) for b, s in zip(out_bufs, self._out)]
+        return [DeviceArray._result(b, shape, dtype, strides, done)
+                for b, (shape, dtype, strides, _) in zip(out_bufs, self._out_info)]
 
-    def _complete(self) -> Completion:
-        ev = self._events.pop() if self._events else driver.Event()
-        ev.record(self._stream.handle)
-        return Completion(ev, self._stream, self._m.name, self._events)
+    def _alloc(self, nbytes: int, index: int, result: bool) -> int:
+        """New device memory for result / argument ``index`` (stream-ordered); on running out,
+        the pool's kept buffers are freed and the allocation tried once more."""
+        s = (self._out if result else self._in)[index]
+        what = f"{'result' if result else 'argument'} {index} ({_type_str(s.name, s.shape)}) of {self._m.name}"
+        try:
+            return self.ctx.alloc(nbytes, self._stream, what=what)
+        except CudaOutOfMemoryError:
+            if not self._pool.held:
+                raise
+            self._pool.clear()
+            return self.ctx.alloc(nbytes, self._stream, what=what)
 
     def _bring(self, i: int, a, temps: dict, keep: list, donated: dict) -> int:
         """The device address of argument ``i`` (copied to the device if it is host data)."""
         s = self._in[i]
         if type(a) is DeviceArray:
-            if a.dtype != s.dtype or a.shape != s.shape:
+            if a.shape != s.shape or a.dtype != s.dtype:
                 raise self._bad(i, s, a.dtype, a.shape)
-            if not strides_match(a.shape, a._strides, s.strides, s.dtype.itemsize):
+            if (a._strides is not None or not s.row_major) and \
+                    not strides_match(a.shape, a._strides, s.strides, s.dtype.itemsize):
                 raise ArgumentError(f"argument {i}: a device array with strides {a.strides}; this "
                                     f"executable reads {_type_str(s.name, s.shape)} with strides {s.strides}")
-            if a._buf.ctx is not self.ctx:
+            if a._deleted:
+                a._check_live()
+            buf = a._buf
+            if buf.ctx is not self.ctx:
                 raise ArgumentError(f"argument {i} lives on cuda:{a.device}; this executable runs on "
                                     f"cuda:{self.ctx.device}")
-            ptr = a.device_ptr
-            if a._done is not None and a._done.stream is not self._stream:
-                self._stream.wait(a._done.event)
-            if i in self._aliases.values() and a._buf.owner is None:
+            stream = self._stream
+            done = a._done
+            if done is not None and done.stream is not stream:
+                stream.wait(done.event)
+            if i in self._donatable and buf.owner is None:
                 donated[i] = a
-            keep.append(a)
-            return ptr
+            if buf.stream is not stream or buf.owner is not None:
+                keep.append(a)  # memory freed on another stream (or owned elsewhere): held until done
+            return buf.ptr
         if not isinstance(a, np.ndarray):
             try:
                 f = interop.import_array(a, self._stream.ptr, self._wait_foreign)
@@ -342,8 +403,7 @@ class CudaExecutable(Signature):
         if a.dtype != s.dtype or a.shape != s.shape:
             raise self._bad(i, s, a.dtype, a.shape)
         a = np.ascontiguousarray(a.transpose(s.perm) if s.perm is not None else a)
-        p = self.ctx.alloc(s.nbytes, self._stream, what=f"argument {i} ({_type_str(s.name, s.shape)}) "
-                                                        f"of {self._m.name}")
+        p = self._pool.take(s.nbytes) or self._alloc(s.nbytes, i, False)
         temps[i] = p
         driver.memcpy_htod(p, a.ctypes.data, s.nbytes, self._stream)
         return p
@@ -365,7 +425,11 @@ class CudaExecutable(Signature):
             self._stream.synchronize()
         except Exception:
             pass
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.clear(close=True)
         for s in getattr(self, "_slots", []):
+            s.records = None  # CUDA graphs go (an in-flight launch completes first)
             for fn, p in ((ctx.free, s.arena), (ctx.host_free, s.host)):
                 try:
                     if p:

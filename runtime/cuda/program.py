@@ -6,7 +6,7 @@ launch parameter storage, so concurrent callers never share either). Arena and c
 addresses are resolved then; only input and output addresses change between calls, and a
 record lists exactly those as patches ``(slot, which, index, offset)``: ``which`` 0 for
 inputs, 1 for outputs. ``run(records, bufs)`` is a plain loop over the records: patch the
-pointers, launch; it is what a CUDA-graph capture would record, unchanged.
+pointers, launch (the "step walk"; with graphs, the loop over the segments and control flow).
 
 Records are tuples (cheapest to unpack):
 
@@ -15,7 +15,9 @@ Records are tuples (cheapest to unpack):
 - ``(COPY, dst, src, nbytes)`` with ``dst`` / ``src`` addresses ``(static, which, index, offset)``;
 - ``(MATMUL, cublaslt_call)``;
 - ``(WHILE, cond_records, cond_address, body_records)``;
-- ``(SWITCH, selector_address, is_pred, [branch_records...])``.
+- ``(SWITCH, selector_address, is_pred, [branch_records...])``;
+- ``(GRAPH, segment)``: a run of the records above replayed as one CUDA graph (``graph.py``'s
+  ``graphify`` puts them in after ``build``).
 
 While and Switch read their predicate / selector back from the device: the only
 synchronizations inside a call.
@@ -31,7 +33,7 @@ from hlo.runtime.steps import BufRef, Copy, KernelCall, LibraryCall, Launch, Swi
 from . import cublaslt, driver
 from .errors import KernelLaunchError
 
-LAUNCH, COPY, MATMUL, WHILE, SWITCH = range(5)
+LAUNCH, COPY, MATMUL, WHILE, SWITCH, GRAPH = range(6)
 _WHICH = {"input": 0, "output": 1}
 
 
@@ -153,7 +155,7 @@ def _check_params(func, st: Launch) -> None:
 class MatmulCall:
     """A cuBLASLt matrix product: its operand addresses and the plans by pointer alignment."""
 
-    __slots__ = ("lt", "params", "addrs", "plans", "workspace", "stream", "what")
+    __slots__ = ("lt", "params", "addrs", "plans", "workspace", "stream", "what", "patched")
 
     def __init__(self, st: LibraryCall, env: Env):
         p = st.params
@@ -168,6 +170,7 @@ class MatmulCall:
         addr = {n: _address(r, env, what) for n, r in zip(names, st.refs)}
         addr["d"] = _address(st.refs[-1], env, what)
         self.addrs = (addr["a"], addr["b"], addr.get("c", addr["d"]), addr.get("bias"), addr["d"])
+        self.patched = any(x is not None and x[0] is None for x in self.addrs)  # reads an argument / result
         self.lt, self.params, self.plans = env.lt, p, {}
         self.workspace, self.stream, self.what = env.workspace, env.stream, what
         if ("bias" in names) != (p.get("epilogue", "DEFAULT") in cublaslt.BIAS_EPILOGUES):
@@ -181,13 +184,25 @@ class MatmulCall:
             p = self.plans[align] = self.lt.plan(self.params, align)
         return p
 
+    def addresses(self, bufs) -> tuple:
+        """``(a, b, c, bias, d)`` for this call (bias 0 when there is none)."""
+        return tuple(_resolve(x, bufs) if x is not None else 0 for x in self.addrs)
+
+    def plan_at(self, addrs: tuple):
+        a, b, c, bias, d = addrs
+        return self.plan_for(cublaslt.pointer_alignment(a, b, c, d, bias))
+
+    def launch(self, plan, addrs: tuple, stream: int) -> None:
+        """One ``cublasLtMatmul`` on ``stream`` (a raw handle)."""
+        a, b, c, bias, d = addrs
+        plan.run(a, b, c, bias, d, self.workspace, stream)
+
     def __call__(self, bufs) -> None:
-        a, b, c, bias, d = [_resolve(x, bufs) if x is not None else 0 for x in self.addrs]
-        plan = self.plan_for(cublaslt.pointer_alignment(a, b, c, d, bias))
-        plan.run(a, b, c, bias, d, self.workspace, self.stream.ptr)
+        addrs = self.addresses(bufs)
+        self.launch(self.plan_at(addrs), addrs, self.stream.ptr)
 
 
-_SYNC = os.environ.get("HLO_CUDA_SYNC", "") not in ("", "0")
+SYNC = os.environ.get("HLO_CUDA_SYNC", "") not in ("", "0")
 
 
 def run(records: list, bufs, env: Env) -> None:
@@ -204,12 +219,14 @@ def run(records: list, bufs, env: Env) -> None:
             res = launch(*r[1])[0]
             if res is not ok:
                 _launch_failed(res, r)
-            if _SYNC:
+            if SYNC:
                 res = cu.cuStreamSynchronize(env.stream.handle)[0]
                 if res is not ok:
                     _launch_failed(res, r)
         elif k == COPY:
             driver.memcpy_dtod(_resolve(r[1], bufs), _resolve(r[2], bufs), r[3], env.stream)
+        elif k == GRAPH:
+            r[1].launch(bufs)
         elif k == MATMUL:
             r[1](bufs)
         elif k == WHILE:

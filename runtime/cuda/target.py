@@ -9,7 +9,7 @@ import functools
 import os
 import re
 from dataclasses import dataclass
-from typing import Dict
+from typing import Dict, Tuple
 
 from ..hlox import TargetMismatchError
 from ..target import Target
@@ -21,12 +21,37 @@ _MIN_PTX = {50: 40, 52: 41, 53: 42, 60: 50, 61: 50, 62: 50, 70: 60, 72: 61, 75: 
             86: 71, 87: 74, 89: 78, 90: 78, 100: 86, 101: 86, 103: 88, 120: 87, 121: 88}
 
 
-def parse_arch(text: str) -> int:
-    """The SM number of ``sm_90`` / ``90`` / ``9.0``."""
-    m = re.fullmatch(r"\s*(?:sm_)?(\d+)(?:\.(\d))?\s*", str(text))
+def split_arch(text: str) -> Tuple[int, str]:
+    """``(SM number, suffix)`` of ``sm_90`` / ``90`` / ``9.0`` / ``sm_90a`` / ``sm_100f``: the
+    suffix is ``""``, ``"a"`` (arch-specific code: that GPU only) or ``"f"`` (family-specific:
+    that GPU and newer ones of the same major version)."""
+    m = re.fullmatch(r"\s*(?:sm_)?(\d+)(?:\.(\d))?([af]?)\s*", str(text))
     if not m:
         raise ValueError(f"not a CUDA architecture: {text!r} (expected e.g. sm_90)")
-    return int(m.group(1)) * 10 + int(m.group(2)) if m.group(2) is not None else int(m.group(1))
+    sm = int(m.group(1)) * 10 + int(m.group(2)) if m.group(2) is not None else int(m.group(1))
+    return sm, m.group(3)
+
+
+def parse_arch(text: str) -> int:
+    """The SM number of ``sm_90`` / ``90`` / ``9.0`` (what code is built for: no suffix)."""
+    sm, suffix = split_arch(text)
+    if suffix:
+        raise ValueError(f"not a CUDA architecture to compile for: {text!r} (expected e.g. sm_90)")
+    return sm
+
+
+def arch_runs_on(arch: str, sm: int) -> bool:
+    """Code built for ``arch`` (``sm_90``, ``sm_90a``, ``sm_100f``) runs on a GPU of SM number
+    ``sm`` (compute capability major * 10 + minor): plain code (PTX is JIT-compiled forward) on
+    that GPU or a newer one; ``a`` code on that GPU only; ``f`` code on that GPU and newer ones
+    of the same major version. The one check both the loader (``CudaTarget.check_loadable``)
+    and ``CudaExecutable`` apply. A malformed ``arch`` raises ValueError."""
+    want, suffix = split_arch(arch)
+    if suffix == "a":
+        return sm == want
+    if suffix == "f":
+        return sm // 10 == want // 10 and sm >= want
+    return sm >= want
 
 
 def min_ptx(sm: int) -> int:
@@ -64,17 +89,17 @@ class CudaTarget(Target):
         return {"kind": "cuda", "triple": self.triple, "arch": self.arch, "ptx": self.ptx}
 
     def check_loadable(self, entry: dict, where: str) -> None:
-        """PTX built for ``sm_X`` runs on this GPU when X <= this GPU's architecture (the driver
-        compiles PTX forward)."""
+        """Code built for ``entry["arch"]`` runs on this GPU (``arch_runs_on``)."""
         if entry.get("triple") != self.triple:
             raise TargetMismatchError(f"{where} was compiled for {entry.get('triple')!r}, not for "
                                       f"an NVIDIA GPU ({self.triple})")
+        arch = entry.get("arch", "")
         try:
-            sm = parse_arch(entry.get("arch", ""))
+            ok = arch_runs_on(arch, self.sm)
         except ValueError as e:
             raise TargetMismatchError(f"{where}: {e}") from None
-        if sm > self.sm:
-            raise TargetMismatchError(f"{where} was compiled for sm_{sm}, this GPU is {self.arch}; "
+        if not ok:
+            raise TargetMismatchError(f"{where} was compiled for {arch}, this GPU is {self.arch}; "
                                       "compile it again here")
 
     def key_parts(self) -> Dict[str, str]:

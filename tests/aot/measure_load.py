@@ -1,11 +1,13 @@
 """Measures how fast a saved executable starts: ``import hlo`` + ``hlo.load`` + the first call, in
 fresh processes (the figure the AOT issue asks for). Not a test: timings are never asserted.
 
-    python3 tests/aot/measure_load.py [--workload transformer_layer] [--mode cpu] [--repeats 11]
+    python3 tests/aot/measure_load.py [--workload transformer_layer] [--mode cpu] [--target cpu]
+                                      [--repeats 11]
 
 Compiles the bench workload at the mode's sizes once (in this process), saves it, then starts
 ``--repeats`` fresh interpreters that each import numpy, import hlo, load the file, call it twice
-and report the phases and the modules they imported. Prints the median of each phase.
+and report the phases and the modules they imported. Prints the median of each phase. A call's
+time includes waiting for its results (``block_until_ready`` where they are device arrays).
 """
 from __future__ import annotations
 
@@ -32,9 +34,12 @@ t3 = time.perf_counter()
 d = np.load(sys.argv[2])
 args = [d[f"arr_{i}"].view(a.dtype).reshape(a.shape) for i, a in enumerate(exe.in_avals)]
 t4 = time.perf_counter()
-exe(*args)
+def wait(out):
+    for o in (out if isinstance(out, (list, tuple)) else [out]):
+        getattr(o, "block_until_ready", lambda: None)()
+wait(exe(*args))
 t5 = time.perf_counter()
-exe(*args)
+wait(exe(*args))
 t6 = time.perf_counter()
 print(json.dumps({"import numpy": t1 - t0, "import hlo": t2 - t1, "hlo.load": t3 - t2,
                   "first call": t5 - t4, "second call": t6 - t5, "load + first call": t3 - t2 + t5 - t4,
@@ -47,6 +52,7 @@ def main(argv=None) -> None:
     ap.add_argument("--workload", default="transformer_layer")
     ap.add_argument("--mode", default="cpu")
     ap.add_argument("--dtype", default="f32")
+    ap.add_argument("--target", default="cpu")
     ap.add_argument("--repeats", type=int, default=11)
     a = ap.parse_args(argv)
     sys.path.insert(0, str(REPO))
@@ -59,7 +65,7 @@ def main(argv=None) -> None:
 
     def fn(*xs):
         return case.workload.fn(Ops(hnp, hlo.grad), *xs)
-    compiled = hlo.aot.compile(fn, *[hlo.ShapeDtypeStruct(x.shape, x.dtype) for x in inputs], target="cpu")
+    compiled = hlo.aot.compile(fn, *[hlo.ShapeDtypeStruct(x.shape, x.dtype) for x in inputs], target=a.target)
     with tempfile.TemporaryDirectory() as d:
         path, data = os.path.join(d, "w.hlox"), os.path.join(d, "in.npz")
         compiled.save(path)
@@ -70,7 +76,7 @@ def main(argv=None) -> None:
                                check=True)
             runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
         size = os.path.getsize(path)
-    print(f"{case.name} {case.shapes(inputs)}: {size} bytes, {a.repeats} fresh processes, "
+    print(f"{case.name} {case.shapes(inputs)} on {a.target}: {size} bytes, {a.repeats} fresh processes, "
           f"{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.2f}")
     for k in ("import numpy", "import hlo", "hlo.load", "first call", "second call", "load + first call"):
         xs = [r[k] * 1e3 for r in runs]

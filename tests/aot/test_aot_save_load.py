@@ -218,8 +218,10 @@ def _edited(data: bytes, edit) -> bytes:
 
 
 REFUSALS = [
-    ("cuda target", lambda m, s: m["target"].update(kind="cuda"),
-     hlox.TargetMismatchError, "compiled for target 'cuda'; this hlo loads executables for 'cpu' only"),
+    ("unknown target", lambda m, s: m["target"].update(kind="tpu"),
+     hlox.TargetMismatchError, "compiled for target 'tpu'; this hlo loads executables for 'cpu', 'cuda' only"),
+    ("cuda kind without its code", lambda m, s: m["target"].update(kind="cuda"),
+     hlox.CorruptFileError, "no native code section 'code.cuda'"),
     ("other architecture", lambda m, s: m["target"].update(triple="riscv64-unknown-linux-gnu"),
      hlox.TargetMismatchError, "compiled for riscv64-unknown-linux-gnu, this machine is"),
     ("other OS", lambda m, s: m["target"].update(triple=m["target"]["triple"].split("-")[0] + "-apple-darwin23"),

@@ -347,16 +347,20 @@ func @main(%a: {_t(dt, [m, k])}, %b: {_t(dt, [k, n])}) -> ({_t(dt, [m, n])}) {{
     check(src, [_rand(rng, dt, (m, k)), _rand(rng, dt, (k, n))], rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("m,n,fills", [(32, 256, True), (13, 40, True), (12, 48, True),
-                                        (32, 1024, False)])  # B's rows 4 KiB apart: grouped copy
-def test_tiled_gemm_fills_panels_in_their_first_tile(monkeypatch, m, n, fills):
-    """With B's rows less than a page apart, the first tile of each panel (the row tail, or a
-    whole tile when the rows divide evenly: m = 12) copies the panel while it computes, and no
-    separate copy loop is emitted; the products equal those of the copy-first kernel bit for
-    bit (the same tiles, the same order of the k loop)."""
+@pytest.mark.parametrize("m,panels,fills", [(32, 2, True), (13, 1, True), (12, 3, True),
+                                             (32, None, False)])  # None: B's rows 4 KiB apart
+def test_tiled_gemm_fills_panels_in_their_first_tile(monkeypatch, m, panels, fills):
+    """With B's rows less than a page apart, the first tile of each whole panel (the row tail,
+    or a whole tile when the rows divide evenly: m = 12) copies the panel while it computes,
+    and no separate copy loop is emitted; the products equal those of the copy-first kernel bit
+    for bit (the same tiles, the same order of the k loop). N is a whole number of panels of
+    this machine's register tile (a column tail would be packed)."""
     import hlo.backends.cpu.gemm_tiled as gt
+    from hlo.backends.cpu.dot import vector_lanes
+    from hlo.ir.types import f32
     from cpu_helpers import compile_text
     monkeypatch.setenv("HLO_CPU_GEMM", "generated")
+    n = 1024 if panels is None else panels * gt.register_tile()[1] * vector_lanes(f32)
     k = 70
     src = f"""module @m
 
@@ -378,10 +382,9 @@ func @main(%a: {_t("f32", [m, k])}, %b: {_t("f32", [k, n])}) -> ({_t("f32", [m, 
 
 @pytest.mark.parametrize("gemm", ["generated", "auto"])
 def test_long_contraction_past_the_tiled_panel(monkeypatch, gemm):
-    """K past TILED_MAX_K: the tiled kernel's stack panel would be too big, another kernel runs."""
-    from hlo.backends.cpu.dot import TILED_MAX_K
+    """A long contraction: the tiled kernel runs it in blocks whose panels fit in L1."""
     monkeypatch.setenv("HLO_CPU_GEMM", gemm)
-    k = TILED_MAX_K + 5
+    k = 4101
     src = f"""module @m
 
 func @main(%a: f32[3,{k}], %b: f32[{k},17]) -> (f32[3,17]) {{

@@ -34,6 +34,7 @@ NOT_ELEMENTAL = {
     "call": "inlined by the lowering (nested steps)",
     "fusion": "a region the lowering splits into kernels",
     "optimization_barrier": "no computation: copies of the lowering",
+    "host_callback": "a call back into the Python host (a HostCall step); GPU targets decline it",
 }
 
 PROBE_TYPES = ("pred", "s8", "s32", "s64", "u8", "u32", "f16", "bf16", "f32", "f64", "c64", "s4",

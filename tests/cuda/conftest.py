@@ -1,5 +1,11 @@
-"""GPU tests (marked ``gpu``) skip where there is no usable NVIDIA GPU (CI has none)."""
+"""GPU tests (marked ``gpu``) skip where there is no usable NVIDIA GPU (CI has none). The CUDA
+backend's tests also reuse the CPU backend's IR programs (``tests/backends`` on the path)."""
+import os
+import sys
+
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "backends"))
 
 
 def _gpu_reason():

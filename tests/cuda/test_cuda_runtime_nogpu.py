@@ -9,7 +9,8 @@ import pytest
 
 from hlo.runtime.cuda import driver, program
 from hlo.runtime.cuda.errors import CudaError, CudaOutOfMemoryError, CudaUnavailableError
-from hlo.runtime.cuda.executable import Manifest, _arch_ok, encode_constants
+from hlo.runtime.cuda.executable import Manifest, encode_constants
+from hlo.runtime.cuda.target import arch_runs_on
 from hlo.runtime.steps import BufRef, Copy, KernelCall, LibraryCall, Launch, Switch, While, steps_to_json
 
 
@@ -82,8 +83,28 @@ def test_manifest_errors(change, match):
 
 
 def test_arch_compatibility():
-    assert _arch_ok("sm_90", (9, 0)) and _arch_ok("sm_80", (9, 0)) and _arch_ok("sm_90", (10, 0))
-    assert not _arch_ok("sm_90", (8, 9)) and not _arch_ok("sm_90a", (10, 0)) and _arch_ok("sm_90a", (9, 0))
+    assert arch_runs_on("sm_90", 90) and arch_runs_on("sm_80", 90) and arch_runs_on("sm_90", 100)
+    assert not arch_runs_on("sm_90", 89) and not arch_runs_on("sm_90a", 100) and arch_runs_on("sm_90a", 90)
+    assert arch_runs_on("sm_100f", 103) and not arch_runs_on("sm_100f", 120) and not arch_runs_on("sm_100f", 90)
+    with pytest.raises(ValueError, match="not a CUDA architecture"):
+        arch_runs_on("compute_90", 90)
+
+
+def test_loader_and_executable_share_the_arch_check():
+    """The saved-executable loader (CudaTarget.check_loadable) takes sm_90a code on an sm_90
+    GPU and refuses it elsewhere, exactly as CudaExecutable does."""
+    from hlo.runtime.cuda.target import CudaTarget
+    from hlo.runtime.hlox import TargetMismatchError
+    entry = {"triple": "nvptx64-nvidia-cuda", "arch": "sm_90a"}
+    CudaTarget.for_arch(90).check_loadable(entry, "the executable")
+    for sm in (89, 100):
+        with pytest.raises(TargetMismatchError, match="compiled for sm_90a, this GPU is sm_"):
+            CudaTarget.for_arch(sm).check_loadable(entry, "the executable")
+    with pytest.raises(TargetMismatchError, match="not a CUDA architecture"):
+        CudaTarget.for_arch(90).check_loadable(dict(entry, arch="sm_9x"), "the executable")
+    with pytest.raises(ValueError, match="malformed GPU arch"):
+        Manifest(manifest([ADD], target={"name": "cuda", "arch": "sm_9x"}))
+    assert Manifest(manifest([ADD], target={"name": "cuda", "arch": "sm_90a"})).arch == "sm_90a"
 
 
 # -- the step walk against a simulated driver ------------------------------------------------
@@ -140,16 +161,22 @@ class FakeStream:
 
 
 class FakeModule:
+    class ctx:
+        handle = 3
+
     def function(self, name):
         return name
 
 
-@pytest.fixture
-def fake(monkeypatch):
-    f = FakeDriver()
+def _install(monkeypatch, f):
     monkeypatch.setattr(driver, "cu", f)
     monkeypatch.setattr(driver, "OK", 0)
     return f
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    return _install(monkeypatch, FakeDriver())
 
 
 def env_for(fake, host):
@@ -204,3 +231,159 @@ def test_build_rejects_bad_steps(fake, step, match):
     host = (ctypes.c_uint8 * 8)()
     with pytest.raises(ValueError, match=match):
         program.build([step], env_for(fake, host))
+
+
+# -- CUDA graphs against a simulated driver ---------------------------------------------------
+
+class FakeGraphDriver(FakeDriver):
+    """FakeDriver plus CUDA graphs, with the driver's copy semantics: adding a node or setting
+    its parameters in an executable graph copies the parameter values; launching the
+    executable graph runs its nodes in order."""
+
+    SIGS = {"add_one": "ppi", "zero_i32": "p", "inc_i32": "p", "lt_i32": "ppp"}
+
+    class CUDA_KERNEL_NODE_PARAMS:
+        pass
+
+    class CUDA_MEMCPY3D:
+        pass
+
+    class CUmemorytype:
+        CU_MEMORYTYPE_DEVICE = 2
+
+    def __init__(self):
+        super().__init__()
+        self.graph_launches = self.set_params = self.instantiated = 0
+
+    def _kernel(self, p):
+        argv = ctypes.cast(p.kernelParams, ctypes.POINTER(ctypes.c_void_p))
+        vals = [(ctypes.c_uint64 if c == "p" else ctypes.c_int32).from_address(argv[j]).value
+                for j, c in enumerate(self.SIGS[p.func])]
+        vals = [(ctypes.c_uint64 if c == "p" else ctypes.c_int32)(v) for c, v in zip(self.SIGS[p.func], vals)]
+        arr = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
+        return ("kernel", p.func, (p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY, p.blockDimZ),
+                vals, arr)
+
+    def cuGraphCreate(self, flags):
+        return (0, [])
+
+    def cuGraphAddKernelNode(self, g, deps, n, p):
+        assert list(deps) == ([g[-1]] if g else [])  # a chain in step order
+        g.append(self._kernel(p))
+        return (0, g[-1])
+
+    def cuGraphAddMemcpyNode(self, g, deps, n, m, ctx):
+        g.append(("copy", m.dstDevice, m.srcDevice, m.WidthInBytes))
+        return (0, g[-1])
+
+    def cuGraphInstantiate(self, g, flags):
+        self.instantiated += 1
+        return (0, {"order": [id(n) for n in g], "nodes": {id(n): n for n in g}})
+
+    def cuGraphExecKernelNodeSetParams(self, exe, node, p):
+        self.set_params += 1
+        exe["nodes"][id(node)] = self._kernel(p)
+        return (0,)
+
+    def cuGraphExecMemcpyNodeSetParams(self, exe, node, m, ctx):
+        self.set_params += 1
+        exe["nodes"][id(node)] = ("copy", m.dstDevice, m.srcDevice, m.WidthInBytes)
+        return (0,)
+
+    def cuGraphLaunch(self, exe, stream):
+        self.graph_launches += 1
+        for i in exe["order"]:
+            n = exe["nodes"][i]
+            if n[0] == "kernel":
+                self.cuLaunchKernel(n[1], *n[2], 0, stream, ctypes.addressof(n[4]), None)
+            else:
+                self.cuMemcpyDtoDAsync(n[1], n[2], n[3], stream)
+        return (0,)
+
+    def cuGraphExecDestroy(self, exe):
+        return (0,)
+
+    def cuGraphDestroy(self, g):
+        return (0,)
+
+
+@pytest.fixture
+def fake_graphs(monkeypatch):
+    return _install(monkeypatch, FakeGraphDriver())
+
+
+def _kinds(records):
+    from hlo.runtime.cuda.graph import GRAPH
+    names = {program.LAUNCH: "launch", program.COPY: "copy", program.WHILE: "while",
+             program.SWITCH: "switch", GRAPH: "graph"}
+    out = []
+    for r in records:
+        if r[0] == program.WHILE:
+            out.append(("while", _kinds(r[1]), _kinds(r[3])))
+        elif r[0] == program.SWITCH:
+            out.append(("switch", [_kinds(b) for b in r[3]]))
+        else:
+            out.append(names[r[0]] + (str(len(r[1].records)) if r[0] == GRAPH else ""))
+    return out
+
+
+def _graph_program(n):
+    cnt, pred, t = BufRef("arena", 0, 0, 4), BufRef("arena", 0, 64, 1), BufRef("arena", 0, 128, 16)
+    x, k, out = BufRef("input", 0, 0, 16), BufRef("input", 1, 0, 4), BufRef("output", 0, 0, 16)
+    add = lambda a, b: Launch("add_one", [a, b], [False, True], (1, 1, 1), (32, 1, 1), 0, [("i32", n)])  # noqa: E731
+    zero = Launch("zero_i32", [cnt], [True], (1, 1, 1), (1, 1, 1))
+    return [
+        add(x, t), Copy(out, t, 16), add(out, out),       # a segment of 3 (the copy: arena -> result)
+        Copy(t, x, 16),                                   # input -> arena: graphable, joins the next
+        zero,
+        While([Launch("lt_i32", [cnt, k, pred], [False, False, True], (1, 1, 1), (1, 1, 1))], pred,
+              [add(out, out), Launch("inc_i32", [cnt], [True], (1, 1, 1), (1, 1, 1))]),
+        Switch(k, False, [[add(out, out)], [add(out, out), add(out, out)], [zero]]),
+        Copy(out, x, 0),                                  # nothing to copy: dropped from segments
+    ]
+
+
+def test_graphify_splits_at_control_flow(fake_graphs):
+    from hlo.runtime.cuda import graph
+    host = (ctypes.c_uint8 * 8)()
+    env = env_for(fake_graphs, host)
+    recs = program.build(_graph_program(4), env)
+    assert _kinds(graph.graphify(recs, env, 2)) == [
+        "graph5", ("while", ["launch"], ["graph2"]), ("switch", [["launch"], ["graph2"], ["launch"]])]
+    assert _kinds(graph.graphify(recs, env, 1)) == [
+        "graph5", ("while", ["graph1"], ["graph2"]), ("switch", [["graph1"], ["graph2"], ["graph1"]])]
+    assert _kinds(graph.graphify(recs, env, 6)) == _kinds(recs)[:-1]  # the empty copy goes
+    # a copy from an argument to a result (maybe the same memory, when donated) stays a step
+    both = program.build([Copy(BufRef("output", 0, 0, 16), BufRef("input", 0, 0, 16), 16)] * 2, env)
+    assert _kinds(graph.graphify(both, env, 1)) == ["copy", "copy"]
+
+
+def test_graphs_match_the_walk_and_patch_only_what_changed(fake_graphs):
+    from hlo.runtime.cuda import graph
+    n = 4
+    host = (ctypes.c_uint8 * 8)()
+    env = env_for(fake_graphs, host)
+    walk = program.build(_graph_program(n), env)
+    graphs = graph.graphify(program.build(_graph_program(n), env), env, 1)
+    rng = np.random.default_rng(0)
+    k = BASE + 64
+    results = []
+    for step, (x, y, kk) in enumerate([(BASE, BASE + 128, 2), (BASE, BASE + 128, 0), (BASE + 256, BASE + 320, 1),
+                                       (BASE + 256, BASE + 128, 3), (BASE + 256, BASE + 128, -1)]):
+        vals = rng.standard_normal(n).astype(np.float32)
+        fake_graphs.view(k, np.int32)[0] = kk
+        got = []
+        for recs in (walk, graphs):
+            fake_graphs.view(x, np.float32, n)[:] = vals
+            fake_graphs.view(y, np.float32, n)[:] = np.nan
+            before = fake_graphs.set_params
+            program.run(recs, ([x, k], [y]), env)
+            got.append(fake_graphs.view(y, np.float32, n).copy())
+            if recs is graphs:
+                results.append(fake_graphs.set_params - before)
+        np.testing.assert_array_equal(got[0], got[1], err_msg=f"call {step}")
+        assert not np.isnan(got[1]).any()
+    # call 0 builds every segment it reaches; call 1 (same addresses) patches nothing; call 2
+    # moves the argument and the result; call 3 moves only the result back
+    assert results[1] == 0 and results[2] > 0 and 0 < results[3] < results[2], results
+    assert fake_graphs.instantiated == 6  # each segment once (the switch's branch 0 and 2 ran too)

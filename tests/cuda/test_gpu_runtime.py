@@ -37,14 +37,14 @@ def sig(dtype, shape, layout=None):
     return d
 
 
-def make_exe(code, steps, inputs, outputs, arena=0, consts=(), aliases=(), kernels=None):
+def make_exe(code, steps, inputs, outputs, arena=0, consts=(), aliases=(), kernels=None, graphs=None):
     from cuda_test_kernels import NAMES
     from hlo.runtime.cuda import CudaExecutable, encode_constants
     m = {"format": 1, "target": {"name": "cuda", "arch": "sm_90"}, "name": "test executable",
          "inputs": inputs, "outputs": outputs, "arena_size": arena,
          "constants": encode_constants(consts), "kernels": NAMES if kernels is None else kernels,
          "steps": steps_to_json(steps), "aliases": [list(a) for a in aliases]}
-    return CudaExecutable(code, m)
+    return CudaExecutable(code, m, graphs=graphs)
 
 
 def ref(kind, index, nbytes, offset=0):
@@ -391,3 +391,151 @@ def test_bf16_results_through_dlpack(ptx):
     assert r.dtype == torch.bfloat16
     torch.testing.assert_close(r.float(), (a.float() @ b.float()), rtol=2e-2, atol=2e-2)
     assert np.asarray(exe(a, b)[0]).dtype == ml_dtypes.bfloat16
+
+
+# -- CUDA graphs against the step walk ---------------------------------------------------------
+
+def _programs():
+    """(steps, inputs, outputs, arena bytes, constants, argument maker) of executables that
+    exercise every kind of graph node and the control flow that splits segments."""
+    c = np.linspace(-1, 1, N).astype(np.float32)
+    t, u = ref("arena", 0, NB, 256), ref("arena", 0, NB, 256 + NB)
+    f32n = [sig("f32", [N])]
+    out = []
+    # launches, a constant, the arena, a result -> result copy and an argument -> arena copy
+    out.append(([launch("add_one", [X, t], [("i32", N)]), launch("add", [t, ref("const", 0, NB), OUT0], [("i32", N)]),
+                 Copy(OUT1, OUT0, NB), launch("scale", [OUT1, OUT1], [("i32", N), ("f32", 2.5)]),
+                 Copy(u, X, NB), launch("add", [u, OUT1, OUT2], [("i32", N)])],
+                f32n, f32n * 3, 256 + 2 * NB, [c.tobytes()], lambda rng: [rng.standard_normal(N).astype(np.float32)]))
+    # ten kernels in a chain
+    out.append(([launch("add_one", [X, OUT0], [("i32", N)])] + [launch("add_one", [OUT0, OUT0], [("i32", N)])] * 9,
+                f32n, f32n, 0, [], lambda rng: [rng.standard_normal(N).astype(np.float32)]))
+    # while and switch around segments
+    cnt, pred, k = ref("arena", 0, 4), ref("arena", 0, 1, 64), ref("input", 1, 4)
+    out.append(([Copy(OUT0, X, NB), launch("zero_i32", [cnt], grid=(1, 1, 1), block=(1, 1, 1)),
+                 While([launch("lt_i32", [cnt, k, pred], grid=(1, 1, 1), block=(1, 1, 1))], pred,
+                       [launch("add_one", [OUT0, OUT0], [("i32", N)]), launch("scale", [OUT0, OUT0], [("i32", N), ("f32", 0.5)]),
+                        launch("inc_i32", [cnt], grid=(1, 1, 1), block=(1, 1, 1))]),
+                 Switch(k, False, [[launch("scale", [OUT0, OUT0], [("i32", N), ("f32", 2.0)]), launch("add_one", [OUT0, OUT0], [("i32", N)])],
+                                   [launch("add_one", [OUT0, OUT0], [("i32", N)])], []])],
+                [sig("f32", [N]), sig("s32", [])], f32n, 128, [],
+                lambda rng: [rng.standard_normal(N).astype(np.float32), np.int32(rng.integers(-1, 4))]))
+    # a cuBLASLt product between kernels: an argument, the arena and a result as its operands
+    lhs, rhs, prod = T((40, 25), "f32"), T((25, 25), "f32"), T((40, 25), "f32")
+    plan = plan_dot(lhs, rhs, prod, dims(lc=(1,), rc=(0,)))
+    mm = plan.library_call(t, ref("input", 1, rhs.nbytes), OUT0, what="dot.1")
+    out.append(([launch("add_one", [X, t], [("i32", N)]), mm, launch("scale", [OUT0, OUT1], [("i32", N), ("f32", 3.0)])],
+                [sig("f32", [40, 25]), sig("f32", [25, 25])], [sig("f32", [40, 25])] * 2, 256 + NB, [],
+                lambda rng: [rng.standard_normal((40, 25)).astype(np.float32), rng.standard_normal((25, 25)).astype(np.float32)]))
+    return out
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_graphs_match_the_step_walk(ptx, case):
+    """The same executable with every run of steps as a CUDA graph (graphs=1) and as a step
+    walk (graphs=0): identical results, call after call, with arguments and results at
+    new addresses (patched nodes) and at the same ones (no patching)."""
+    from hlo.runtime.cuda import DeviceArray
+    steps, ins, outs, arena, consts, make_args = _programs()[case]
+    walk = make_exe(ptx, steps, ins, outs, arena=arena, consts=consts, graphs=0)
+    fast = make_exe(ptx, steps, ins, outs, arena=arena, consts=consts, graphs=1)
+    assert not any(r[0] == 5 for r in walk._slots[0].records)
+    assert any(r[0] == 5 for r in fast._slots[0].records)
+    rng = np.random.default_rng(case)
+    kept = []
+    for call in range(6):
+        args = make_args(rng)
+        if call % 2:  # device arguments (a new address each time) instead of numpy ones
+            args = [_on_device(ptx, a) for a in args]
+        a = [np.asarray(r) for r in walk(*args)]
+        res = fast(*args)
+        if call < 3:
+            kept.append(res)  # kept alive: the next call's results land at other addresses
+        b = [np.asarray(r) for r in res]
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y, err_msg=f"call {call}")
+        assert all(isinstance(r, DeviceArray) for r in res)
+
+
+_IDENTITY = {}
+
+
+def _on_device(ptx, a):
+    """``a`` as a DeviceArray (through an executable that copies its argument)."""
+    if not np.ndim(a):
+        return a
+    key = (a.dtype.str, a.shape)
+    if key not in _IDENTITY:
+        s = [sig(a.dtype.name.replace("float", "f"), a.shape)]
+        _IDENTITY[key] = make_exe(ptx, [Copy(ref("output", 0, a.nbytes), ref("input", 0, a.nbytes), a.nbytes)], s, s)
+    return _IDENTITY[key](a)[0]
+
+
+def test_graph_patches_changed_addresses(ptx):
+    """Dispatch as a one-node graph: the input and the result move between calls and the node
+    follows them; the same input at the same address is patched no more."""
+    exe = make_exe(ptx, [launch("add_one", [X, OUT0], [("i32", N)])], [sig("f32", [N])], [sig("f32", [N])], graphs=1)
+    xs = [exe(np.full(N, float(i), np.float32))[0] for i in range(4)]
+    outs = [exe(x)[0] for x in xs for _ in range(2)]
+    for i, o in enumerate(outs):  # xs[j] holds j + 1
+        np.testing.assert_array_equal(np.asarray(o), np.full(N, i // 2 + 2, np.float32))
+    assert len({o.device_ptr for o in outs}) == len(outs)  # every result kept: all at new addresses
+    del outs
+    y = exe(xs[0])[0]
+    y.block_until_ready()
+    ptr = y.device_ptr
+    del y
+    z = exe(xs[0])[0]  # the dropped result's memory comes back from the pool
+    assert z.device_ptr == ptr
+    np.testing.assert_array_equal(np.asarray(z), np.full(N, 2, np.float32))
+
+
+def test_two_threads_calling_one_graph_executable(ptx):
+    t = ref("arena", 0, NB)
+    steps = [launch("add_one", [X, t], [("i32", N)]), launch("scale", [t, t], [("i32", N), ("f32", 3.0)]),
+             launch("add", [t, X, OUT0], [("i32", N)])]
+    exe = make_exe(ptx, steps, [sig("f32", [N])], [sig("f32", [N])], arena=NB, graphs=2)
+    errors = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        from hlo.runtime.cuda import driver
+        driver.get_context(0)
+        pending = []
+        for _ in range(60):
+            x = rng.standard_normal(N).astype(np.float32)
+            dx = exe(x)[0]  # device input, fed back in: args at new addresses every call
+            pending.append((x, exe(dx)[0]))
+        f = lambda v: (v + np.float32(1)) * np.float32(3) + v  # noqa: E731
+        for x, r in pending:
+            want = f(f(x))
+            if not np.array_equal(np.asarray(r), want.astype(np.float32)):
+                errors.append(seed)
+                break
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors and len(exe._slots) >= 1
+
+
+def test_products_at_new_addresses_split_the_segment(ptx):
+    """Results kept by the caller put a product's result at a new address every call; after
+    CAPTURES_BEFORE_SPLIT captures the segment splits (the product a direct call between
+    graphs) and the results stay those of the step walk."""
+    from hlo.runtime.cuda.graph import CAPTURES_BEFORE_SPLIT, GRAPH
+    steps, ins, outs, arena, consts, make_args = _programs()[3]
+    walk = make_exe(ptx, steps, ins, outs, arena=arena, consts=consts, graphs=0)
+    fast = make_exe(ptx, steps, ins, outs, arena=arena, consts=consts, graphs=1)
+    rng = np.random.default_rng(7)
+    kept = []
+    for call in range(CAPTURES_BEFORE_SPLIT + 4):
+        args = [_on_device(ptx, a) for a in make_args(rng)]
+        a, b = walk(*args), fast(*args)
+        kept.append((args, a, b))
+    for call, (_, a, b) in enumerate(kept):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=f"call {call}")
+    segs = [r[1] for r in fast._slots[0].records if r[0] == GRAPH]
+    assert segs and all(s._parts is not None for s in segs)

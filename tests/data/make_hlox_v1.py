@@ -16,8 +16,6 @@ os.environ["HLO_CPU_THREADS"] = "1"
 import numpy as np  # noqa: E402
 
 import hlo  # noqa: E402
-import hlo.backends.cpu.gemm_tiled as gemm_tiled  # noqa: E402
-import hlo.backends.cpu.target as codegen_target  # noqa: E402
 import hlo.runtime.cpu.target as target  # noqa: E402
 import hlo.numpy as hnp  # noqa: E402
 
@@ -34,8 +32,11 @@ def main(folder):
     h = target.host()
     arch = h.triple.split("-")[0]
     base = target.CpuTarget(h.triple, BASELINE.get(arch, "generic"), "")
-    # compile for the baseline CPU (every module that holds the name ``host``)
-    target.host = codegen_target.host = gemm_tiled.host = lambda: base
+    with target.standing_in(base):  # compile for the baseline CPU
+        _save(folder)
+
+
+def _save(folder):
     rng = np.random.default_rng(7)
     x = rng.standard_normal((4, 8)).astype(np.float32)
     w = rng.standard_normal((8, 3)).astype(np.float32)

@@ -415,7 +415,8 @@ def test_every_rule_is_exercised():
     for c in CASES:
         xs = c.inputs(np.random.default_rng(0))
         seen.update(op.name for op in interp(c.fn).lower(*xs).ir.walk())
-    missing = set(hlo.autodiff.RULES) - seen
+    # host_callback's rule raises (a pure callback has no derivative): test_callbacks.py
+    missing = set(hlo.autodiff.RULES) - seen - {"host_callback"}
     assert not missing, sorted(missing)
 
 

@@ -86,8 +86,28 @@ def test_every_op_has_a_lowering_on_each_compiled_target(target):
     lowered = lowered_ops()
     unknown = sorted(set(lowered) - set(ops.OPS))
     assert not unknown, f"{target} claims to lower ops the table does not have: {unknown}"
-    missing = sorted(set(ops.OPS) - set(lowered))
-    assert not missing, f"ops the {target} backend cannot lower: {missing}"
+    # A target that cannot lower an op says why: ``declined_ops() -> {op name: reason}`` (read
+    # from its KernelEmitter's DECLINED); compiling a program holding one is an error naming
+    # the op's line (hlo.targets.check_declined_ops).
+    declined = getattr(backend, "declined_ops", dict)()
+    assert all(isinstance(why, str) and why for why in declined.values()), declined
+    assert not set(declined) & set(lowered), f"{target} both lowers and declines {set(declined) & set(lowered)}"
+    missing = sorted(set(ops.OPS) - set(lowered) - set(declined))
+    assert not missing, f"ops the {target} backend cannot lower (and gives no reason for): {missing}"
+
+
+def test_the_cpu_declines_no_op():
+    from hlo.backends import cpu
+    assert cpu.declined_ops() == {}
+    assert "host_callback" in cpu.lowered_ops()
+
+
+def test_a_declined_op_is_left_out_of_lowered_ops_and_named_at_compile_time():
+    from hlo.backends.kernel_emitter import KernelEmitter
+    from hlo.backends.lower import Lowering
+    assert "host_callback" in KernelEmitter.declined_ops()
+    assert "host_callback" not in Lowering.own_lowerings(KernelEmitter)
+    assert "while" in Lowering.own_lowerings(KernelEmitter)
 
 
 def test_a_missing_scalar_lowering_is_noticed(monkeypatch):

@@ -115,6 +115,19 @@ def test_cli_reports_each_outcome_and_ends_with_the_summary(tmp_path):
     assert "export: 1 of 1 passing tests export, verify with jaxlib and re-import identically" in lines
 
 
+def test_cli_workers_started_fresh_find_the_runner(tmp_path):
+    """Target cuda runs its tests in fresh worker interpreters (a forked child cannot use CUDA):
+    the tasks they are sent must unpickle there (``python -m`` runs the module as ``__main__``)."""
+    folder = _folder(tmp_path, [PASSING, FAILING])
+    code, out, err = _cli(folder, "--target", "cuda", "--jobs", "2")
+    assert code == 0, err
+    assert "crashed" not in out, out
+    lines = out.strip().split("\n")
+    assert lines[-1].startswith("conformance: ")
+    if "no CUDA device is present" not in out:  # on a GPU machine the runs are real
+        assert lines[-1] == "conformance: 1 passed, 1 failed, 0 unsupported"
+
+
 def test_a_hanging_test_times_out_and_the_run_goes_on(tmp_path):
     folder = _folder(tmp_path, [HANGING, PASSING])
     code, out, err = _cli(folder, "--timeout", "3", "--jobs", "1")

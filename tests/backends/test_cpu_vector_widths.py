@@ -1,0 +1,122 @@
+"""The CPU backend at both x86 vector widths: the generated GEMM compiled for this machine and
+for an AVX2-only CPU (Haswell, 256-bit vectors; LLVM emits it here and this machine runs it),
+and the ``.hlox`` CPU-feature check refusing AVX-512 code on an AVX2-only machine (the host's
+features faked with ``standing_in``)."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from hlo.runtime.cpu import target as T
+from cpu_helpers import compile_text
+
+# An AVX2-only x86-64 CPU: Haswell's features, none of AVX-512's.
+AVX2_FEATURES = ("+64bit,+cmov,+cx8,+fxsr,+mmx,+sahf,+sse,+sse2,+sse3,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16,+avx,+avx2,+fma,+f16c,"
+                 "+bmi,+bmi2,+lzcnt,+movbe,+xsave,+fsgsbase,+rdrnd")
+
+
+def _avx2():
+    return T.CpuTarget(T.host().triple, "haswell", AVX2_FEATURES)
+
+
+def _plus(t):
+    return {f[1:] for f in t.features.split(",") if f.startswith("+")}
+
+
+def _targets():
+    h = T.host()
+    out = [pytest.param("host", id=f"host-{h.vector_bits}bit")]
+    if not h.triple.startswith("x86_64"):
+        return out
+    runs_avx2 = {"avx2", "fma"} <= _plus(h)
+    out.append(pytest.param("avx2", id="avx2-256bit", marks=pytest.mark.skipif(
+        not runs_avx2, reason="this CPU cannot run AVX2 code")))
+    return out
+
+
+def _gemm_src(m, k, n, bt=False, batch=1, relu=False):
+    bpre = [batch] if batch > 1 else []
+    ash, bsh = bpre + [m, k], bpre + ([n, k] if bt else [k, n])
+    t = lambda s: f"f32[{','.join(map(str, s))}]"
+    out = t(bpre + [m, n])
+    nb = len(bpre)
+    dims = (f"lhs_batching_dimensions = [0], rhs_batching_dimensions = [0], " if batch > 1 else "")
+    dims += f"lhs_contracting_dimensions = [{nb + 1}], rhs_contracting_dimensions = [{nb + (1 if bt else 0)}]"
+    body = [f"  %0 = dot_general(%a, %b) {{{dims}}} : {out}"]
+    res = "%0"
+    if relu:
+        body += [f"  %z = constant dense<0.0> : f32[]",
+                 f"  %zb = broadcast_in_dim(%z) {{broadcast_dimensions = []}} : {out}",
+                 f"  %1 = maximum(%0, %zb) : {out}"]
+        res = "%1"
+    return (f"module @m\n\nfunc @main(%a: {t(ash)}, %b: {t(bsh)}) -> ({out}) {{\n" + "\n".join(body)
+            + f"\n  return({res})\n}}\n"), ash, bsh
+
+
+@pytest.mark.parametrize("which", _targets())
+@pytest.mark.parametrize("m,k,n,bt,batch,blocked", [
+    (32, 512, 256, False, 1, False),     # linear_relu's product: whole panels
+    (13, 1300, 10, False, 1, True),      # a contraction in blocks and a masked column tail only
+    (37, 1300, 200, False, 1, True),     # blocked contraction, row tails, panels, a tail panel
+    (128, 10, 512, True, 1, False),      # a transposed B (gathered panels), short contraction
+    (64, 64, 64, True, 3, False),        # attention's batched heads
+    (130, 64, 1030, False, 1, False),    # B's rows a page apart: grouped panels, then a tail
+    (130, 1300, 1030, True, 1, True),     # blocked, gathered, grouped... and a tail
+])
+def test_generated_gemm_at_each_vector_width(monkeypatch, which, m, k, n, bt, batch, blocked):
+    """The register tile, blocking and masked column tail follow the target's vector width;
+    results match numpy (float64) at both widths, on 1 and 2 threads. ``blocked``: the
+    contraction runs in blocks whose panel fits in L1 (forced, whatever this machine's L2)."""
+    import hlo.backends.cpu.gemm_tiled as gt
+    from hlo.backends.cpu.gemm_tiled import register_tile, vector_lanes
+    from hlo.ir.types import f32
+    monkeypatch.setenv("HLO_CPU_GEMM", "generated")
+    if blocked:
+        monkeypatch.setattr(gt, "PANEL_BLOCK_L2_FRACTION", 0.0)
+    src, ash, bsh = _gemm_src(m, k, n, bt, batch, relu=True)
+    rng = np.random.default_rng(m * 7 + n)
+    a = rng.standard_normal(ash).astype(np.float32)
+    b = rng.standard_normal(bsh).astype(np.float32)
+    bm = np.swapaxes(b, -1, -2) if bt else b
+    ref = np.maximum(np.matmul(a.astype(np.float64), bm.astype(np.float64)), 0)
+    target = T.host() if which == "host" else _avx2()
+    with T.standing_in(target):
+        lanes = vector_lanes(f32)
+        assert lanes == target.vector_bits // 32
+        assert register_tile() == ((6, 4) if lanes == 16 else (6, 2))
+        for threads in (1, 2):
+            exe = compile_text(src, threads=threads)
+            got = exe.run([a, b])[0]
+            np.testing.assert_allclose(got, ref, rtol=2e-4, atol=2e-4 * np.sqrt(k))
+    widths = {int(w) for w in re.findall(r"call <(\d+) x float> @\"?llvm\.fma\.v", exe.ir_text)}
+    assert widths == {lanes}, f"FMA vector widths {widths}, expected <{lanes} x float>"
+    assert ("cload" in exe.ir_text) == blocked
+    assert exe.manifest["target"]["cpu"] == target.cpu
+
+
+def test_avx512_code_is_refused_on_an_avx2_only_machine(tmp_path):
+    """A ``.hlox`` compiled here with AVX-512 code is refused, before linking, on a machine
+    with AVX2 only (faked), with a LoadError naming what is missing; AVX2 code compiled here
+    loads on both."""
+    import hlo
+    import hlo.numpy as hnp
+    from hlo import aot
+    from hlo.runtime import hlox
+    h = T.host()
+    if "avx512f" not in _plus(h):
+        pytest.skip("this CPU has no AVX-512: nothing to refuse")
+    x = np.arange(64 * 48, dtype=np.float32).reshape(64, 48) / 100
+    w = np.ones((48, 40), np.float32)
+    f = lambda x, w: hnp.tanh(x @ w)
+    path = tmp_path / "avx512.hlox"
+    aot.compile(f, x, w, target="cpu").save(path)
+    with T.standing_in(_avx2()):
+        with pytest.raises(hlox.LoadError, match=r"512-bit vectors\) with features this one \(haswell, 256-bit vectors\) lacks: avx512f, "):
+            aot.load(path)
+        path2 = tmp_path / "avx2.hlox"
+        aot.compile(f, x, w, target="cpu").save(path2)
+    np.testing.assert_allclose(aot.load(path2)(x, w), np.tanh(x @ w), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(aot.load(path)(x, w), np.tanh(x @ w), rtol=1e-5, atol=1e-5)
+    assert hlo is not None
