@@ -4,9 +4,7 @@ dot_general, and complex values in and out of compiled code (interleaved like nu
 import numpy as np
 import pytest
 
-from cpu_helpers import assert_close, binary_src, compile_text, unary_src
-from hlo.ir import parse_module
-from hlo.ir.interpreter import run as interpret
+from cpu_helpers import binary_src, check, unary_src
 
 CTYPES = {"c64": (np.complex64, 2e-5), "c128": (np.complex128, 1e-12)}
 UNARY = ["negate", "sign", "exponential", "exponential_minus_one", "log", "log_plus_one",
@@ -23,17 +21,9 @@ def values(dt, n=48, seed=0):
 
 
 def check_complex(src, args, tol):
-    ref = interpret(parse_module(src), list(args))
-    got = compile_text(src).run(list(args))
-    for g, r in zip(got, ref):
-        assert g.dtype == r.dtype and g.shape == r.shape
-        if r.dtype.kind == "c":
-            for part in (np.real, np.imag):
-                gp, rp = part(g).astype(np.float64), part(r).astype(np.float64)
-                np.testing.assert_allclose(gp, rp, rtol=tol, atol=tol)
-        else:
-            assert_close(g, r, rtol=tol, atol=tol)
-    return got
+    """``check`` (CPU vs interpreter) with one tolerance for both parts; on another target's
+    ``check`` (tests/cuda), the values come back only where a device ran them."""
+    return check(src, args, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("ct", CTYPES)
@@ -47,8 +37,7 @@ def test_unary(op, ct):
 def test_abs_is_the_modulus_in_the_part_type(ct):
     dt, tol = CTYPES[ct]
     part = "f32" if ct == "c64" else "f64"
-    got = check_complex(unary_src("abs", f"{ct}[48]", f"{part}[48]"), [values(dt)], tol)
-    assert got[0].dtype == np.dtype(part.replace("f", "float"))
+    check_complex(unary_src("abs", f"{ct}[48]", f"{part}[48]"), [values(dt)], tol)
 
 
 @pytest.mark.parametrize("ct", CTYPES)
@@ -75,9 +64,10 @@ func @main(%a: c64[5], %b: c64[5]) -> (c64[5], c64[5], pred[5], pred[5], pred[5]
 }
 """
     got = check_complex(src, [x, y], 0.0)
-    assert got[0][0] == 1 + 3j and got[1][1] == 1 + 2j and np.isnan(got[0][3].real)
-    assert got[2].tolist() == [True, False, False, False, False]
-    assert got[4].tolist() == [True, True, True, True, False]
+    if got is not None:
+        assert got[0][0] == 1 + 3j and got[1][1] == 1 + 2j and np.isnan(got[0][3].real)
+        assert got[2].tolist() == [True, False, False, False, False]
+        assert got[4].tolist() == [True, True, True, True, False]
 
 
 def test_complex_real_imag_and_conversions():
@@ -96,8 +86,9 @@ func @main(%a: f32[12], %b: f32[12]) -> (c64[12], f32[12], f32[12], c128[12], s3
 }
 """
     got = check_complex(src, [re_, im], 0.0)
-    np.testing.assert_array_equal(got[0], re_ + 1j * im)
-    np.testing.assert_array_equal(got[4], np.trunc(re_).astype(np.int32))
+    if got is not None:
+        np.testing.assert_array_equal(got[0], re_ + 1j * im)
+        np.testing.assert_array_equal(got[4], np.trunc(re_).astype(np.int32))
 
 
 @pytest.mark.parametrize("ct", CTYPES)
@@ -118,7 +109,8 @@ func @main(%a: {ct}[6,8], %b: {ct}[8,6]) -> ({ct}[6], {ct}[6,6]) {{
 }}
 """
     got = check_complex(src, [a, b], tol * 10)
-    np.testing.assert_allclose(got[1], a.astype(np.complex128) @ b, rtol=tol * 10, atol=tol * 10)
+    if got is not None:
+        np.testing.assert_allclose(got[1], a.astype(np.complex128) @ b, rtol=tol * 10, atol=tol * 10)
 
 
 def test_bitcast_complex_to_and_from_integers():
@@ -131,4 +123,5 @@ func @main(%a: c64[8]) -> (s64[8], c64[8]) {
 }
 """
     got = check_complex(src, [x], 0.0)
-    np.testing.assert_array_equal(got[0], x.view(np.int64))
+    if got is not None:
+        np.testing.assert_array_equal(got[0], x.view(np.int64))
