@@ -21,7 +21,7 @@ import llvmlite.ir as ir
 from hlo.ir.core import Region, Value
 from hlo.ir.ops import BINARY_ELEMENTWISE, UNARY_ELEMENTWISE
 from hlo.ir.types import TensorType, s64 as S64_T
-from . import scalar_ops
+from . import complex_ops, scalar_ops
 from .llvm_util import (I1, I64, ModuleContext, clamp_i64, elem_ptr, entry_alloca, for_range,
                         i64, linear_offset, load_reg, reg_constant, reg_type, storage_align,
                         strides_of, NSW)
@@ -275,6 +275,21 @@ class ElementalEmitter:
     def _op_convert(self, op, ri, idx):
         x = self.at(op.operands[0], idx)
         return scalar_ops.convert(self.ctx, self.b, x, op.operands[0].dtype, op.results[0].dtype)
+
+    def _op_complex(self, op, ri, idx):
+        re_ = self.at(op.operands[0], idx)
+        im = self.at(op.operands[1], idx)
+        return complex_ops.make(self.b, reg_type(op.results[0].dtype), re_, im)
+
+    def _op_real(self, op, ri, idx):
+        x = self.at(op.operands[0], idx)
+        return self.b.extract_value(x, 0) if op.operands[0].dtype.is_complex else x
+
+    def _op_imag(self, op, ri, idx):
+        x = self.at(op.operands[0], idx)
+        if op.operands[0].dtype.is_complex:
+            return self.b.extract_value(x, 1)
+        return ir.Constant(x.type, 0.0)
 
     def _op_reduce_precision(self, op, ri, idx):
         x = self.at(op.operands[0], idx)
@@ -607,7 +622,10 @@ class ElementalEmitter:
         xa = scalar_ops.convert(self.ctx, b, x, xe, acc_et)
         ya = scalar_ops.convert(self.ctx, b, y, xe, acc_et)
         cur = b.load(accs, typ=xa.type)
-        if acc_et.is_float:
+        if acc_et.is_complex:
+            s = scalar_ops.binary(self.ctx, b, "add", acc_et, cur,
+                                  scalar_ops.binary(self.ctx, b, "multiply", acc_et, xa, ya))
+        elif acc_et.is_float:
             prod = b.fmul(xa, ya)
             s = b.fadd(cur, prod, flags=("reassoc", "contract"))
             prod.flags.append("contract")
@@ -619,9 +637,10 @@ class ElementalEmitter:
 
     @staticmethod
     def accumulator_type(et):
-        """Dot/convolution accumulate f16/bf16 in f32, everything else in its own type."""
+        """Dot/convolution accumulate f16/bf16 and the narrower floats in f32, everything else
+        in its own type."""
         from hlo.ir.types import f32
-        return f32 if et.name in ("f16", "bf16") else et
+        return f32 if et.is_narrow_float else et
 
     def _op_dot_general(self, op, ri, idx):
         lhs, rhs = op.operands

@@ -3,10 +3,14 @@
 Element types live in two forms:
 
 * in memory (``mem_type``): pred is ``i8`` (numpy's bool), f16 is ``half``, bf16 is the raw
-  ``i16`` bit pattern, everything else its natural LLVM type;
-* in registers (``reg_type``): pred is ``i1``; f16 and bf16 are held as ``float`` values that are
-  always exactly representable in the narrow type (every op computes in f32 and rounds back,
-  which is exact for +,-,*,/,sqrt since f32 has more than twice the narrow mantissa + 2 bits).
+  ``i16`` bit pattern, the 8-bit and narrower floats their one-byte code, 2- and 4-bit
+  integers one byte each holding the value's bits (zero above them, as ml_dtypes stores them),
+  complex numbers ``{T, T}`` (real, imaginary: interleaved, as numpy stores them), everything
+  else its natural LLVM type;
+* in registers (``reg_type``): pred is ``i1``; 2- and 4-bit integers ``i2``/``i4``; f16, bf16
+  and the narrower floats are held as ``float`` values that are always exactly representable
+  in the narrow type (every op computes in f32 and rounds back, which is exact for +,-,*,/,sqrt
+  since f32 has more than twice the narrow mantissa + 2 bits); complex numbers ``{T, T}``.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import numpy as np
 import llvmlite.ir as ir
 
 from hlo.ir.types import ElementType, TensorType
+from . import small_float
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -41,13 +46,16 @@ def reg_type(et: ElementType) -> ir.Type:
         return I1
     if et.is_int:
         return ir.IntType(et.bits)
+    if et.is_complex:
+        p = reg_type(et.component)
+        return ir.LiteralStructType([p, p])
     if et.bits == 64:
         return F64
-    return F32  # f32, and f16/bf16 computed in f32
+    return F32  # f32, and f16/bf16/the 8-bit floats computed in f32
 
 
 def mem_type(et: ElementType) -> ir.Type:
-    if et.is_pred:
+    if et.is_pred or et.is_sub_byte or is_small_float(et):
         return I8
     if et.name == "f16":
         return F16
@@ -56,9 +64,14 @@ def mem_type(et: ElementType) -> ir.Type:
     return reg_type(et)
 
 
+def is_small_float(et: ElementType) -> bool:
+    """The 8-bit and narrower floats (one-byte codes in memory; ``small_float``)."""
+    return et.is_float and et.bits <= 8
+
+
 def bits_type(et: ElementType) -> ir.IntType:
     """The integer type of the element's storage bits."""
-    return ir.IntType(8 if et.is_pred else et.bits)
+    return ir.IntType(8 if et.is_pred or is_small_float(et) else et.bits)
 
 
 def reg_constant(et: ElementType, value) -> ir.Constant:
@@ -69,12 +82,15 @@ def reg_constant(et: ElementType, value) -> ir.Constant:
     if et.is_int:
         v = int(np.asarray(value).astype(et.np_dtype))
         return ir.Constant(t, v & ((1 << et.bits) - 1))
+    if et.is_complex:
+        z = np.asarray(value).astype(et.np_dtype)
+        return ir.Constant(t, [reg_constant(et.component, z.real), reg_constant(et.component, z.imag)])
     x = np.asarray(value).astype(et.np_dtype)
-    return ir.Constant(t, float(np.float64(x)))
+    return ir.Constant(t, float(np.float64(x.astype(np.float32) if is_small_float(et) else x)))
 
 
 def storage_align(et: ElementType) -> int:
-    return max(1, et.itemsize)
+    return max(1, et.component.itemsize if et.is_complex else et.itemsize)
 
 
 # ------------------------------------------------------------------------------------------
@@ -188,6 +204,8 @@ def round_f32_to(b: ir.IRBuilder, x: ir.Value, et: ElementType) -> ir.Value:
         return b.fpext(b.fptrunc(x, F16), F32)
     if et.name == "bf16":
         return bf16_bits_to_f32(b, f32_to_bf16_bits(b, x))
+    if is_small_float(et):
+        return small_float.round_f32(b, x, et)
     return x
 
 
@@ -201,6 +219,10 @@ def load_reg(b: ir.IRBuilder, ptr: ir.Value, et: ElementType, align: Optional[in
         return b.fpext(v, F32)
     if et.name == "bf16":
         return bf16_bits_to_f32(b, v)
+    if et.is_sub_byte:
+        return b.trunc(v, reg_type(et))
+    if is_small_float(et):
+        return small_float.decode(b, v, et)
     return v
 
 
@@ -213,6 +235,10 @@ def store_reg(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, et: ElementType,
         v = b.fptrunc(v, F16)
     elif et.name == "bf16":
         v = f32_to_bf16_bits(b, v)
+    elif et.is_sub_byte:
+        v = b.zext(v, I8)
+    elif is_small_float(et):
+        v = small_float.encode(b, v, et)
     return b.store(v, ptr, align=align or storage_align(et))
 
 
@@ -226,6 +252,14 @@ def reg_to_bits(b: ir.IRBuilder, v: ir.Value, et: ElementType) -> ir.Value:
         return b.bitcast(b.fptrunc(v, F16), I16)
     if et.name == "bf16":
         return f32_to_bf16_bits(b, v)
+    if is_small_float(et):
+        return small_float.encode(b, v, et)
+    if et.is_complex:  # real part in the low half, as in memory
+        w = et.component.bits
+        pty, wide = ir.IntType(w), ir.IntType(2 * w)
+        re = b.zext(b.bitcast(b.extract_value(v, 0), pty), wide)
+        im = b.zext(b.bitcast(b.extract_value(v, 1), pty), wide)
+        return b.or_(re, b.shl(im, ir.Constant(wide, w)))
     return b.bitcast(v, bits_type(et))
 
 
@@ -238,6 +272,16 @@ def bits_to_reg(b: ir.IRBuilder, bits: ir.Value, et: ElementType) -> ir.Value:
         return b.fpext(b.bitcast(bits, F16), F32)
     if et.name == "bf16":
         return bf16_bits_to_f32(b, bits)
+    if is_small_float(et):
+        return small_float.decode(b, bits, et)
+    if et.is_complex:
+        w = et.component.bits
+        pty = ir.IntType(w)
+        ft = reg_type(et.component)
+        re = b.bitcast(b.trunc(bits, pty), ft)
+        im = b.bitcast(b.trunc(b.lshr(bits, ir.Constant(bits.type, w)), pty), ft)
+        z = b.insert_value(ir.Constant(reg_type(et), ir.Undefined), re, 0)
+        return b.insert_value(z, im, 1)
     return b.bitcast(bits, reg_type(et))
 
 

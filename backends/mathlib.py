@@ -154,9 +154,10 @@ def logistic_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 # integer; ``fptosi_sat``/``fptoui_sat`` convert a float to the integer type ``ret``.
 FLOAT_FUNCTIONS = ("exp", "log", "tanh", "logistic", "expm1", "log1p", "cbrt", "tan", "sin", "cos",
                    "pow", "atan2", "sqrt", "fabs", "floor", "ceil", "roundeven", "round",
-                   "maximum", "minimum", "copysign", "fmuladd", "fmod")
+                   "maximum", "minimum", "copysign", "fmuladd", "fmod", "hypot")
 INT_FUNCTIONS = ("ctpop", "ctlz", "fptosi_sat", "fptoui_sat")
-_ARITY = {"pow": 2, "atan2": 2, "maximum": 2, "minimum": 2, "copysign": 2, "fmuladd": 3, "fmod": 2}
+_ARITY = {"pow": 2, "atan2": 2, "hypot": 2, "maximum": 2, "minimum": 2, "copysign": 2, "fmuladd": 3,
+          "fmod": 2}
 
 # How one function is computed for one float width: an LLVM intrinsic (``llvm.<name>``), a C
 # math library function (``name`` for double, ``name + "f"`` for float), NVIDIA's libdevice
@@ -233,7 +234,8 @@ class CpuMath(MathPolicy):
     name = "cpu"
     RULES = {"exp": (OWN, INTRINSIC), "log": (OWN, INTRINSIC), "tanh": (OWN, LIBM),
              "logistic": (OWN, OWN), "expm1": (LIBM, LIBM), "log1p": (LIBM, LIBM),
-             "cbrt": (LIBM, LIBM), "tan": (LIBM, LIBM), "atan2": (LIBM, LIBM)}
+             "cbrt": (LIBM, LIBM), "tan": (LIBM, LIBM), "atan2": (LIBM, LIBM),
+             "hypot": (LIBM, LIBM)}
 
 
 class LibdeviceMath(MathPolicy):
@@ -248,7 +250,7 @@ class LibdeviceMath(MathPolicy):
              "log1p": (LIBDEVICE, LIBDEVICE), "cbrt": (LIBDEVICE, LIBDEVICE),
              "tan": (LIBDEVICE, LIBDEVICE), "atan2": (LIBDEVICE, LIBDEVICE),
              "sin": (LIBDEVICE, LIBDEVICE), "cos": (LIBDEVICE, LIBDEVICE),
-             "pow": (LIBDEVICE, LIBDEVICE),
+             "pow": (LIBDEVICE, LIBDEVICE), "hypot": (LIBDEVICE, LIBDEVICE),
              # NVPTX lowers frem to x - trunc(x / y) * y, wrong when x / y is large
              "fmod": (LIBDEVICE, LIBDEVICE)}
 

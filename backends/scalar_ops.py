@@ -9,7 +9,10 @@ LLVM backends, following StableHLO and XLA where the spec leaves room:
   ``shift_right_logical`` give 0, ``shift_right_arithmetic`` fills with the sign bit;
 * float ``maximum``/``minimum`` propagate NaN and order -0 < +0;
 * float -> int ``convert`` saturates and maps NaN to 0; x -> pred is ``x != 0``;
-* f16/bf16 ops compute in f32 and round to the narrow type after every op.
+* f16/bf16 and the 8-bit and narrower floats compute in f32 and round to the narrow type
+  after every op;
+* complex numbers (``{re, im}`` structs) follow ``complex_ops``; converting a complex number to
+  another type takes its real part, converting to complex sets the imaginary part to 0.
 
 Everything is branch-free so loops over these ops vectorize. Math functions (intrinsics, libm,
 libdevice, hlo's own polynomials) are the target's choice: every one goes through
@@ -23,6 +26,7 @@ import numpy as np
 import llvmlite.ir as ir
 
 from hlo.ir.types import ElementType, f32 as F32_T, f64 as F64_T
+from . import complex_ops
 from .llvm_util import (F16, F32, F64, I1, I16, I32, I64, ModuleContext, bits_to_reg,
                         bits_type, f32_to_bf16_bits, reg_to_bits, reg_type, round_f32_to)
 
@@ -32,7 +36,7 @@ class UnsupportedOp(NotImplementedError):
 
 
 def _narrow(et: ElementType) -> bool:
-    return et.name in ("f16", "bf16")
+    return et.is_narrow_float
 
 
 def _round(b, v, et: ElementType):
@@ -52,6 +56,8 @@ _MATH_UNARY = {"exponential": "exp", "log": "log", "tanh": "tanh", "logistic": "
 
 def unary(ctx: ModuleContext, b: ir.IRBuilder, name: str, et: ElementType, x: ir.Value) -> ir.Value:
     ty = x.type
+    if et.is_complex:
+        return _complex(complex_ops.unary, ctx, b, name, et, x)
     if et.is_float:
         m = ctx.math
         intr = lambda n: m.call(ctx, b, n, [x])
@@ -105,6 +111,8 @@ def unary(ctx: ModuleContext, b: ir.IRBuilder, name: str, et: ElementType, x: ir
 def binary(ctx: ModuleContext, b: ir.IRBuilder, name: str, et: ElementType, x: ir.Value,
            y: ir.Value) -> ir.Value:
     ty = x.type
+    if et.is_complex:
+        return _complex(complex_ops.binary, ctx, b, name, et, x, y)
     if et.is_pred:
         if name in ("add", "or", "maximum"):
             return b.or_(x, y)
@@ -181,6 +189,13 @@ def binary(ctx: ModuleContext, b: ir.IRBuilder, name: str, et: ElementType, x: i
     raise UnsupportedOp(f"'{name}' on {et} is not implemented by the LLVM backend")
 
 
+def _complex(fn, ctx, b, name, et, *args):
+    try:
+        return fn(ctx, b, name, et, *args)
+    except complex_ops.UnsupportedComplexOp as e:
+        raise UnsupportedOp(str(e)) from None
+
+
 def _int_power(b, x, y, ty, signed, bits):
     """x**y by squaring, unrolled over the exponent's bits (branch-free). For negative y (signed
     types): 1 if x == 1, +-1 if x == -1 (by y's parity), else 0, as XLA defines it."""
@@ -203,6 +218,8 @@ def _int_power(b, x, y, ty, signed, bits):
 def compare(ctx: ModuleContext, b: ir.IRBuilder, direction: str, compare_type, et: ElementType,
             x: ir.Value, y: ir.Value) -> ir.Value:
     op = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}[direction]
+    if et.is_complex:
+        return complex_ops.compare(ctx, b, direction, x, y)
     if et.is_float:
         if compare_type == "TOTALORDER":
             xi, yi = _total_order_key(b, x, et), _total_order_key(b, y, et)
@@ -246,6 +263,16 @@ def convert(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value, src: ElementType,
             dst: ElementType) -> ir.Value:
     if src == dst:
         return x
+    if dst.is_complex:  # the real part converts; the imaginary part is 0 (or converts too)
+        part = dst.component
+        if src.is_complex:
+            re, im = complex_ops.parts(b, x)
+            return complex_ops.make(b, reg_type(dst), convert(ctx, b, re, src.component, part),
+                                    convert(ctx, b, im, src.component, part))
+        return complex_ops.make(b, reg_type(dst), convert(ctx, b, x, src, part),
+                                ir.Constant(reg_type(part), 0.0))
+    if src.is_complex:  # the imaginary part is dropped
+        return convert(ctx, b, b.extract_value(x, 0), src.component, dst)
     dty = reg_type(dst)
     if dst.is_pred:
         if src.is_float:
@@ -289,6 +316,8 @@ _FLOAT_LAYOUT = {"f16": (5, 10), "bf16": (8, 7), "f32": (8, 23), "f64": (11, 52)
 
 
 def reduce_precision(ctx, b, x, et: ElementType, exponent_bits: int, mantissa_bits: int):
+    if et.name not in _FLOAT_LAYOUT:  # an 8-bit or narrower float: in its f32 register, rounded back
+        return _round(b, reduce_precision(ctx, b, x, F32_T, exponent_bits, mantissa_bits), et)
     src_exp, src_mant = _FLOAT_LAYOUT[et.name]
     bits = reg_to_bits(b, x, et)
     ty = bits.type

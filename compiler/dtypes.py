@@ -6,7 +6,10 @@ and mixed types promote to the least upper bound of
 
     bool -> i* -> u8 -> u16 -> u32 -> u64 -> f*            (u8 -> i16, u16 -> i32, u32 -> i32)
             i* -> i8 -> i16 -> i32 -> i64 -> f*
-                              f* -> f16, bf16 -> f32 -> f64
+            i* -> each 2- or 4-bit integer, which promotes to nothing else
+                              f* -> f16, bf16 -> f32 -> f64 -> c128
+                              f* -> c* -> c64 -> c128,  f32 -> c64
+                              f* -> each 8-bit (or narrower) float, which promotes to nothing else
 
 where ``i*`` and ``f*`` are the weak integer and float types.
 
@@ -26,15 +29,21 @@ import ml_dtypes
 import numpy as np
 
 from hlo.ir import ElementType, element_type
+from hlo.ir import types as _ir_types
 
 bool_ = np.dtype(np.bool_)
 int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
 uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
 float16, float32, float64 = (np.dtype(t) for t in (np.float16, np.float32, np.float64))
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
+complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
+int2, int4 = np.dtype(ml_dtypes.int2), np.dtype(ml_dtypes.int4)
+uint2, uint4 = np.dtype(ml_dtypes.uint2), np.dtype(ml_dtypes.uint4)
+SMALL_FLOATS = tuple(t.np_dtype for t in _ir_types.SMALL_FLOATS)  # float8_e4m3fn, ...
 
 SUPPORTED = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-             float16, bfloat16, float32, float64)
+             float16, bfloat16, float32, float64, complex64, complex128,
+             int2, int4, uint2, uint4) + SMALL_FLOATS
 _SUPPORTED_SET = frozenset(SUPPORTED)
 
 DEFAULT_INT = int32
@@ -42,27 +51,36 @@ DEFAULT_UINT = uint32
 DEFAULT_FLOAT = float32
 INDEX = int32  # dtype of argmax/argsort results and of indices hlo makes itself
 
-_PY_SCALARS = {bool: bool_, int: int32, float: float32}
+_PY_SCALARS = {bool: bool_, int: int32, float: float32, complex: complex64}
 _NAMES = {"bf16": bfloat16, "bfloat16": bfloat16, "pred": bool_, "bool": bool_,
           "f16": float16, "f32": float32, "f64": float64,
           "s8": int8, "s16": int16, "s32": int32, "s64": int64,
-          "u8": uint8, "u16": uint16, "u32": uint32, "u64": uint64}
+          "u8": uint8, "u16": uint16, "u32": uint32, "u64": uint64,
+          "c64": complex64, "c128": complex128, "s2": int2, "s4": int4, "u2": uint2, "u4": uint4,
+          **{t.name: t.np_dtype for t in _ir_types.SMALL_FLOATS}}
+_FLOATS = frozenset((float16, bfloat16, float32, float64) + SMALL_FLOATS)
+_SUB_BYTE_SIGNED = frozenset((int2, int4))
+_SUB_BYTE_UNSIGNED = frozenset((uint2, uint4))
 
 
 def is_float(dt) -> bool:
-    return dt in (float16, bfloat16, float32, float64)
+    return dt in _FLOATS
+
+
+def is_complex(dt) -> bool:
+    return np.dtype(dt).kind == "c"
 
 
 def is_int(dt) -> bool:
-    return dt.kind in "iu"
+    return dt.kind in "iu" or dt in _SUB_BYTE_SIGNED or dt in _SUB_BYTE_UNSIGNED
 
 
 def is_signed(dt) -> bool:
-    return dt.kind == "i"
+    return dt.kind == "i" or dt in _SUB_BYTE_SIGNED
 
 
 def is_unsigned(dt) -> bool:
-    return dt.kind == "u"
+    return dt.kind == "u" or dt in _SUB_BYTE_UNSIGNED
 
 
 def is_bool(dt) -> bool:
@@ -71,7 +89,7 @@ def is_bool(dt) -> bool:
 
 def dtype_name(dt) -> str:
     """numpy's name (``float32``, ``bfloat16``), as error messages say it."""
-    return "bfloat16" if dt == bfloat16 else np.dtype(dt).name
+    return str(np.dtype(dt))
 
 
 def canonicalize(dtype_like, what: str = "dtype") -> np.dtype:
@@ -111,14 +129,20 @@ def ir_type(dt) -> ElementType:
 
 _WEAK_INT = "i*"
 _WEAK_FLOAT = "f*"
+_WEAK_COMPLEX = "c*"
+_TOP = "top"  # no common dtype (8-bit floats with anything else): an error
 
 _LATTICE = {
     bool_: [_WEAK_INT],
-    _WEAK_INT: [uint8, int8],
+    _WEAK_INT: [uint8, int8, uint2, int2],
+    uint2: [_TOP], uint4: [_TOP], int2: [_TOP], int4: [_TOP],
     uint8: [uint16, int16], uint16: [uint32, int32], uint32: [uint64, int32], uint64: [_WEAK_FLOAT],
     int8: [int16], int16: [int32], int32: [int64], int64: [_WEAK_FLOAT],
-    _WEAK_FLOAT: [float16, bfloat16], float16: [float32], bfloat16: [float32],
-    float32: [float64], float64: [],
+    _WEAK_FLOAT: [float16, bfloat16, _WEAK_COMPLEX] + list(SMALL_FLOATS),
+    float16: [float32], bfloat16: [float32],
+    float32: [float64, complex64], float64: [complex128],
+    _WEAK_COMPLEX: [complex64], complex64: [complex128], complex128: [_TOP],
+    **{f: [_TOP] for f in SMALL_FLOATS}, _TOP: [],
 }
 
 
@@ -140,7 +164,7 @@ _UB = _upper_bounds()
 
 def _node(dt, weak: bool):
     if weak and not is_bool(dt):
-        return _WEAK_FLOAT if is_float(dt) else _WEAK_INT
+        return _WEAK_COMPLEX if is_complex(dt) else _WEAK_FLOAT if is_float(dt) else _WEAK_INT
     return dt
 
 
@@ -149,6 +173,12 @@ def _lub(nodes: frozenset):
     common = frozenset.intersection(*(_UB[n] for n in nodes))
     for c in common:
         if common <= _UB[c]:
+            if c == _TOP:
+                from .errors import DTypeError
+                raise DTypeError("no implicit promotion between " + " and ".join(
+                    sorted(n if isinstance(n, str) else dtype_name(n) for n in nodes))
+                    + " (8-bit floats and 2/4-bit integers promote only with Python scalars, as "
+                    "in jax: convert with .astype)")
             return c
     raise AssertionError(f"no least upper bound for {nodes}")  # the lattice is complete
 
@@ -187,13 +217,15 @@ def _resolve(node, dts) -> np.dtype:
         return int32
     if node == _WEAK_FLOAT:
         return float64 if any(d.itemsize == 8 for d in dts) else float32
+    if node == _WEAK_COMPLEX:
+        return complex128 if any(d.itemsize == 8 and not is_complex(d) for d in dts) else complex64
     return node
 
 
 def to_inexact(dt) -> np.dtype:
     """The float dtype an op such as mean or true division computes in for ``dt``: floats stay;
     64-bit integers give float64, other integers and bool give float32."""
-    if is_float(dt):
+    if is_float(dt) or is_complex(dt):
         return dt
     return float64 if dt.itemsize == 8 else float32
 
@@ -214,7 +246,7 @@ def sum_dtype(dt) -> np.dtype:
 # ---------------------------------------------------------------------------------------------
 
 def is_python_scalar(x) -> bool:
-    return type(x) in (bool, int, float)
+    return type(x) in (bool, int, float, complex)
 
 
 def scalar_type(x) -> Tuple[np.dtype, bool]:
@@ -225,6 +257,8 @@ def scalar_type(x) -> Tuple[np.dtype, bool]:
         return int32, True
     if isinstance(x, float):
         return float32, True
+    if isinstance(x, complex):
+        return complex64, True
     if isinstance(x, np.generic):
         return canonicalize(x.dtype), False
     raise TypeError(f"not a scalar: {x!r}")
@@ -235,7 +269,7 @@ def check_scalar_fits(x, dt, what: str = "") -> None:
     from .errors import ScalarOverflowError
     if isinstance(x, bool) or not isinstance(x, int) or not is_int(dt):
         return
-    info = np.iinfo(dt)
+    info = ml_dtypes.iinfo(dt)
     if not info.min <= x <= info.max:
         raise ScalarOverflowError(
             f"{what + ': ' if what else ''}Python int {x} is out of range for {dtype_name(dt)} "
@@ -247,7 +281,7 @@ def finfo(dt):
 
 
 def iinfo(dt):
-    return np.iinfo(canonicalize(dt))
+    return ml_dtypes.iinfo(canonicalize(dt))
 
 
 def min_value(dt):

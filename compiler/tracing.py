@@ -384,6 +384,17 @@ def emit(name: str, operands: Sequence[Any] = (), attrs: Optional[Dict[str, Any]
             for v, w in zip(op.results, weaks)]
 
 
+def build_with(fn, operands: Sequence[Any], **kw) -> Tracer:
+    """``fn(builder, *values, **kw)`` (an IR-level construction such as ``hlo.ir.decompositions``)
+    appending to the current trace at the user's line, on the operands' IR values; its one
+    result Value comes back as a (strongly typed) Tracer."""
+    trace = _need_trace()
+    vals = [(_check_tracer(o, trace) if isinstance(o, Tracer) else lift(o)._value) for o in operands]
+    b = Builder(trace.region, loc=source_info.ir_location())
+    v = fn(b, *vals, **kw)
+    return Tracer(trace, v, aval_of_type(v.type, False))
+
+
 def emit1(name: str, operands: Sequence[Any] = (), attrs=None, **kw) -> Tracer:
     """``emit`` for a single-result op."""
     (r,) = emit(name, operands, attrs, **kw)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
+import ml_dtypes
 import numpy as np
 
 from .types import TensorType, ElementType, pred, s32, element_type
@@ -284,15 +285,19 @@ TYPE_CLASSES = {
     "float": lambda e: e.is_float,
     "int": lambda e: e.is_int,
     "integral": lambda e: e.is_integral,
-    "numeric": lambda e: e.is_int or e.is_float,
+    "numeric": lambda e: e.is_int or e.is_float or e.is_complex,
+    "real_numeric": lambda e: e.is_int or e.is_float,
+    "float_or_complex": lambda e: e.is_float or e.is_complex,
     "any": lambda e: True,
-    "signed_or_float": lambda e: e.is_signed or e.is_float,
+    "signed_or_float": lambda e: e.is_signed or e.is_float or e.is_complex,
 }
 
 _CLASS_WORDS = {
     "float": "a floating-point", "int": "an integer", "integral": "a boolean or integer",
-    "numeric": "an integer or floating-point", "any": "any",
-    "signed_or_float": "a signed integer or floating-point",
+    "numeric": "an integer, floating-point or complex",
+    "real_numeric": "an integer or floating-point",
+    "float_or_complex": "a floating-point or complex", "any": "any",
+    "signed_or_float": "a signed integer, floating-point or complex",
 }
 
 
@@ -302,7 +307,10 @@ def _elementwise(name, n, accepts, traits=(), result_pred=False, doc=""):
     def infer(ts, attrs, regions):
         _same_types(ts)
         _require(check(ts[0].dtype), f"element type {ts[0].dtype} is not {_CLASS_WORDS[accepts]} type")
-        return [_t(ts[0].shape, pred if result_pred else ts[0].dtype)]
+        if result_pred:
+            return [_t(ts[0].shape, pred)]
+        # abs of a complex number is its (real) modulus
+        return [_t(ts[0].shape, ts[0].dtype.component if name == "abs" else ts[0].dtype)]
 
     return register(OpDef(name, infer, num_operands=n, doc=doc, element_types=accepts,
                           traits=frozenset((ELEMENTWISE,) + tuple(traits))))
@@ -316,13 +324,14 @@ _REDUCER = (COMMUTATIVE,)
 _IDEMPOTENT_REDUCER = (COMMUTATIVE, IDEMPOTENT)
 
 # Unary elementwise ops (spec section "Ops").
+_FC = "float_or_complex"
 for _name, _cls, _traits in [
     ("abs", "signed_or_float", ()), ("negate", "numeric", ()), ("sign", "signed_or_float", ()),
-    ("exponential", "float", _ROUTINE), ("exponential_minus_one", "float", _ROUTINE),
-    ("log", "float", _ROUTINE), ("log_plus_one", "float", _ROUTINE),
-    ("logistic", "float", _ROUTINE + (LONG_MATH_ROUTINE,)), ("tanh", "float", _ROUTINE),
-    ("sqrt", "float", _TRANS), ("rsqrt", "float", _TRANS), ("cbrt", "float", _ROUTINE),
-    ("sine", "float", _ROUTINE), ("cosine", "float", _ROUTINE), ("tan", "float", _ROUTINE),
+    ("exponential", _FC, _ROUTINE), ("exponential_minus_one", _FC, _ROUTINE),
+    ("log", _FC, _ROUTINE), ("log_plus_one", _FC, _ROUTINE),
+    ("logistic", _FC, _ROUTINE + (LONG_MATH_ROUTINE,)), ("tanh", _FC, _ROUTINE),
+    ("sqrt", _FC, _TRANS), ("rsqrt", _FC, _TRANS), ("cbrt", _FC, _ROUTINE),
+    ("sine", _FC, _ROUTINE), ("cosine", _FC, _ROUTINE), ("tan", _FC, _ROUTINE),
     ("floor", "float", ()), ("ceil", "float", ()), ("round_nearest_even", "float", ()),
     ("round_nearest_afz", "float", ()), ("not", "integral", _INT_ONLY),
     ("popcnt", "int", _INT_ONLY), ("count_leading_zeros", "int", _INT_ONLY),
@@ -333,9 +342,10 @@ _elementwise("is_finite", 1, "float", _INT_ONLY, result_pred=True)
 # Binary elementwise ops.
 for _name, _cls, _traits in [
     ("add", "any", _REDUCER), ("subtract", "numeric", ()), ("multiply", "any", _REDUCER),
-    ("divide", "numeric", _EXP), ("remainder", "numeric", _EXP), ("power", "numeric", _ROUTINE),
+    ("divide", "numeric", _EXP), ("remainder", "real_numeric", _EXP),
+    ("power", "numeric", _ROUTINE),
     ("maximum", "any", _IDEMPOTENT_REDUCER), ("minimum", "any", _IDEMPOTENT_REDUCER),
-    ("atan2", "float", _ROUTINE), ("and", "integral", _INT_ONLY + _IDEMPOTENT_REDUCER),
+    ("atan2", _FC, _ROUTINE), ("and", "integral", _INT_ONLY + _IDEMPOTENT_REDUCER),
     ("or", "integral", _INT_ONLY + _IDEMPOTENT_REDUCER), ("xor", "integral", _INT_ONLY + _REDUCER),
     ("shift_left", "int", _INT_ONLY), ("shift_right_arithmetic", "int", _INT_ONLY),
     ("shift_right_logical", "int", _INT_ONLY),
@@ -358,11 +368,11 @@ def identity(name: str, dtype: ElementType):
     if name == "multiply":
         return t(1)
     if name == "and":
-        return t(-1) if dtype.is_signed else t(np.iinfo(dtype.np_dtype).max)
+        return t(-1) if dtype.is_signed else t(ml_dtypes.iinfo(dtype.np_dtype).max)
     lo = name == "maximum"
-    if dtype.is_float:
+    if dtype.is_float or dtype.is_complex:
         return t(-np.inf if lo else np.inf)
-    info = np.iinfo(dtype.np_dtype)
+    info = ml_dtypes.iinfo(dtype.np_dtype)
     return t(info.min if lo else info.max)
 
 
@@ -391,7 +401,7 @@ def _infer_compare(ts, attrs, regions):
     ct = attrs.get("compare_type")
     e = ts[0].dtype
     if ct is not None:
-        ok = {"FLOAT": e.is_float, "TOTALORDER": e.is_float, "SIGNED": e.is_signed,
+        ok = {"FLOAT": e.is_float or e.is_complex, "TOTALORDER": e.is_float, "SIGNED": e.is_signed,
               "UNSIGNED": e.is_unsigned or e.is_pred}[ct]
         _require(ok, f"compare_type {ct} does not fit element type {e}")
     return [_t(ts[0].shape, pred)]
@@ -401,6 +411,25 @@ register(OpDef("compare", _infer_compare, 2, attrs={
     "comparison_direction": Attr("str", choices=COMPARISON_DIRECTIONS),
     "compare_type": Attr("str", None, choices=COMPARE_TYPES)},
     traits={ELEMENTWISE, NON_DIFFERENTIABLE}))
+
+
+def _infer_complex(ts, attrs, regions):
+    _same_types(ts)
+    e = ts[0].dtype
+    _require(e.name in ("f32", "f64"), f"element type {e} is not f32 or f64")
+    return [_t(ts[0].shape, element_type("c64" if e.name == "f32" else "c128"))]
+
+
+def _infer_part(ts, attrs, regions):
+    e = ts[0].dtype
+    _require(e.is_float or e.is_complex, f"element type {e} is not a floating-point or complex type")
+    return [_t(ts[0].shape, e.component)]
+
+
+# complex(re, im); real and imag of a complex (of a float: the value and zero).
+register(OpDef("complex", _infer_complex, 2, traits={ELEMENTWISE}))
+register(OpDef("real", _infer_part, 1, traits={ELEMENTWISE}))
+register(OpDef("imag", _infer_part, 1, traits={ELEMENTWISE}))
 
 
 def _infer_select(ts, attrs, regions):

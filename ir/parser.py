@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional, Tuple
 
+import ml_dtypes
 import numpy as np
 
 from . import ops as op_table
@@ -208,10 +209,20 @@ class Parser:
             self.expect("]", "in a dense literal")
             return
         t = self.tok
+        if self.accept("("):  # a complex element: (re, im)
+            re_ = self._dense_leaf()
+            self.expect(",", "between the parts of a complex number")
+            im = self._dense_leaf()
+            self.expect(")", "to close a complex number")
+            leaves.append((t, re_, im))
+            return
+        leaves.append(self._dense_leaf())
+
+    def _dense_leaf(self):
+        t = self.tok
         if t.kind in ("number", "ident") and (t.kind == "number" or t.text in ("true", "false", "nan", "inf", "-inf", "-nan")):
             self.next()
-            leaves.append(t)
-            return
+            return t
         raise self.error(f"expected a number in a dense literal, found {self._what(t)}")
 
     def dense_to_array(self, lit: _DenseLiteral, ty: TensorType) -> np.ndarray:
@@ -238,7 +249,14 @@ class Parser:
             raise self.error(f"dense literal has {len(vals)} elements, {ty} needs {ty.size}", lit.tok)
         return np.array(vals, dtype=et.np_dtype).reshape(ty.shape) if vals else np.zeros(ty.shape, et.np_dtype)
 
-    def _scalar(self, t: Token, et: ElementType):
+    def _scalar(self, t, et: ElementType):
+        if et.is_complex:
+            if not isinstance(t, tuple):
+                raise self.error(f"expected a complex number (re, im) for {et}, found {t.text!r}", t)
+            c = et.component
+            return complex(self._scalar(t[1], c), self._scalar(t[2], c))
+        if isinstance(t, tuple):
+            raise self.error(f"a complex number (re, im) is not a {et}", t[0])
         s = t.text
         if et.is_pred:
             if s in ("true", "1"):
@@ -251,7 +269,7 @@ class Parser:
                 v = _int(s)
             except ValueError:
                 raise self.error(f"expected an integer for {et}, found {s!r}", t) from None
-            info = np.iinfo(et.np_dtype)
+            info = ml_dtypes.iinfo(et.np_dtype)
             if not info.min <= v <= info.max:
                 raise self.error(f"{v} does not fit in {et}", t)
             return v

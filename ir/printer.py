@@ -39,6 +39,10 @@ def format_scalar(v, et: ElementType) -> str:
         return "true" if bool(v) else "false"
     if et.is_int:
         return str(int(v))
+    if et.is_complex:  # (re, im), each part exactly as its float type prints
+        z = np.array(v, dtype=et.np_dtype)
+        c = et.component
+        return f"({format_scalar(z.real, c)}, {format_scalar(z.imag, c)})"
     x = np.array(v, dtype=et.np_dtype)
     if np.isnan(x):
         bits = int(x.view(f"u{et.itemsize}"))

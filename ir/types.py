@@ -1,7 +1,9 @@
 """Element types and tensor types of the hlo IR.
 
-Element types carry XLA's short names (``f32``, ``s32``, ``pred``...) in the text form and map
-one-to-one onto numpy dtypes (``ml_dtypes`` supplies bfloat16). Tensor types are ranked and
+Element types carry XLA's short names (``f32``, ``s32``, ``pred``, ``c64``, ``s4``,
+``f8e4m3fn``...) in the text form and map one-to-one onto numpy dtypes (``ml_dtypes`` supplies
+bfloat16, the 8-bit and narrower floats and the 2- and 4-bit integers, each one byte wide in numpy
+arrays; complex64/complex128 are numpy's, real and imaginary parts interleaved). Tensor types are ranked and
 static: a shape (possibly rank 0, possibly with zero-sized dimensions), an element type and an
 optional physical layout (minor-to-major dimension order) that layout assignment fills in.
 """
@@ -19,7 +21,7 @@ class ElementType:
     """One scalar type: its text name, numpy dtype, kind and width in bits."""
 
     name: str
-    kind: str  # "pred", "sint", "uint", "float"
+    kind: str  # "pred", "sint", "uint", "float", "complex"
     bits: int
     np_dtype: np.dtype
 
@@ -43,6 +45,27 @@ class ElementType:
     @property
     def is_float(self) -> bool:
         return self.kind == "float"
+
+    @property
+    def is_complex(self) -> bool:
+        return self.kind == "complex"
+
+    @property
+    def is_narrow_float(self) -> bool:
+        """A float type narrower than f32 (f16, bf16, the 8-bit and smaller floats): computed in
+        f32 and rounded to the type after every operation."""
+        return self.kind == "float" and self.bits < 32
+
+    @property
+    def is_sub_byte(self) -> bool:
+        """A 2- or 4-bit integer (one per byte in memory, as numpy/ml_dtypes hold them)."""
+        return self.kind in ("sint", "uint") and self.bits < 8
+
+    @property
+    def component(self) -> "ElementType":
+        """The float type of a complex type's real and imaginary parts (the type itself
+        otherwise)."""
+        return _COMPONENT.get(self.name, self)
 
     @property
     def is_integral(self) -> bool:
@@ -73,9 +96,35 @@ f16 = ElementType("f16", "float", 16, np.dtype(np.float16))
 bf16 = ElementType("bf16", "float", 16, np.dtype(ml_dtypes.bfloat16))
 f32 = ElementType("f32", "float", 32, np.dtype(np.float32))
 f64 = ElementType("f64", "float", 64, np.dtype(np.float64))
+c64 = ElementType("c64", "complex", 64, np.dtype(np.complex64))
+c128 = ElementType("c128", "complex", 128, np.dtype(np.complex128))
+s2 = ElementType("s2", "sint", 2, np.dtype(ml_dtypes.int2))
+s4 = ElementType("s4", "sint", 4, np.dtype(ml_dtypes.int4))
+u2 = ElementType("u2", "uint", 2, np.dtype(ml_dtypes.uint2))
+u4 = ElementType("u4", "uint", 4, np.dtype(ml_dtypes.uint4))
+_COMPONENT = {"c64": f32, "c128": f64}
+
+# The floats narrower than 16 bits (StableHLO's list; ml_dtypes's numpy dtypes): XLA's name,
+# StableHLO's name, the ml_dtypes type, the width in bits. Each is one byte in memory.
+_SMALL_FLOATS = (
+    ("f8e4m3fn", "f8E4M3FN", ml_dtypes.float8_e4m3fn, 8),
+    ("f8e5m2", "f8E5M2", ml_dtypes.float8_e5m2, 8),
+    ("f8e4m3fnuz", "f8E4M3FNUZ", ml_dtypes.float8_e4m3fnuz, 8),
+    ("f8e5m2fnuz", "f8E5M2FNUZ", ml_dtypes.float8_e5m2fnuz, 8),
+    ("f8e4m3b11fnuz", "f8E4M3B11FNUZ", ml_dtypes.float8_e4m3b11fnuz, 8),
+    ("f8e4m3", "f8E4M3", ml_dtypes.float8_e4m3, 8),
+    ("f8e3m4", "f8E3M4", ml_dtypes.float8_e3m4, 8),
+    ("f8e8m0fnu", "f8E8M0FNU", ml_dtypes.float8_e8m0fnu, 8),
+    ("f6e2m3fn", "f6E2M3FN", ml_dtypes.float6_e2m3fn, 6),
+    ("f6e3m2fn", "f6E3M2FN", ml_dtypes.float6_e3m2fn, 6),
+    ("f4e2m1fn", "f4E2M1FN", ml_dtypes.float4_e2m1fn, 4),
+)
+SMALL_FLOATS: Tuple[ElementType, ...] = tuple(
+    ElementType(n, "float", bits, np.dtype(t)) for n, _, t, bits in _SMALL_FLOATS)
 
 ALL_ELEMENT_TYPES: Tuple[ElementType, ...] = (
-    pred, s8, s16, s32, s64, u8, u16, u32, u64, f16, bf16, f32, f64)
+    pred, s8, s16, s32, s64, u8, u16, u32, u64, f16, bf16, f32, f64, c64, c128,
+    s2, s4, u2, u4) + SMALL_FLOATS
 BY_NAME = {t.name: t for t in ALL_ELEMENT_TYPES}
 _BY_DTYPE = {t.np_dtype: t for t in ALL_ELEMENT_TYPES}
 
@@ -84,12 +133,15 @@ MLIR_NAMES = {
     "pred": "i1", "s8": "i8", "s16": "i16", "s32": "i32", "s64": "i64",
     "u8": "ui8", "u16": "ui16", "u32": "ui32", "u64": "ui64",
     "f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64",
+    "c64": "complex<f32>", "c128": "complex<f64>",
+    "s2": "i2", "s4": "i4", "u2": "ui2", "u4": "ui4",
+    **{n: m for n, m, _, _ in _SMALL_FLOATS},
 }
 FROM_MLIR = {v: BY_NAME[k] for k, v in MLIR_NAMES.items()}
 
 
 class UnsupportedTypeError(TypeError):
-    """A dtype outside hlo's element types (complex, f8, i4, ...)."""
+    """A dtype outside hlo's element types (quantized, strings, objects, ...)."""
 
 
 def element_type(x) -> ElementType:

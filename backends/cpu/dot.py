@@ -37,7 +37,7 @@ import llvmlite.ir as ir
 
 from hlo.ir.core import Region, Value
 from hlo.ir.types import TensorType, f32 as F32_T, f64 as F64_T
-from .. import llvm_util as U
+from .. import llvm_util as U, scalar_ops
 from ..llvm_util import F32, F64, I32, PTR, for_range, i64
 from .blas import find_blas
 from .kernels import (Codegen, KernelBuilder, Root, collect_reads, emit_loop_kernel,
@@ -358,7 +358,10 @@ def _loop_gemm_kernel(cg, comp, c_ref, a_ref, b_ref, Bn, M, N, K, what):
                 cp = U.elem_ptr(b, C, comp, b.add(crow, n))
                 bv = U.load_reg(b, U.elem_ptr(b, Bp, comp, b.add(brow, n)), comp)
                 cv = U.load_reg(b, cp, comp)
-                if comp.is_float:
+                if comp.is_complex:
+                    s = scalar_ops.binary(cg.ctx, b, "add", comp, cv,
+                                          scalar_ops.binary(cg.ctx, b, "multiply", comp, av, bv))
+                elif comp.is_float:
                     prod = b.fmul(av, bv, flags=("contract",))
                     s = b.fadd(cv, prod, flags=("contract",))
                 elif comp.is_pred:

@@ -216,6 +216,11 @@ def _shfl(kb: GpuKernel, v: ir.Value, lane_arg: ir.Value, mode: str) -> ir.Value
     f = kb.cg.ctx.declare(f"llvm.nvvm.shfl.sync.{mode}.i32", I32, [I32, I32, I32, I32])
     clamp = i32(31 if mode in ("bfly", "idx") else 0)
     ty = v.type
+    if isinstance(ty, ir.LiteralStructType):  # a complex value: part by part
+        out = ir.Constant(ty, ir.Undefined)
+        for k in range(len(ty.elements)):
+            out = b.insert_value(out, _shfl(kb, b.extract_value(v, k), lane_arg, mode), k)
+        return out
     if isinstance(ty, (ir.FloatType, ir.DoubleType)):
         ity = ir.IntType(32 if isinstance(ty, ir.FloatType) else 64)
         return b.bitcast(_shfl(kb, b.bitcast(v, ity), lane_arg, mode), ty)

@@ -66,7 +66,7 @@ def _primal(api: str, leaf, name: str, allow_int: bool, need_float: bool) -> Tra
     except (ArgumentTypeError, DTypeError):
         raise ArgumentTypeError(f"{api}: argument {name} is a {type(leaf).__name__}, not an array "
                                 "or a number, so it cannot be differentiated") from None
-    if need_float and not dtypes.is_float(t.dtype) and not allow_int:
+    if need_float and not dtypes.is_float(t.dtype) and not dtypes.is_complex(t.dtype) and not allow_int:
         raise DTypeError(
             f"{api} requires real-valued (floating-point) inputs, but argument {name} is "
             f"{t.aval.str_short()}. Differentiate with respect to floating-point arrays only "
@@ -353,7 +353,7 @@ def _cotangent(api: str, c, like: Tracer, what: str) -> Optional[Tracer]:
     if t.shape != like.shape or t.dtype != like.dtype:
         raise ShapeError(f"{api}: {what} must be {like.aval.strip_weak().str_short()} like the value "
                          f"it belongs to, got {t.aval.str_short()}")
-    if not dtypes.is_float(t.dtype):
+    if not (dtypes.is_float(t.dtype) or dtypes.is_complex(t.dtype)):
         return None
     return t
 
@@ -434,7 +434,7 @@ def _jvp_traced(fun, api, primals, tangents, has_aux):
     _, fn2 = _vjp_traced(lambda *u: fn(tree_unflatten(out_tree, list(u))), api, tuple(u0), False)
     ct_in = [t if t is not None else P.zeros(p.shape, p.dtype) for t, p in zip(tans, p_tracers)]
     t_out = fn2(tree_unflatten(p_tree, ct_in))
-    t_out = [t if dtypes.is_float(o.dtype) else P.zeros(o.shape, o.dtype)
+    t_out = [t if dtypes.is_float(o.dtype) or dtypes.is_complex(o.dtype) else P.zeros(o.shape, o.dtype)
              for t, o in zip(t_out, fn.outs)]
     result = (out, tree_unflatten(out_tree, t_out))
     if has_aux:
@@ -454,7 +454,7 @@ def stop_gradient(x):
 
     def stop(v):
         t = lift(v)
-        if not dtypes.is_float(t.dtype):
+        if not (dtypes.is_float(t.dtype) or dtypes.is_complex(t.dtype)):
             return t
         # A copy (a same-type convert, which simplification removes) marked as a gradient stop.
         r = P.emit1("convert", [t], result_types=[t.aval.ir_type()])

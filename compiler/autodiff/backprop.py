@@ -37,7 +37,7 @@ STOP_GRADIENT_OPS: "weakref.WeakSet[Operation]" = weakref.WeakSet()
 
 
 def _is_float_value(v: Value) -> bool:
-    return v.type.dtype.is_float
+    return v.type.dtype.is_float or v.type.dtype.is_complex
 
 
 class Linearized:

@@ -163,7 +163,7 @@ def _while(e: Eqn):
     carry_types = [a.type for a in body.args]
     taped = [not u for u in _untaped(body)]
     tapes = _record(body, e.args, taped, outer, n)
-    floats = [k for k, t in enumerate(carry_types) if t.dtype.is_float]
+    floats = [k for k, t in enumerate(carry_types) if t.dtype.is_float or t.dtype.is_complex]
     free = [v for v in outer if v in e.active]
     ct0 = [e.cts[k] if e.cts[k] is not None else P.zeros(carry_types[k].shape, carry_types[k].np_dtype)
            for k in floats]

@@ -29,7 +29,35 @@ def _negate(x, y, g):
 
 @_unary("abs")
 def _abs(x, y, g):
+    if x.dtype.kind == "c":  # g * conj(x) / |x| (0 at 0), as jax
+        zero = P.compare(y, P.zeros_like(y), "EQ")
+        safe = P.convert(P.select(zero, P.full_like(y, 1), y), x.dtype)
+        conj = P.emit1("complex", [P.unary("real", x), P.neg(P.unary("imag", x))])
+        return P.mul(P.convert(P.select(zero, P.zeros_like(g), g), x.dtype), P.div(conj, safe))
     return P.mul(g, P.unary("sign", x))
+
+
+# Complex parts, with jax's convention (transposes of the real-linear maps, no conjugation):
+# real^T(g) = g + 0i, imag^T(g) = -i g, complex^T(g) = (Re g, -Im g).
+@_unary("real")
+def _real(x, y, g):
+    if x.dtype.kind != "c":
+        return g
+    return P.emit1("complex", [g, P.zeros_like(g)])
+
+
+@_unary("imag")
+def _imag(x, y, g):
+    if x.dtype.kind != "c":
+        return P.zeros_like(x)
+    return P.emit1("complex", [P.zeros_like(g), P.neg(g)])
+
+
+@vjp_rule("complex")
+def _complex(e: Eqn):
+    g = e.ct
+    return [P.unary("real", g) if e.needs[0] else None,
+            P.neg(P.unary("imag", g)) if e.needs[1] else None]
 
 
 @_unary("exponential")

@@ -14,7 +14,8 @@ from .elementwise import (abs, neg, sign, floor, ceil, exp, expm1, log, log1p, t
                           div, rem, pow, max, min, atan2, and_, or_, xor, shift_left,
                           shift_right_arithmetic, shift_right_logical, eq, ne, lt, le, gt, ge,
                           is_finite, round, RoundingMethod, square, reciprocal,
-                          convert_element_type, bitcast_convert_type, select, clamp)
+                          convert_element_type, bitcast_convert_type, select, clamp, complex,
+                          real, imag, conj)
 from .special import (erf, erfc, exp2, atan, asin, acos, sinh, cosh, asinh, acosh, atanh,
                       integer_pow)
 from .structural import (broadcast_in_dim, broadcast, reshape, transpose, squeeze, expand_dims,

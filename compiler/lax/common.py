@@ -232,9 +232,11 @@ def canonical_axes(what: str, axis, ndim: int, allow_none: bool = True) -> Tuple
 def require_kind(what: str, x: Tracer, kinds: str) -> None:
     """``kinds`` is a set of letters: f (float), i (signed), u (unsigned), b (bool)."""
     dt = x.dtype
-    k = "f" if dtypes.is_float(dt) else ("b" if dtypes.is_bool(dt) else dt.kind)
+    k = "f" if dtypes.is_float(dt) else ("b" if dtypes.is_bool(dt) else
+                                          "i" if dtypes.is_signed(dt) else "u" if dtypes.is_int(dt) else dt.kind)
     if k not in kinds:
-        words = {"f": "floating-point", "i": "signed integer", "u": "unsigned integer", "b": "boolean"}
+        words = {"f": "floating-point", "i": "signed integer", "u": "unsigned integer", "b": "boolean",
+                 "c": "complex"}
         allowed = " or ".join(words[c] for c in kinds)
         raise DTypeError(f"{what}: expected {allowed} values, got {x.aval.str_short()}")
 

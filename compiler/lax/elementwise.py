@@ -6,6 +6,7 @@ that rank-0 operands broadcast. For numpy-style promotion and broadcasting use h
 """
 from __future__ import annotations
 
+import builtins
 from typing import List, Tuple
 
 import numpy as np
@@ -16,7 +17,8 @@ from ..errors import DTypeError, ShapeError
 from ..tracing import Tracer, emit1
 from .common import aval_of, as_tracer, broadcast_in_dim, convert, require_kind
 
-_KIND_WORDS = {"f": "floating-point", "i": "signed integer", "u": "unsigned integer", "b": "boolean"}
+_KIND_WORDS = {"f": "floating-point", "i": "signed integer", "u": "unsigned integer", "b": "boolean",
+               "c": "complex"}
 
 
 def operands(what: str, *xs) -> Tuple[List[Tracer], bool]:
@@ -56,7 +58,9 @@ def _scalar_fits_kind(x, dt) -> bool:
         return True
     if isinstance(x, int):
         return not dtypes.is_bool(dt)
-    return dtypes.is_float(dt)
+    if isinstance(x, builtins.complex):
+        return dtypes.is_complex(dt)
+    return dtypes.is_float(dt) or dtypes.is_complex(dt)
 
 
 def unary(ir_name: str, what: str, x, kinds: str) -> Tracer:
@@ -71,12 +75,14 @@ def binary(ir_name: str, what: str, x, y, kinds: str) -> Tracer:
     return emit1(ir_name, [a, b], weak_type=weak)
 
 
-NUMERIC = "fiu"
+NUMERIC = "fiuc"
+REAL_NUMERIC = "fiu"
 FLOAT = "f"
-SIGNED_OR_FLOAT = "fi"
+INEXACT = "fc"  # floating-point or complex
+SIGNED_OR_FLOAT = "fic"
 INTEGRAL = "iub"
 INT = "iu"
-ANY = "fiub"
+ANY = "fiubc"
 
 
 def _u(ir, kinds, doc):
@@ -98,18 +104,18 @@ neg = _u("negate", NUMERIC, "-x.")
 sign = _u("sign", SIGNED_OR_FLOAT, "-1, 0 or 1 (NaN stays NaN; -0.0 stays -0.0).")
 floor = _u("floor", FLOAT, "Round toward -inf.")
 ceil = _u("ceil", FLOAT, "Round toward +inf.")
-exp = _u("exponential", FLOAT, "e**x.")
-expm1 = _u("exponential_minus_one", FLOAT, "e**x - 1, accurate near 0.")
-log = _u("log", FLOAT, "Natural logarithm.")
-log1p = _u("log_plus_one", FLOAT, "log(1 + x), accurate near 0.")
-tanh = _u("tanh", FLOAT, "Hyperbolic tangent.")
-logistic = _u("logistic", FLOAT, "1 / (1 + e**-x).")
-sin = _u("sine", FLOAT, "Sine.")
-cos = _u("cosine", FLOAT, "Cosine.")
-tan = _u("tan", FLOAT, "Tangent.")
-sqrt = _u("sqrt", FLOAT, "Square root.")
-rsqrt = _u("rsqrt", FLOAT, "1 / sqrt(x).")
-cbrt = _u("cbrt", FLOAT, "Cube root.")
+exp = _u("exponential", INEXACT, "e**x.")
+expm1 = _u("exponential_minus_one", INEXACT, "e**x - 1, accurate near 0.")
+log = _u("log", INEXACT, "Natural logarithm.")
+log1p = _u("log_plus_one", INEXACT, "log(1 + x), accurate near 0.")
+tanh = _u("tanh", INEXACT, "Hyperbolic tangent.")
+logistic = _u("logistic", INEXACT, "1 / (1 + e**-x).")
+sin = _u("sine", INEXACT, "Sine.")
+cos = _u("cosine", INEXACT, "Cosine.")
+tan = _u("tan", INEXACT, "Tangent.")
+sqrt = _u("sqrt", INEXACT, "Square root.")
+rsqrt = _u("rsqrt", INEXACT, "1 / sqrt(x).")
+cbrt = _u("cbrt", INEXACT, "Cube root.")
 not_ = _u("not", INTEGRAL, "Bitwise (or logical, for bool) not.")
 population_count = _u("popcnt", INT, "Number of set bits.")
 clz = _u("count_leading_zeros", INT, "Number of leading zero bits.")
@@ -118,11 +124,11 @@ add = _b("add", ANY, "x + y.")
 sub = _b("subtract", NUMERIC, "x - y.")
 mul = _b("multiply", ANY, "x * y.")
 div = _b("divide", NUMERIC, "x / y; integer division rounds toward zero.")
-rem = _b("remainder", NUMERIC, "Remainder with the sign of x (C fmod).")
+rem = _b("remainder", REAL_NUMERIC, "Remainder with the sign of x (C fmod).")
 pow = _b("power", NUMERIC, "x ** y.")
 max = _b("maximum", ANY, "Elementwise maximum (NaN propagates).")
 min = _b("minimum", ANY, "Elementwise minimum (NaN propagates).")
-atan2 = _b("atan2", FLOAT, "Arc tangent of x / y, using the signs of both.")
+atan2 = _b("atan2", INEXACT, "Arc tangent of x / y, using the signs of both.")
 and_ = _b("and", INTEGRAL, "Bitwise (or logical) and.")
 or_ = _b("or", INTEGRAL, "Bitwise (or logical) or.")
 xor = _b("xor", INTEGRAL, "Bitwise (or logical) xor.")
@@ -145,7 +151,7 @@ del _n, _f
 
 
 def compare_type(dt) -> str:
-    if dtypes.is_float(dt):
+    if dtypes.is_float(dt) or dtypes.is_complex(dt):
         return "FLOAT"
     if dtypes.is_signed(dt):
         return "SIGNED"
@@ -274,3 +280,38 @@ def clamp(min, x, max) -> Tracer:
         if b.shape not in ((), t.shape):
             raise ShapeError(f"lax.clamp: {w} must be a scalar or have x's shape {t.shape}, got {b.shape}")
     return emit1("clamp", [lo, t, hi], weak_type=t.weak_type)
+
+
+@api_function
+def complex(x, y) -> Tracer:
+    """x + i y from real and imaginary parts (float32 -> complex64, float64 -> complex128)."""
+    (a, b), weak = operands("lax.complex", x, y)
+    if a.dtype not in (dtypes.float32, dtypes.float64):
+        raise DTypeError(f"lax.complex: expected float32 or float64 parts, got {a.aval.str_short()}")
+    return emit1("complex", [a, b], weak_type=weak)
+
+
+@api_function
+def real(x) -> Tracer:
+    """The real part (a float array; of a float array, itself)."""
+    (t,), weak = operands("lax.real", x)
+    require_kind("lax.real", t, INEXACT)
+    return emit1("real", [t], weak_type=weak)
+
+
+@api_function
+def imag(x) -> Tracer:
+    """The imaginary part (a float array; of a float array, zeros)."""
+    (t,), weak = operands("lax.imag", x)
+    require_kind("lax.imag", t, INEXACT)
+    return emit1("imag", [t], weak_type=weak)
+
+
+@api_function
+def conj(x) -> Tracer:
+    """The complex conjugate (of a real array, itself)."""
+    (t,), weak = operands("lax.conj", x)
+    require_kind("lax.conj", t, INEXACT)
+    if not dtypes.is_complex(t.dtype):
+        return t
+    return complex(real(t), neg(imag(t)))

@@ -44,6 +44,7 @@ from ..control_flow import fori_loop, while_loop
 from ..errors import DTypeError, ShapeError
 from ..numpy import creation, products, reductions, shapes, sorting, ufuncs
 from .common import as_tracer
+from .elementwise import conj
 from .structural import dynamic_slice_in_dim, dynamic_update_slice_in_dim
 
 _MAX_SWEEPS = 30
@@ -167,11 +168,13 @@ def _solve_lower(L, B, unit: bool):
 def triangular_solve(a, b, left_side: bool = False, lower: bool = False, transpose_a: bool = False,
                      conjugate_a: bool = False, unit_diagonal: bool = False):
     """jax.lax.linalg.triangular_solve: X with ``op(a) @ X = b`` (``left_side``) or
-    ``X @ op(a) = b``, ``op`` the transpose when ``transpose_a``; only ``a``'s ``lower`` (or
-    upper) triangle is read. Batch dimensions must match."""
+    ``X @ op(a) = b``, ``op`` the transpose when ``transpose_a``, conjugated when
+    ``conjugate_a`` (complex ``a``); only ``a``'s ``lower`` (or upper) triangle is read. Batch
+    dimensions must match."""
     A = as_tracer(a, what="triangular_solve")
     B = as_tracer(b, what="triangular_solve")
-    _require_float("triangular_solve", A)
+    if not dtypes.is_complex(A.dtype):
+        _require_float("triangular_solve", A)
     _require_matrix("triangular_solve", A)
     if B.dtype != A.dtype:
         raise DTypeError(f"triangular_solve: a and b must have the same dtype, got {A.dtype} and {B.dtype}")
@@ -183,6 +186,8 @@ def triangular_solve(a, b, left_side: bool = False, lower: bool = False, transpo
         raise ShapeError(f"triangular_solve: shapes {A.shape} and {B.shape} do not fit "
                          f"(left_side={left_side})")
     A = shapes.tril(A) if lower else shapes.triu(A)
+    if conjugate_a:
+        A = conj(A)
     if transpose_a:
         A = shapes.matrix_transpose(A)
         lower = not lower

@@ -224,7 +224,7 @@ def integer_pow(x, y: int) -> Tracer:
     if isinstance(y, Tracer) or not isinstance(y, (int, np.integer)) or isinstance(y, bool):
         raise ArgumentTypeError(f"lax.integer_pow: the exponent must be a static Python int, got {y!r}")
     (t,), weak = ew.operands("lax.integer_pow", x)
-    require_kind("lax.integer_pow", t, "fiu")
+    require_kind("lax.integer_pow", t, "fiuc")
     y = int(y)
     if y == 0:
         return convert(_c(1, t), t.dtype, weak_type=weak)

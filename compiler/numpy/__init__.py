@@ -39,7 +39,9 @@ from .products import matmul, dot, vdot, inner, outer, tensordot, einsum, kron
 from .sorting import sort, argsort, msort
 from .search import searchsorted, digitize, interp, unique
 from .differences import diff, ediff1d, cross
+from .complexes import real, imag, conj, conjugate, angle, iscomplex, isreal, iscomplexobj, isrealobj
 from . import linalg
+from . import fft
 from . import array_methods as _array_methods
 
 _array_methods.install(_sys.modules[__name__])  # Tracer's operators, methods, numpy protocols
@@ -49,6 +51,13 @@ int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
 uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
 float16, float32, float64 = _np.float16, _np.float32, _np.float64
 bfloat16 = _dtypes.bfloat16.type
+complex64, complex128 = _np.complex64, _np.complex128
+complexfloating = _np.complexfloating
+int2, int4, uint2, uint4 = (_dtypes.int2.type, _dtypes.int4.type, _dtypes.uint2.type,
+                            _dtypes.uint4.type)
+(float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e4m3b11fnuz, float8_e4m3,
+ float8_e3m4, float8_e8m0fnu, float6_e2m3fn, float6_e3m2fn, float4_e2m1fn) = (
+    d.type for d in _dtypes.SMALL_FLOATS)
 dtype = _np.dtype
 generic, number, integer, signedinteger, unsignedinteger, floating, inexact = (
     _np.generic, _np.number, _np.integer, _np.signedinteger, _np.unsignedinteger, _np.floating,

@@ -13,7 +13,7 @@ from ..abstract import is_arraylike
 from ..errors import TracerArrayConversionError, UnsupportedError
 from ..lax.common import convert
 from ..tracing import Tracer, concretization_message
-from . import indexing, products, reductions, shapes, sorting, ufuncs
+from . import complexes, indexing, products, reductions, shapes, sorting, ufuncs
 
 
 def _operand_ok(other) -> bool:
@@ -55,11 +55,6 @@ def _setitem(self, idx, value):
 def _nonzero(self, *args, **kwargs):
     raise UnsupportedError("nonzero() returns arrays whose size depends on the data, which hlo "
                            "cannot compile; use a boolean mask with hlo.numpy.where instead")
-
-
-def _zeros_like(self):
-    from .creation import zeros_like
-    return zeros_like(self)
 
 
 _METHODS = {
@@ -108,7 +103,7 @@ _METHODS = {
     "dot": lambda self, b: products.dot(self, b),
     "sort": lambda self, axis=-1: sorting.sort(self, axis),
     "argsort": lambda self, axis=-1: sorting.argsort(self, axis),
-    "conj": lambda self: self, "conjugate": lambda self: self,
+    "conj": lambda self: complexes.conjugate(self), "conjugate": lambda self: complexes.conjugate(self),
     "copy": lambda self: self,
     "nonzero": _nonzero,
 }
@@ -117,8 +112,8 @@ _PROPERTIES = {
     "T": lambda self: shapes.transpose(self),
     "mT": lambda self: shapes.matrix_transpose(self),
     "at": lambda self: indexing._IndexUpdateHelper(self),
-    "real": lambda self: self,
-    "imag": _zeros_like,
+    "real": lambda self: complexes.real(self),
+    "imag": lambda self: complexes.imag(self),
     "itemsize": lambda self: self.dtype.itemsize,
     "nbytes": lambda self: self.size * self.dtype.itemsize,
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import complex_numerics as cx
 from . import numerics as nm
 from .registry import attr, handler
 
@@ -19,12 +20,15 @@ def _binary(fn):
     return lambda it, op, ins, env: [fn(ins[0], ins[1])]
 
 
-def _float_upcast(npfn):
-    return lambda x: nm.upcast(npfn, x.dtype, x)
+def _float_upcast(npfn, complex_fn=None):
+    """A transcendental function: float64 (complex128) computation rounded once; on complex
+    values ``complex_fn`` (``complex_numerics``) where numpy's function takes no complex."""
+    cfn = complex_fn or npfn
+    return lambda x: cx.upcast(cfn, x) if nm.is_complex(x.dtype) else nm.upcast(npfn, x.dtype, x)
 
 
 def _float_exact(npfn):
-    return lambda x: nm.exact(npfn, x.dtype, x)
+    return lambda x: cx.upcast(npfn, x) if nm.is_complex(x.dtype) else nm.exact(npfn, x.dtype, x)
 
 
 _UNARY = {
@@ -32,14 +36,14 @@ _UNARY = {
     "negate": nm.negate,
     "sign": nm.sign,
     "exponential": _float_upcast(np.exp),
-    "exponential_minus_one": _float_upcast(np.expm1),
+    "exponential_minus_one": _float_upcast(np.expm1, cx.expm1),
     "log": _float_upcast(np.log),
-    "log_plus_one": _float_upcast(np.log1p),
+    "log_plus_one": _float_upcast(np.log1p, cx.log1p),
     "logistic": nm.logistic,
     "tanh": _float_upcast(np.tanh),
     "sqrt": _float_exact(np.sqrt),
     "rsqrt": nm.rsqrt,
-    "cbrt": _float_upcast(np.cbrt),
+    "cbrt": _float_upcast(np.cbrt, cx.cbrt),
     "sine": _float_upcast(np.sin),
     "cosine": _float_upcast(np.cos),
     "tan": _float_upcast(np.tan),
@@ -103,3 +107,26 @@ def _reduce_precision(it, op, ins, env):
 def _bitcast_convert(it, op, ins, env):
     rt = op.results[0].type
     return [nm.bitcast_convert(ins[0], rt.np_dtype, rt.shape)]
+
+
+@handler("complex")
+def _complex(it, op, ins, env):
+    re_, im = ins
+    out = np.empty(np.broadcast_shapes(re_.shape, im.shape), op.results[0].type.np_dtype)
+    out.real = re_
+    out.imag = im
+    return [out]
+
+
+@handler("real")
+def _real(it, op, ins, env):
+    x = ins[0]
+    return [np.array(x.real) if nm.is_complex(x.dtype) else x]
+
+
+@handler("imag")
+def _imag(it, op, ins, env):
+    x = ins[0]
+    if nm.is_complex(x.dtype):
+        return [np.array(x.imag)]
+    return [np.zeros_like(x)]

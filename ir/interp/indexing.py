@@ -148,9 +148,9 @@ def _scatter(it, op, ins, env):
         uf = None
         if nm.is_bool(dt):
             uf = BOOL_UFUNCS[name]
-        elif nm.is_int(dt):
+        elif nm.is_int(dt) and dt not in nm.SUB_BYTE:
             uf = INT_UFUNCS[name]
-        elif name in ("add", "multiply"):
+        elif name in ("add", "multiply") and dt not in nm.SUB_BYTE:
             uf = np.add if name == "add" else np.multiply  # sequential, rounds per step
         if uf is not None:
             uf.at(flats[0], targets, vals[0])

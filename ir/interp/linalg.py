@@ -4,7 +4,8 @@ The result element type may differ from the operands' (StableHLO's preferred ele
 Like XLA, operands are converted to the result type before multiplying, so ``s8 x s8 -> s32``
 products are exact and integer sums wrap in the result type. Float products accumulate in f32
 (f16, bf16 and f32 results; rounded to f16/bf16 once at the end, as XLA does) or in f64; the
-order of the sum is the BLAS library's (the spec leaves it implementation-defined).
+order of the sum is the BLAS library's (the spec leaves it implementation-defined). Complex
+products are summed in index order without fused multiply-adds, as XLA's CPU code does.
 """
 from __future__ import annotations
 
@@ -41,6 +42,12 @@ def _from_compute(r, result_dt):
 def matmul(a, b, result_dt):
     """Batched ``a @ b`` ((B,M,K) x (B,K,N)) with the result-type rules above."""
     cdt = compute_dtype(a.dtype, result_dt)
+    if nm.is_complex(cdt):  # sum in index order, one rounding per product part and per add
+        x, y = _to_compute(a, cdt, result_dt), _to_compute(b, cdt, result_dt)
+        r = np.zeros(x.shape[:-1] + y.shape[-1:], cdt)
+        for k in range(x.shape[-1]):
+            r = r + x[..., :, k, None] * y[..., k, None, :]
+        return nm.arr(r, cdt)
     r = np.matmul(_to_compute(a, cdt, result_dt), _to_compute(b, cdt, result_dt))
     return _from_compute(nm.arr(r, cdt), result_dt)
 

@@ -29,11 +29,19 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from ..types import SMALL_FLOATS
+from . import complex_numerics as cx
+
 F16 = np.dtype(np.float16)
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
-NARROW_FLOATS = (F16, BF16)
+# f16, bf16 and the 8-bit and narrower floats: computed in f32, rounded once to the type
+NARROW_FLOATS = (F16, BF16) + tuple(t.np_dtype for t in SMALL_FLOATS)
+# 2- and 4-bit integers: computed in the 8-bit integer of the same signedness and wrapped back
+SUB_BYTE = {np.dtype(ml_dtypes.int2): 2, np.dtype(ml_dtypes.int4): 4,
+            np.dtype(ml_dtypes.uint2): 2, np.dtype(ml_dtypes.uint4): 4}
+_CONTAINER = {d: np.dtype(np.int8 if ml_dtypes.iinfo(d).min < 0 else np.uint8) for d in SUB_BYTE}
 
 _UINT_OF_WIDTH = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
                   8: np.dtype(np.uint64)}
@@ -42,14 +50,37 @@ _SINT_OF_WIDTH = {1: np.dtype(np.int8), 2: np.dtype(np.int16), 4: np.dtype(np.in
 
 # (exponent bits, explicit mantissa bits) of each float type
 FLOAT_FORMAT = {F16: (5, 10), BF16: (8, 7), F32: (8, 23), F64: (11, 52)}
+_FLOATS = set(FLOAT_FORMAT) | set(NARROW_FLOATS)
 
 
 def is_float(dt: np.dtype) -> bool:
-    return dt in FLOAT_FORMAT
+    return dt in _FLOATS
 
 
 def is_int(dt: np.dtype) -> bool:
-    return dt.kind in "iu"
+    return dt.kind in "iu" or dt in SUB_BYTE
+
+
+def is_complex(dt: np.dtype) -> bool:
+    return dt.kind == "c"
+
+
+def int_info(dt: np.dtype):
+    return ml_dtypes.iinfo(dt)
+
+
+def widened(fn):
+    """``fn`` on 2- and 4-bit integers: computed in the 8-bit container type, wrapped back
+    (exact for the ops whose result does not depend on the width: add, multiply, divide...)."""
+    def g(*xs):
+        dt = xs[0].dtype
+        if dt in SUB_BYTE:
+            c = _CONTAINER[dt]
+            return arr(fn(*(arr(x, dt).astype(c) for x in xs)), c).astype(dt)
+        return fn(*xs)
+    g.__name__ = fn.__name__
+    g.__doc__ = fn.__doc__
+    return g
 
 
 def is_bool(dt: np.dtype) -> bool:
@@ -61,6 +92,8 @@ def uint_view(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x)
     if x.dtype == np.bool_:
         return x.astype(np.uint8)
+    if x.dtype in SUB_BYTE:  # the value's own bits, zero above the width
+        return x.astype(_CONTAINER[x.dtype]).view(np.uint8) & np.uint8((1 << SUB_BYTE[x.dtype]) - 1)
     return x.view(_UINT_OF_WIDTH[x.dtype.itemsize])
 
 
@@ -90,6 +123,8 @@ def exact(fn, dtype: np.dtype, *xs):
 
 def upcast(fn, dtype: np.dtype, *xs):
     """Apply a transcendental function: in float64, rounded once to ``dtype``."""
+    if is_complex(dtype):
+        return cx.upcast(fn, *xs)
     if dtype == F64:
         return arr(fn(*xs), F64)
     return round_f64(arr(fn(*(x.astype(F64) for x in xs)), F64), dtype)
@@ -100,10 +135,10 @@ def round_f64(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     x = np.asarray(x, dtype=F64)
     if dtype == F64:
         return x
-    if dtype != BF16:
+    if dtype in (F32, F16):
         return x.astype(dtype)  # numpy rounds f64 -> f32 and f64 -> f16 directly
-    # f64 -> f32 rounding to odd, then f32 -> bf16 to nearest even: no double-rounding error,
-    # since f32 carries more than 8 + 2 bits of precision.
+    # f64 -> f32 rounding to odd, then f32 -> bf16 (or an 8-bit float) to nearest even: no
+    # double-rounding error, since f32 carries more than 8 + 2 bits of precision.
     r = x.astype(F32)
     back = r.astype(F64)
     inexact = (back != x) & np.isfinite(x)
@@ -111,7 +146,7 @@ def round_f64(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
         toward_zero = np.where(np.abs(back) > np.abs(x), np.nextafter(r, np.float32(0)), r)
         odd = (toward_zero.view(np.uint32) | np.uint32(1)).view(F32)
         r = np.where(inexact, odd, r)
-    return r.astype(BF16)
+    return r.astype(dtype)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -153,22 +188,38 @@ def convert(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
     if src == dtype:
         return x
+    if is_complex(dtype):  # the real part converts like a float; the imaginary part is zero
+        if is_complex(src):
+            return x.astype(dtype)
+        part = F32 if dtype == cx.C64 else F64
+        return convert(x, part).astype(dtype)
+    if is_complex(src):  # the imaginary part is dropped
+        return convert(np.array(x.real), dtype)
+    if src in SUB_BYTE:
+        return convert(x.astype(_CONTAINER[src]), dtype)
+    if dtype in SUB_BYTE and not is_int(src):  # float/bool -> the container, saturating at the type's bounds
+        info = int_info(dtype)
+        c = convert(x, _CONTAINER[dtype])
+        if is_float(src):
+            w = x.astype(F64)
+            c = np.where(w > info.max, info.max, np.where(w < info.min, info.min, c))
+        return arr(c, _CONTAINER[dtype]).astype(dtype)
     if dtype == np.bool_:
         if is_float(src):
             return x.astype(F32) != 0 if src in NARROW_FLOATS else x != 0
         return x != 0
     if is_bool(src):
-        return x.astype(np.uint8).astype(dtype) if dtype != BF16 else x.astype(F32).astype(BF16)
+        return x.astype(np.uint8).astype(dtype) if dtype not in NARROW_FLOATS else x.astype(F32).astype(dtype)
     if is_float(dtype):
         if is_float(src):
             if src in NARROW_FLOATS:
                 return x.astype(F32).astype(dtype)  # exact widening, then one rounding
-            if dtype == BF16:
-                return round_f64(x.astype(F64), BF16) if src == F64 else x.astype(BF16)
+            if dtype in NARROW_FLOATS and dtype != F16:
+                return round_f64(x.astype(F64), dtype) if src == F64 else x.astype(dtype)
             return x.astype(dtype)
         # integer source
-        if dtype == BF16:
-            return round_f64(_int_to_f64_sticky(x), BF16)
+        if dtype in NARROW_FLOATS and dtype != F16:
+            return round_f64(_int_to_f64_sticky(x), dtype)
         if dtype == F16:
             return _int_to_f64_sticky(x).astype(F16)
         return x.astype(dtype)  # numpy converts int64/uint64 -> f32/f64 with one rounding
@@ -214,6 +265,8 @@ def reduce_precision(x: np.ndarray, exponent_bits: int, mantissa_bits: int) -> n
     infinity when ``mantissa_bits`` is 0), as the StableHLO reference interpreter does."""
     x = np.asarray(x)
     dt = x.dtype
+    if dt not in FLOAT_FORMAT:  # an 8-bit or narrower float: exactly in f32, rounded back
+        return arr(reduce_precision(x.astype(F32), exponent_bits, mantissa_bits), dt)
     src_exp, src_man = FLOAT_FORMAT[dt]
     width = dt.itemsize * 8
     u = _UINT_OF_WIDTH[dt.itemsize]
@@ -253,7 +306,10 @@ def reduce_precision(x: np.ndarray, exponent_bits: int, mantissa_bits: int) -> n
 # Arithmetic
 # ----------------------------------------------------------------------------------------------
 
+@widened
 def add(a, b):
+    if is_complex(a.dtype):
+        return arr(a + b, a.dtype)
     if is_float(a.dtype):
         return exact(np.add, a.dtype, a, b)
     if is_bool(a.dtype):
@@ -261,13 +317,19 @@ def add(a, b):
     return arr(np.add(a, b), a.dtype)
 
 
+@widened
 def subtract(a, b):
+    if is_complex(a.dtype):
+        return arr(a - b, a.dtype)
     if is_float(a.dtype):
         return exact(np.subtract, a.dtype, a, b)
     return arr(np.subtract(a, b), a.dtype)
 
 
+@widened
 def multiply(a, b):
+    if is_complex(a.dtype):
+        return arr(a * b, a.dtype)
     if is_float(a.dtype):
         return exact(np.multiply, a.dtype, a, b)
     if is_bool(a.dtype):
@@ -289,8 +351,12 @@ def _int_div_parts(a, b):
     return arr(safe, dt), zero, overflow
 
 
+@widened
 def divide(a, b):
     dt = a.dtype
+    if is_complex(dt):
+        with np.errstate(all="ignore"):
+            return arr(a / b, dt)
     if is_float(dt):
         return exact(np.divide, dt, a, b)
     safe, zero, _ = _int_div_parts(a, b)
@@ -305,6 +371,7 @@ def divide(a, b):
     return arr(q, dt)
 
 
+@widened
 def remainder(a, b):
     dt = a.dtype
     if is_float(dt):
@@ -317,8 +384,11 @@ def remainder(a, b):
     return arr(r, dt)
 
 
+@widened
 def power(a, b):
     dt = a.dtype
+    if is_complex(dt):
+        return cx.upcast(cx.power, a, b)
     if is_float(dt):
         return upcast(np.power, dt, a, b)
     # integer exponentiation by squaring, wrapping; exponent read as unsigned after the
@@ -348,8 +418,11 @@ def power(a, b):
     return arr(result, dt)
 
 
+@widened
 def maximum(a, b):
     dt = a.dtype
+    if is_complex(dt):
+        return arr(cx.maximum(a, b), dt)
     if not is_float(dt):
         return arr(np.maximum(a, b), dt)
     if dt in NARROW_FLOATS:
@@ -361,8 +434,11 @@ def maximum(a, b):
     return arr(r, dt)
 
 
+@widened
 def minimum(a, b):
     dt = a.dtype
+    if is_complex(dt):
+        return arr(cx.minimum(a, b), dt)
     if not is_float(dt):
         return arr(np.minimum(a, b), dt)
     if dt in NARROW_FLOATS:
@@ -375,17 +451,22 @@ def minimum(a, b):
 
 
 def atan2(a, b):
+    if is_complex(a.dtype):
+        return cx.upcast(cx.atan2, a, b)
     return upcast(np.arctan2, a.dtype, a, b)
 
 
+@widened
 def bit_and(a, b):
     return arr(np.bitwise_and(a, b), a.dtype)
 
 
+@widened
 def bit_or(a, b):
     return arr(np.bitwise_or(a, b), a.dtype)
 
 
+@widened
 def bit_xor(a, b):
     return arr(np.bitwise_xor(a, b), a.dtype)
 
@@ -400,6 +481,7 @@ def _shift_parts(a, b):
     return dt, u, ok, amt
 
 
+@widened
 def shift_left(a, b):
     dt, u, ok, amt = _shift_parts(a, b)
     r = arr(a, dt).view(u) << amt
@@ -407,12 +489,26 @@ def shift_left(a, b):
 
 
 def shift_right_logical(a, b):
+    if a.dtype in SUB_BYTE:  # the value's own bits, shifted in its width
+        w = SUB_BYTE[a.dtype]
+        amount = uint_view(arr(b, a.dtype))
+        r = np.where(amount < w, uint_view(a) >> np.minimum(amount, 7), 0)
+        return arr(r, np.uint8).astype(_CONTAINER[a.dtype]).astype(a.dtype)
     dt, u, ok, amt = _shift_parts(a, b)
     r = arr(a, dt).view(u) >> amt
     return arr(np.where(ok, r, u.type(0)), u).view(dt)
 
 
 def shift_right_arithmetic(a, b):
+    if a.dtype in SUB_BYTE:  # the width's top bit is the sign, also of unsigned types
+        w = SUB_BYTE[a.dtype]
+        bits = uint_view(a).astype(np.int16)
+        signed = np.where(bits >= (1 << (w - 1)), bits - (1 << w), bits)
+        amount = uint_view(arr(b, a.dtype)).astype(np.int16)
+        r = signed >> np.minimum(amount, w - 1)
+        if int_info(a.dtype).min < 0:
+            return r.astype(np.int8).astype(a.dtype)
+        return (r & ((1 << w) - 1)).astype(np.uint8).astype(a.dtype)
     dt, u, ok, amt = _shift_parts(a, b)
     s = _SINT_OF_WIDTH[dt.itemsize]
     sa = arr(a, dt).view(s)
@@ -425,18 +521,25 @@ def shift_right_arithmetic(a, b):
 # Unary
 # ----------------------------------------------------------------------------------------------
 
+@widened
 def negate(x):
-    if is_float(x.dtype):
+    if is_float(x.dtype) or is_complex(x.dtype):
         return arr(-x, x.dtype)  # flips the sign bit, also of NaN and zero
     return arr(np.negative(x), x.dtype)
 
 
+@widened
 def abs_(x):
+    if is_complex(x.dtype):
+        return np.abs(x)  # the modulus, in the part type
     return arr(np.abs(x), x.dtype)
 
 
+@widened
 def sign(x):
     dt = x.dtype
+    if is_complex(dt):
+        return cx.upcast(cx.sign, x)
     if is_float(dt):
         w = x.astype(F32) if dt in NARROW_FLOATS else x
         r = np.where(w == 0, w, np.sign(w))  # keeps -0.0 and NaN as they are
@@ -444,6 +547,7 @@ def sign(x):
     return arr(np.sign(x), dt)
 
 
+@widened
 def not_(x):
     if is_bool(x.dtype):
         return ~x
@@ -451,6 +555,8 @@ def not_(x):
 
 
 def popcnt(x):
+    if x.dtype in SUB_BYTE:
+        return arr(np.bitwise_count(uint_view(x)), _CONTAINER[x.dtype]).astype(x.dtype)
     return arr(np.bitwise_count(uint_view(x)), x.dtype)
 
 
@@ -462,6 +568,9 @@ def count_leading_zeros(x):
     while s < width:
         m = m | (m >> u.dtype.type(s))
         s *= 2
+    if x.dtype in SUB_BYTE:
+        width = SUB_BYTE[x.dtype]
+        return arr(width - np.bitwise_count(m).astype(np.int64), _CONTAINER[x.dtype]).astype(x.dtype)
     return arr(width - np.bitwise_count(m).astype(np.int64), x.dtype)
 
 
@@ -480,12 +589,17 @@ def round_nearest_afz(x):
 
 
 def logistic(x):
+    if is_complex(x.dtype):
+        return cx.upcast(cx.logistic, x)
+
     def f(w):
         return 1.0 / (1.0 + np.exp(-w))
     return upcast(f, x.dtype, x)
 
 
 def rsqrt(x):
+    if is_complex(x.dtype):
+        return cx.upcast(cx.rsqrt, x)
     return upcast(lambda w: 1.0 / np.sqrt(w), x.dtype, x)
 
 
@@ -512,6 +626,10 @@ _CMP = {"EQ": np.equal, "NE": np.not_equal, "GE": np.greater_equal, "GT": np.gre
 def compare(a, b, direction: str, compare_type=None):
     dt = a.dtype
     fn = _CMP[direction]
+    if is_complex(dt):
+        return np.asarray(cx.compare(a, b, direction))
+    if dt in SUB_BYTE:
+        a, b = a.astype(_CONTAINER[dt]), b.astype(_CONTAINER[dt])
     if is_float(dt):
         if compare_type == "TOTALORDER":
             return np.asarray(fn(total_order_key(a), total_order_key(b)))

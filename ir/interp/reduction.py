@@ -46,9 +46,9 @@ def reduce_last_axis(it, body, xs, inits, env):
             return [np.broadcast_to(init, kshape)]
         if nm.is_bool(dt):
             return [fn(init, BOOL_UFUNCS[name].reduce(x, axis=-1))]
-        if nm.is_int(dt):
+        if nm.is_int(dt) and dt not in nm.SUB_BYTE:
             return [fn(init, nm.arr(INT_UFUNCS[name].reduce(x, axis=-1, dtype=dt), dt))]
-        if name in ("maximum", "minimum"):
+        if name in ("maximum", "minimum") and nm.is_float(dt):
             return [fn(init, _float_extremum(name, x))]
         if name in ("add", "multiply"):
             t = tree_reduce(lambda l, r: [fn(l[0], r[0])], [x])

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
+import ml_dtypes
 import numpy as np
 
 from ..core import Location
@@ -58,7 +59,7 @@ class Check:
             bad = ~_almost_equal(actual, expected, self.tolerance)
             detail = f" with tolerance {self.tolerance:g}"
         elif self.kind == "expect_close":
-            if not _is_float(actual):
+            if not (_is_float(actual) or actual.dtype.kind == "c"):
                 return f"{self.op}{where}: expect_close needs floating-point values, got {actual.dtype}"
             ulps = ulp_difference(actual, expected)
             bad = (ulps > self.max_ulp) | (ulps < self.min_ulp)
@@ -82,22 +83,40 @@ class Check:
 
 def _fmt(x) -> str:
     x = np.asarray(x)
-    if x.dtype.kind == "f" or str(x.dtype) == "bfloat16":
+    if x.dtype.kind == "c":
+        return f"({_fmt(x.real)}, {_fmt(x.imag)})"
+    if _is_float(x):
         return repr(float(x))
     return str(x[()])
 
 
 def _is_float(a: np.ndarray) -> bool:
-    return a.dtype.kind == "f" or str(a.dtype) == "bfloat16"
+    """numpy's floats and ml_dtypes's (bfloat16, the 8-bit and narrower floats)."""
+    if a.dtype.kind == "f":
+        return True
+    try:
+        ml_dtypes.finfo(a.dtype)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+def _parts(a: np.ndarray):
+    return np.array(a.real), np.array(a.imag)
 
 
 def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "c":
+        return a == b
     if _is_float(a):
         return a.astype(np.float64) == b.astype(np.float64)
     return a == b
 
 
 def _almost_equal(a: np.ndarray, b: np.ndarray, tol: float) -> np.ndarray:
+    if a.dtype.kind == "c":  # both parts within the tolerance
+        (ar, ai), (br, bi) = _parts(a), _parts(b)
+        return _almost_equal(ar, br, tol) & _almost_equal(ai, bi, tol)
     if not _is_float(a):
         return a == b
     x, y = a.astype(np.float64), b.astype(np.float64)
@@ -114,7 +133,11 @@ def _bits(a: np.ndarray) -> np.ndarray:
 
 
 def ulp_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Elementwise ULP distance of two float arrays of one dtype (uint64; all-ones = infinite)."""
+    """Elementwise ULP distance of two float arrays of one dtype (uint64; all-ones = infinite);
+    for complex arrays the larger of the two parts' distances."""
+    if np.asarray(a).dtype.kind == "c":
+        (ar, ai), (br, bi) = _parts(np.asarray(a)), _parts(np.asarray(b))
+        return np.maximum(ulp_difference(ar, br), ulp_difference(ai, bi))
     shape = np.shape(a)
     a = np.ascontiguousarray(a)
     b = np.ascontiguousarray(b)

@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from .. import ops as op_table
+from .. import decompositions, ops as op_table
 from ..builder import Builder
 from ..clone import clone_op
 from ..core import Function, Location, Module, Region, Value
@@ -42,7 +42,7 @@ from . import mlir_bridge as mb
 from . import opmap
 from .checks import Check
 from .errors import StableHLOError, UnsupportedError, shorten
-from .typemap import array_from_attr, tensor_from_mlir
+from .typemap import TextAttr, array_from_attr, tensor_from_mlir
 
 # Ops that exist in StableHLO (or its companions) but not in hlo's op table, with a reason.
 _OUTSIDE_TABLE_REASON = "op outside hlo's op table"
@@ -406,6 +406,68 @@ class _Importer:
         hlo = opmap.drop_defaults(op_table.OPS["convolution"], hlo)
         return b.op("convolution", [lhs, rhs], hlo, result_types=rtypes).results
 
+    def op_triangular_solve(self, op, attrs, operands, rtypes, b, env, loc):
+        # expressed with hlo's own ops (ir/decompositions.py)
+        from jaxlib.mlir.dialects import stablehlo
+        flags = {k: opmap.read_bool(attrs[k]) for k in ("left_side", "lower", "unit_diagonal")}
+        kind = stablehlo.TransposeAttr(attrs["transpose_a"]).value
+        self._only_hints("stablehlo.triangular_solve",
+                         {k: v for k, v in attrs.items() if k not in flags and k != "transpose_a"}, loc)
+        x = decompositions.triangular_solve(b, operands[0], operands[1], transpose_a=kind, **flags)
+        return [x]
+
+    def op_fft(self, op, attrs, operands, rtypes, b, env, loc):
+        # expressed with hlo's own ops (ir/decompositions.py)
+        from jaxlib.mlir.dialects import stablehlo
+        kind = stablehlo.FftTypeAttr(attrs["fft_type"]).value
+        lengths = opmap.read_ints(attrs["fft_length"])
+        self._only_hints("stablehlo.fft", {k: v for k, v in attrs.items()
+                                           if k not in ("fft_type", "fft_length")}, loc)
+        try:
+            return [decompositions.fft(b, operands[0], kind, lengths)]
+        except ValueError as e:
+            raise StableHLOError(f"stablehlo.fft: {e}{_at(loc)}") from None
+
+    def op_rng_bit_generator(self, op, attrs, operands, rtypes, b, env, loc):
+        # expressed with hlo's own ops (ir/decompositions.py)
+        from jaxlib.mlir.dialects import stablehlo
+        alg = stablehlo.RngAlgorithmAttr(attrs["rng_algorithm"]).value
+        self._only_hints("stablehlo.rng_bit_generator",
+                         {k: v for k, v in attrs.items() if k != "rng_algorithm"}, loc)
+        try:
+            return list(decompositions.rng_bit_generator(b, operands[0], alg, rtypes[1]))
+        except ValueError as e:
+            raise UnsupportedError("stablehlo.rng_bit_generator", str(e), loc) from None
+
+    def op_map(self, op, attrs, operands, rtypes, b, env, loc):
+        # the scalar body applied to whole tensors: each of its elementwise ops once
+        shape = rtypes[0].shape
+        dims = opmap.read_ints(attrs["dimensions"])
+        if tuple(dims) != tuple(range(len(shape))):
+            raise UnsupportedError("stablehlo.map", f"dimensions {list(dims)} (not all of them, in order)", loc)
+        self._only_hints("stablehlo.map", {k: v for k, v in attrs.items() if k != "dimensions"}, loc)
+        body = self.region(op.regions[0], "computation", env)
+        mapped = dict(zip(body.args, operands))
+
+        def full(v):
+            x = mapped.get(v, v)
+            if x.type.rank == 0 and shape:
+                x = b.value("broadcast_in_dim", [x], attrs={"broadcast_dimensions": ()},
+                            result_types=[TensorType(shape, x.dtype)])
+            return x
+
+        for bop in body.ops:
+            if bop.name == "constant":
+                c = b.op("constant", [], dict(bop.attrs), result_types=bop.result_types)
+                mapped[bop.results[0]] = c.results[0]
+                continue
+            if not op_table.OPS[bop.name].has(op_table.ELEMENTWISE) or bop.regions:
+                raise UnsupportedError("stablehlo.map", f"a body with '{bop.name}' (not elementwise)", loc)
+            new = b.op(bop.name, [full(v) for v in bop.operands], dict(bop.attrs),
+                       result_types=[TensorType(shape, r.dtype) for r in bop.results])
+            mapped.update(zip(bop.results, new.results))
+        return [full(v) for v in body.outputs]
+
     def op_composite(self, op, attrs, operands, rtypes, b, env, loc):
         callee = attrs["decomposition"].value
         if callee not in self.names:
@@ -548,6 +610,39 @@ def _attrs(op, loc: Optional[Location] = None) -> Dict[str, Any]:
     for k in a:
         try:
             out[k] = a[k]
-        except TypeError:  # jaxlib cannot downcast, e.g. a complex dense attribute
-            raise UnsupportedError(f"attribute '{k}' of {op.name}", "element type hlo cannot read", loc) from None
+        except TypeError:  # jaxlib cannot downcast, e.g. a complex dense attribute: read its text
+            text = _attr_text(op, k)
+            if text is None:
+                raise UnsupportedError(f"attribute '{k}' of {op.name}", "element type hlo cannot read", loc) from None
+            out[k] = TextAttr(text)
     return out
+
+
+def _attr_text(op, name: str) -> Optional[str]:
+    """The printed ``dense<...> : tensor<...>`` of attribute ``name`` of ``op``, read from the
+    op's generic form (jaxlib has no Python class for complex dense attributes, and touching
+    one through the attribute API can abort the process)."""
+    text = op.operation.get_asm(print_generic_op_form=True, large_elements_limit=None)
+    i = text.find(f"{name} = dense<")
+    if i < 0:
+        return None
+    i += len(name) + 3
+    end = _matching_angle(text, i + len("dense"))
+    return None if end is None else text[i:end + 1]
+
+
+def _matching_angle(text: str, i: int) -> Optional[int]:
+    """The index of the '>' closing the '<' at ``text[i]`` (quoted strings skipped)."""
+    depth = 0
+    while i < len(text):
+        c = text[i]
+        if c == "<":
+            depth += 1
+        elif c == ">":
+            depth -= 1
+            if depth == 0:
+                return i
+        elif c == '"':
+            i = text.index('"', i + 1)
+        i += 1
+    return None

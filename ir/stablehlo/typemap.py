@@ -80,8 +80,20 @@ def _ir():
 # Dense attributes -> numpy
 # ---------------------------------------------------------------------------------------------
 
+class TextAttr:
+    """A dense attribute that jaxlib cannot hand to Python (complex element types), as text."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
 def array_from_attr(attr, t: TensorType) -> np.ndarray:
     """The value of a dense elements attribute as an array of ``t``'s dtype and shape."""
+    if isinstance(attr, TextAttr):
+        return array_from_text(attr.text, t)
     ir = _ir()
     if not isinstance(attr, ir.DenseElementsAttr):
         s = str(attr)
@@ -127,7 +139,15 @@ def array_from_text(text: str, t: TensorType) -> np.ndarray:
         return np.zeros(t.shape, et.np_dtype)
     nested = body.startswith("[")
     leaves = _SCALAR.findall(body)
-    vals = [_scalar(s, et) for s in leaves]
+    if et.is_complex:  # (re,im) pairs
+        if len(leaves) % 2:
+            raise StableHLOError(f"complex constant with an odd number of parts: {text[:80]}")
+        c = et.component
+        vals = [complex(_scalar(leaves[i], c), _scalar(leaves[i + 1], c))
+                for i in range(0, len(leaves), 2)]
+        nested = nested or body.startswith("[(")
+    else:
+        vals = [_scalar(s, et) for s in leaves]
     if not nested and len(vals) == 1:
         return np.full(t.shape, vals[0], dtype=et.np_dtype)
     if len(vals) != t.size:

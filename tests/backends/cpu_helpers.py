@@ -24,12 +24,25 @@ def compile_through_pipeline(src: str, **kw):
     return compile_module(parse_module(src), **kw)
 
 
+def _ml_float(dt) -> bool:
+    """ml_dtypes's 8-bit and narrower floats."""
+    try:
+        ml_dtypes.finfo(dt)
+    except (ValueError, TypeError):
+        return False
+    return dt.kind == "V"
+
+
 def assert_close(got, ref, rtol=0.0, atol=0.0, what=""):
     got = np.asarray(got)
     ref = np.asarray(ref)
     assert got.shape == ref.shape, f"{what}: shape {got.shape} != {ref.shape}"
     assert got.dtype == ref.dtype, f"{what}: dtype {got.dtype} != {ref.dtype}"
-    if got.dtype.kind == "f" or got.dtype == BF16:
+    if got.dtype.kind == "c":  # each part as a float array
+        assert_close(got.real.copy(), ref.real.copy(), rtol, atol, what=f"{what} (real part)")
+        assert_close(got.imag.copy(), ref.imag.copy(), rtol, atol, what=f"{what} (imaginary part)")
+        return
+    if got.dtype.kind == "f" or got.dtype == BF16 or _ml_float(got.dtype):
         g = got.astype(np.float64)
         r = ref.astype(np.float64)
         nan_g, nan_r = np.isnan(g), np.isnan(r)

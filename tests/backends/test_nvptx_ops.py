@@ -37,7 +37,8 @@ NOT_ELEMENTAL = {
     "host_callback": "a call back into the Python host (a HostCall step); GPU targets decline it",
 }
 
-PROBE_TYPES = ("pred", "s8", "s32", "s64", "u8", "u32", "f16", "bf16", "f32", "f64")
+PROBE_TYPES = ("pred", "s8", "s32", "s64", "u8", "u32", "f16", "bf16", "f32", "f64", "c64", "s4",
+               "f8e5m2")
 
 
 def _accepts(name: str, n: int):
@@ -57,7 +58,8 @@ def _elementwise_cases():
     cases = []
     for name in op_table.UNARY_ELEMENTWISE:
         for et in _accepts(name, 1):
-            rt = "pred" if name == "is_finite" else et
+            rt = "pred" if name == "is_finite" else (
+                BY_NAME[et].component.name if name == "abs" else et)
             cases.append((name, f"func @main(%arg0: {et}[5]) -> ({rt}[5]) {{\n"
                                 f"  %0 = {name}(%arg0) : {rt}[5]\n  return(%0)\n}}"))
     for name in op_table.BINARY_ELEMENTWISE:
@@ -97,6 +99,11 @@ OTHER_CASES = [
                    ("s64", "s8"), ("u8", "s32"), ("f16", "f64")]],
     *[_one("bitcast_convert", [f"{a}[5]"], f"  %0 = bitcast_convert(%arg0) : {b}[5]\n  return(%0)", f"{b}[5]")
       for a, b in [("f32", "s32"), ("f64", "u64"), ("bf16", "s16"), ("s32", "f32")]],
+    _one("complex", ["f32[5]", "f32[5]"], "  %0 = complex(%arg0, %arg1) : c64[5]\n  return(%0)", "c64[5]"),
+    _one("real", ["c128[5]"], "  %0 = real(%arg0) : f64[5]\n  return(%0)", "f64[5]"),
+    _one("imag", ["c64[5]"], "  %0 = imag(%arg0) : f32[5]\n  return(%0)", "f32[5]"),
+    _one("dot_general", ["c64[3,4]", "c64[4,2]"], "  %0 = dot_general(%arg0, %arg1) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : c64[3,2]\n  return(%0)", "c64[3,2]"),
+    _one("convert", ["f8e4m3fn[5]"], "  %0 = convert(%arg0) : c128[5]\n  return(%0)", "c128[5]"),
     _one("constant", ["f32[2]"], "  %0 = constant dense<[1.5, -2.0]> : f32[2]\n  %1 = add(%arg0, %0) : f32[2]\n  return(%1)", "f32[2]"),
     _one("iota", [], "  %0 = iota() {iota_dimension = 1} : s32[4,3]\n  return(%0)", "s32[4,3]"),
     _one("iota", [], "  %0 = iota() {iota_dimension = 0} : f64[4,3]\n  return(%0)", "f64[4,3]"),

@@ -55,8 +55,9 @@ def check(src: str, args, rtol=0.0, atol=0.0, **kw):
     assert len(got) == len(ref)
     for i, (g, r) in enumerate(zip(got, ref)):
         r = np.asarray(r)
-        if r.dtype.kind == "f" or r.dtype.name == "bfloat16":
-            assert_close(g, r, _tol(r.dtype, rtol), _atol(r.dtype, rtol, atol), what=f"output {i}")
+        if r.dtype.kind in "fc" or r.dtype.name == "bfloat16":
+            part = r.real.dtype  # a complex array's tolerance is its parts'
+            assert_close(g, r, _tol(part, rtol), _atol(part, rtol, atol), what=f"output {i}")
         else:
             assert_close(g, r, what=f"output {i}")
     return got

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import cuda_helpers
+import test_cpu_complex
 import test_cpu_elementwise
 import test_cpu_ops
 from hlo.ir.ops import OPS
@@ -15,6 +16,10 @@ from test_cpu_elementwise import (test_bitcast_convert, test_compare, test_conve
                                   test_float_binary_transcendental, test_int_binary, test_int_unary,
                                   test_is_finite, test_pred_binary, test_reduce_precision,
                                   test_select_clamp, test_transcendental_unary)
+from test_cpu_complex import (test_binary as test_complex_binary,  # noqa: F401
+                              test_complex_real_imag_and_conversions,
+                              test_reduce_and_dot_general as test_complex_reduce_and_dot,
+                              test_unary as test_complex_unary)
 from test_cpu_ops import (test_broadcast_reshape_transpose, test_convolution_2d,  # noqa: F401
                           test_convolution_groups_and_lhs_dilation, test_dot_general,
                           test_dot_mixed_precision_result, test_gather, test_gather_batching,
@@ -29,7 +34,7 @@ from test_cpu_ops import (test_broadcast_reshape_transpose, test_convolution_2d,
 def _on_cuda(monkeypatch):
     """The CPU tests' ``check`` compiles for cuda; their module's random generator is a fresh
     one for each test and restored after (the CPU tests draw the same inputs in any order)."""
-    for m in (test_cpu_elementwise, test_cpu_ops):
+    for m in (test_cpu_complex, test_cpu_elementwise, test_cpu_ops):
         monkeypatch.setattr(m, "check", cuda_helpers.check)
         if hasattr(m, "rng"):
             monkeypatch.setattr(m, "rng", np.random.default_rng(42))

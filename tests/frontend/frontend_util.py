@@ -31,7 +31,8 @@ def rand(rng, shape, dtype, low=None, high=None):
 
 
 def is64(x) -> bool:
-    return isinstance(x, np.ndarray) and x.dtype.itemsize == 8 and x.dtype != np.bool_
+    return isinstance(x, np.ndarray) and x.dtype != np.bool_ and (
+        x.dtype.itemsize == 8 and x.dtype.kind != "c" or x.dtype == np.complex128)
 
 
 _REFERENCES = {}
@@ -95,7 +96,8 @@ def assert_same(got, want, rtol=None, atol=None, check_dtype=True, what=""):
         else:
             r = tolerance(w.dtype, rtol)
             a = r if atol is None else atol
-            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=r, atol=a,
+            wide = np.complex128 if "c" in (g.dtype.kind, w.dtype.kind) else np.float64
+            np.testing.assert_allclose(g.astype(wide), w.astype(wide), rtol=r, atol=a,
                                        equal_nan=True, err_msg=where)
 
 

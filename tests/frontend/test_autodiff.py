@@ -245,6 +245,11 @@ CASES += [
     Case("convert-int-blocks", lambda x: P.mul(x, P.convert(P.convert(x, np.int32), x.dtype)),
          lambda x: x * x.astype(jnp.int32).astype(jnp.float32),
          lambda r: [r.uniform(-3, 3, (5,)).astype(f32)]),
+    Case("complex-real-imag",  # complex intermediates between real inputs and output
+         lambda x, y: P.add(P.unary("real", P.mul(emit1("complex", [x, y]), emit1("complex", [y, x]))),
+                            P.unary("imag", P.unary("exponential", emit1("complex", [x, y])))),
+         lambda x, y: lax.real(lax.complex(x, y) * lax.complex(y, x)) + lax.imag(lax.exp(lax.complex(x, y))),
+         _two(_normal(3, 4), _normal(3, 4))),
     Case("broadcast_in_dim", lambda x: P.broadcast_in_dim(x, (2, 3, 4), [1, 2]),
          lambda x: lax.broadcast_in_dim(x, (2, 3, 4), (1, 2)), _normal(3, 1)),
     Case("broadcast_in_dim-scalar", lambda x: P.broadcast_in_dim(x, (2, 3), []),

@@ -45,7 +45,7 @@ def _same(a, b, tol=2e-5):
     for x, y in zip(la, lb):
         x, y = np.asarray(x), np.asarray(y)
         assert x.shape == y.shape and x.dtype == y.dtype, (x.shape, x.dtype, y.shape, y.dtype)
-        if x.dtype.kind == "f":
+        if x.dtype.kind in "fc":
             np.testing.assert_allclose(x, y, rtol=tol, atol=tol)
         else:
             np.testing.assert_array_equal(x, y)
@@ -56,6 +56,9 @@ CASES = [
     ("elementwise", lambda np_, lax_: lambda x, y: (np_.tanh(x) * y - np_.exp(-x) / (1 + y ** 2),
                                                    np_.where(x > y, x, y), np_.clip(x, -0.5, y)),
      lambda r: [rn(r, 4, 3), rn(r, 4, 3)], [(0, 0), (0, None), (None, 1), (1, 0)]),
+    ("complex_parts", lambda np_, lax_: lambda x, y: (np_.real(lax_.complex(x, y) * (x + 1j)),
+                                                       np_.imag(np_.exp(lax_.complex(x, y)))),
+     lambda r: [rn(r, 4, 3), rn(r, 4, 3)], [(0, 0), (None, 1)]),
     ("integer_ops", lambda np_, lax_: lambda a, b: ((a & b) ^ (a << 1), a // (b | 1), a % 7,
                                                     lax_.population_count(a)),
      lambda r: [r.integers(0, 50, (4, 3)).astype(i32), r.integers(1, 50, (4, 3)).astype(i32)],

@@ -56,7 +56,9 @@ def same_bits(a, b) -> bool:
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    if a.dtype.kind == "f" or a.dtype == BF16:
+    if a.dtype.kind == "c":
+        return same_bits(a.real.copy(), b.real.copy()) and same_bits(a.imag.copy(), b.imag.copy())
+    if a.dtype.kind == "f" or a.dtype == BF16 or (a.dtype.kind == "V" and not _is_ml_int(a.dtype)):
         fa, fb = a.astype(np.float64), b.astype(np.float64)
         nan = np.isnan(fa)
         if not np.array_equal(nan, np.isnan(fb)):
@@ -70,7 +72,8 @@ def assert_same(a, b, msg=""):
         a, b = np.asarray(a), np.asarray(b)
         detail = ""
         if a.shape == b.shape and a.dtype == b.dtype:
-            fa, fb = a.astype(np.float64), b.astype(np.float64)
+            wide = np.complex128 if a.dtype.kind == "c" else np.float64
+            fa, fb = a.astype(wide), b.astype(wide)
             bad = ~((fa == fb) & (np.signbit(fa) == np.signbit(fb)) | (np.isnan(fa) & np.isnan(fb)))
             idx = np.argwhere(bad)[:5]
             detail = "; first differences at " + ", ".join(
@@ -79,12 +82,28 @@ def assert_same(a, b, msg=""):
                              f"{b.dtype}{list(b.shape)}{detail}")
 
 
+def _is_ml_int(dt) -> bool:
+    try:
+        ml_dtypes.iinfo(dt)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
 def sample(rng, dtype, shape, specials=True, denormals=False):
     """Random values of ``dtype`` including each type's edge values."""
     dtype = np.dtype(dtype)
     n = int(np.prod(shape, dtype=np.int64))
     if dtype == np.bool_:
         return rng.integers(0, 2, shape).astype(bool)
+    if dtype.kind == "c":  # independent real and imaginary parts
+        part = np.float32 if dtype == np.complex64 else np.float64
+        re_ = sample(rng, part, shape, specials, denormals)
+        im = sample(rng, part, shape, specials, denormals)
+        return (re_ + 1j * im.astype(np.complex128)).astype(dtype)
+    if dtype.kind == "V" and _is_ml_int(dtype):  # 2- and 4-bit integers
+        info = ml_dtypes.iinfo(dtype)
+        return rng.integers(int(info.min), int(info.max), size=shape, endpoint=True).astype(dtype)
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         v = rng.integers(info.min, info.max, size=n, dtype=dtype, endpoint=True)
@@ -103,7 +122,7 @@ def sample(rng, dtype, shape, specials=True, denormals=False):
         k = min(len(edge), n)
         v[rng.choice(n, k, replace=False)] = edge[:k]
     if not denormals:
-        tiny = np.finfo(np.float32 if dtype == BF16 else dtype).tiny
+        tiny = ml_dtypes.finfo(np.float32 if dtype == BF16 else dtype).tiny
         f = v.astype(np.float64)
         v = np.where((f != 0) & (np.abs(f) < float(tiny)), np.zeros((), dtype), v).astype(dtype)
     return v.reshape(shape)

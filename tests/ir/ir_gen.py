@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import List
 
+import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
 
@@ -41,6 +42,8 @@ def _rand_array(draw, et, shape):
     raw = np.random.default_rng(seed).integers(0, 256, n * dt.itemsize, dtype=np.uint8)
     if et.is_pred:
         return (raw[:n] & 1).astype(bool).reshape(shape)
+    if et.bits < 8:  # 2/4-bit integers, 4/6-bit floats: one byte each, the bits above are 0
+        raw &= np.uint8((1 << et.bits) - 1)
     return raw.view(dt).reshape(shape).copy()
 
 
@@ -48,7 +51,7 @@ def _one_value(draw, et):
     if et.is_pred:
         return draw(st.booleans())
     if et.is_int:
-        info = np.iinfo(et.np_dtype)
+        info = ml_dtypes.iinfo(et.np_dtype)
         return draw(st.sampled_from([0, 1, int(info.min), int(info.max), 7]))
     return draw(st.sampled_from([0.0, -0.0, np.inf, -np.inf, np.nan, 1.5, -3.25, 1e-3]))
 

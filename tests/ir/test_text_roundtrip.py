@@ -34,8 +34,8 @@ def test_parsed_constants_keep_every_bit(m):
     assert len(a) == len(b)
     for x, y in zip(a, b):
         assert x.dtype == y.dtype and x.shape == y.shape
-        xb = x.astype(np.uint8) if x.dtype == np.bool_ else x.view(f"u{x.dtype.itemsize}")
-        yb = y.astype(np.uint8) if y.dtype == np.bool_ else y.view(f"u{y.dtype.itemsize}")
+        xb = x.astype(np.uint8) if x.dtype == np.bool_ else np.ascontiguousarray(x).view(np.uint8)
+        yb = y.astype(np.uint8) if y.dtype == np.bool_ else np.ascontiguousarray(y).view(np.uint8)
         assert np.array_equal(xb, yb)
 
 
