@@ -132,10 +132,7 @@ class Completion:
     def event(self) -> "driver.Event":
         ev = self._event
         if ev is None:
-            try:
-                ev = self._pool.pop()
-            except IndexError:
-                ev = driver.Event()
+            ev = _pooled_event(self._pool)
             ev.record(self.stream.handle)
             self._event = ev
         return ev
@@ -157,10 +154,19 @@ class Completion:
 
     def __del__(self):
         try:
-            if self._event is not None:
+            if self._event is not None and self._event.handle is not None:
                 self._pool.append(self._event)
         except Exception:
             pass
+
+
+def _pooled_event(pool: list) -> "driver.Event":
+    """A free event from ``pool`` (skipping any finalized since it was put there), else new."""
+    while pool:
+        ev = pool.pop()
+        if ev.handle is not None:
+            return ev
+    return driver.Event()
 
 
 def layout_strides(shape, layout, itemsize: int):

@@ -292,9 +292,13 @@ class Event:
             check(ret, "cuEventSynchronize", what)
 
     def __del__(self):
+        # An event can be finalized while a pool still lists it (a garbage-collected cycle
+        # runs every finalizer, and a ``Completion``'s hands its event back to a pool): the
+        # handle is cleared, and pools skip events without one.
         try:
-            if cu is not None:
-                cu.cuEventDestroy(self.handle)
+            h, self.handle = self.handle, None
+            if cu is not None and h is not None:
+                cu.cuEventDestroy(h)
         except Exception:
             pass
 

@@ -387,3 +387,54 @@ def test_graphs_match_the_walk_and_patch_only_what_changed(fake_graphs):
     # moves the argument and the result; call 3 moves only the result back
     assert results[1] == 0 and results[2] > 0 and 0 < results[3] < results[2], results
     assert fake_graphs.instantiated == 6  # each segment once (the switch's branch 0 and 2 ran too)
+
+
+# -- event pools and garbage-collected cycles ------------------------------------------------
+
+class _EventDriver:
+    """cuEventCreate / cuEventRecord / cuEventDestroy, recording which handles were destroyed."""
+
+    class CUevent_flags:
+        CU_EVENT_DISABLE_TIMING = 2
+
+    def __init__(self):
+        self.next, self.destroyed, self.recorded = 1, set(), []
+
+    def cuEventCreate(self, flags):
+        self.next += 1
+        return 0, self.next
+
+    def cuEventDestroy(self, h):
+        self.destroyed.add(h)
+        return (0,)
+
+    def cuEventRecord(self, h, stream):
+        assert h not in self.destroyed, "recorded a destroyed event"
+        self.recorded.append(h)
+        return (0,)
+
+
+def test_an_event_finalized_in_a_cycle_never_comes_back_from_its_pool(monkeypatch):
+    """A collected cycle runs every finalizer: the event's (destroying its handle) and the
+    completion's (handing the event back to a pool that outlives the cycle). The pool must not
+    give that event out again (on the GPU: CUDA_ERROR_CONTEXT_IS_DESTROYED at cuEventRecord)."""
+    import gc
+    from hlo.runtime.cuda import array
+    fake = _EventDriver()
+    monkeypatch.setattr(driver, "cu", fake)
+    monkeypatch.setattr(driver, "OK", 0)
+    stream = type("S", (), {"handle": 7})()
+    pool: list = []
+    class Holder:  # what a result, its executable and a closure make in real programs
+        pass
+
+    for _ in range(20):
+        h = Holder()
+        h.done = array.Completion(stream, "test", pool)
+        h.event = h.done.event  # recorded: the completion owns an event now
+        h.me = h  # a cycle: only the collector frees it, finalizing all it reaches at once
+        del h
+        gc.collect()
+    live = array.Completion(stream, "test", pool)
+    live.event  # records a pooled event only if its handle is still alive
+    assert all(e.handle is not None for e in pool)
