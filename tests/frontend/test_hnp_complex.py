@@ -79,6 +79,7 @@ def test_small_types_in_and_out(target):
     i4 = np.array([-8, -1, 3, 7], ml_dtypes.int4)
     got = hlo.jit(lambda a, b: (a * 2, a.astype(np.float32), b + b, b.astype(np.int32)),
                   target=target)(f8, i4)
+    got = hlo.device_get(got)  # device arrays (target cuda) to numpy
     assert got[0].dtype == ml_dtypes.float8_e4m3fn and got[2].dtype == ml_dtypes.int4
     np.testing.assert_array_equal(got[0].astype(np.float32), (f8.astype(np.float32) * 2).astype(ml_dtypes.float8_e4m3fn).astype(np.float32))
     np.testing.assert_array_equal(got[1], f8.astype(np.float32))
