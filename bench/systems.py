@@ -170,7 +170,7 @@ class JaxSystem(System):
         body = case.workload.fn
 
         def fn(*a):
-            return body(Ops(jnp, jax.grad), *a)
+            return body(Ops(jnp, jax.grad, jax.vmap), *a)
 
         class B(Bound):
             def first(self):
@@ -323,7 +323,7 @@ class IreeSystem(System):
         body = case.workload.fn
 
         def fn(*a):
-            return body(Ops(jnp, jax.grad), *a)
+            return body(Ops(jnp, jax.grad, jax.vmap), *a)
 
         class B(Bound):
             def first(self):
@@ -382,13 +382,15 @@ class HloSystem(System):
         import hlo
         if case.workload.needs_grad and not hasattr(hlo, "grad"):
             return "skipped: hlo.grad not implemented"
+        if case.workload.needs_vmap and not hasattr(hlo, "vmap"):
+            return "skipped: hlo.vmap not implemented"
         return None
 
     def bind(self, case, inputs):
         import hlo
         import hlo.numpy as hnp
         body = case.workload.fn
-        ops = Ops(hnp, getattr(hlo, "grad", None))
+        ops = Ops(hnp, getattr(hlo, "grad", None), getattr(hlo, "vmap", None))
         target = self.target
         # on the GPU the inputs live there before timing starts, as the peers' do
         args = [hlo.device_put(a) for a in inputs] if target == "cuda" else list(inputs)

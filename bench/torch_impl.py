@@ -4,6 +4,7 @@ torch user would (F.layer_norm, F.gelu(approximate="tanh"), torch.softmax, autog
 Each entry takes torch tensors in the workload's positional order and returns a tensor or a tuple
 of tensors. ``train_step_compiled`` is the variant given to torch.compile: it takes gradients with
 torch.func (which Dynamo captures in one graph) instead of torch.autograd.grad.
+``per_example_grads`` is ``torch.func.vmap(torch.func.grad(loss of one example))`` in both tables.
 """
 from __future__ import annotations
 
@@ -80,6 +81,16 @@ def train_step_compiled(w1, b1, w2, b2, x, labels):
     return _sgd((w1, b1, w2, b2), grads, loss)
 
 
+def _example_loss(w1, b1, w2, b2, x, label):
+    logits = torch.relu(x @ w1 + b1) @ w2 + b2
+    return F.cross_entropy(logits, label.long())
+
+
+def per_example_grads(w1, b1, w2, b2, x, labels):
+    g = torch.func.grad(_example_loss, argnums=(0, 1, 2, 3))
+    return torch.func.vmap(g, in_dims=(None, None, None, None, 0, 0))(w1, b1, w2, b2, x, labels)
+
+
 def dispatch(x):
     return x + 1.0
 
@@ -87,6 +98,7 @@ def dispatch(x):
 EAGER = {
     "tinyops": tinyops, "ln_linear_gelu_res": ln_linear_gelu_res, "simple_mlp": simple_mlp,
     "linear_relu": linear_relu, "softmax": softmax, "layernorm": layernorm,
-    "transformer_layer": transformer_layer, "mlp_train_step": mlp_train_step, "dispatch": dispatch,
+    "transformer_layer": transformer_layer, "mlp_train_step": mlp_train_step, "per_example_grads": per_example_grads,
+    "dispatch": dispatch,
 }
 COMPILED = {**EAGER, "mlp_train_step": train_step_compiled}

@@ -2,7 +2,8 @@
 
 Each workload is written once as ``fn(ops, *arrays)`` where ``ops`` carries an array namespace
 (``ops.xp``: numpy, jax.numpy or hlo.numpy), the composite nn helpers over it (``ops.nn``) and, for
-the training step, a gradient transform (``ops.grad``). numpy, jax.jit, IREE (through jax's
+the training step, a gradient transform (``ops.grad``) and, for per-example gradients, a batching
+transform (``ops.vmap``). numpy, jax.jit, IREE (through jax's
 StableHLO) and hlo therefore run the same definition; torch has its own small implementations in
 ``bench/torch_impl.py`` with the same math. Inputs come from ``numpy.random.default_rng(0)``; the
 reference is the numpy definition evaluated in float64 on the same (rounded) inputs.
@@ -21,12 +22,14 @@ MODES = ("cpu", "gpu", "quick")
 
 
 class Ops:
-    """What a workload body may use: ``xp`` (array namespace), ``nn`` (NN over xp), ``grad``."""
+    """What a workload body may use: ``xp`` (array namespace), ``nn`` (NN over xp), ``grad``,
+    ``vmap``."""
 
-    def __init__(self, xp, grad=None):
+    def __init__(self, xp, grad=None, vmap=None):
         self.xp = xp
         self.nn = NN(xp)
         self.grad = grad
+        self.vmap = vmap
 
 
 def np_dtype(name: str):
@@ -44,7 +47,8 @@ class Workload:
     ``dims[mode]`` holds the size parameters for a mode; ``dtypes[mode]`` the float types run in
     it. ``make_inputs(rng, dims, dtype)`` returns the positional arrays. ``numpy_fn`` replaces
     ``fn`` for plain numpy (and the float64 reference) where numpy lacks what ``fn`` needs
-    (autodiff). ``delta_of`` maps output index -> input index for outputs that are updated
+    (autodiff, vmap); ``needs_grad`` / ``needs_vmap`` mark bodies that call ``ops.grad`` / ``ops.vmap``
+(a system without them skips the workload). ``delta_of`` maps output index -> input index for outputs that are updated
     inputs: the check compares the update (output - input), so a wrong gradient cannot hide under
     a parameter's magnitude. ``flops(dims)`` counts matrix-product flops; ``memory_bound``
     workloads also report their fraction of the machine's copy bandwidth.
@@ -59,6 +63,7 @@ class Workload:
     flops: Optional[Callable] = None
     numpy_fn: Optional[Callable] = None
     needs_grad: bool = False
+    needs_vmap: bool = False
     delta_of: dict = field(default_factory=dict)
 
 
@@ -191,6 +196,35 @@ def mlp_train_step_manual(ops, w1, b1, w2, b2, x, labels):
             w2 - LEARNING_RATE * g_w2, b2 - LEARNING_RATE * g_b2, loss)
 
 
+PER_EXAMPLE_AXES = (None, None, None, None, 0, 0)     # parameters shared, (x, label) batched
+
+
+def mlp_example_loss(ops, w1, b1, w2, b2, x, label):
+    """Softmax cross-entropy of the 784->512->10 relu MLP on ONE example (x [d_in], label int32)."""
+    xp, nn = ops.xp, ops.nn
+    logits = nn.relu(x @ w1 + b1) @ w2 + b2
+    onehot = (label == xp.arange(logits.shape[-1])).astype(logits.dtype)
+    return -xp.sum(onehot * nn.log_softmax(logits))
+
+
+def per_example_grads(ops, w1, b1, w2, b2, x, labels):
+    """vmap(grad(loss of one example)) over the batch: each example's gradients of w1, b1, w2, b2."""
+    g = ops.grad(lambda *a: mlp_example_loss(ops, *a), argnums=(0, 1, 2, 3))
+    return ops.vmap(g, in_axes=PER_EXAMPLE_AXES)(w1, b1, w2, b2, x, labels)
+
+
+def per_example_grads_manual(ops, w1, b1, w2, b2, x, labels):
+    """The same per-example gradients by hand-written backpropagation, batched with einsum."""
+    xp, nn = ops.xp, ops.nn
+    pre = x @ w1 + b1                                       # [n, h]
+    h = nn.relu(pre)
+    logits = h @ w2 + b2                                    # [n, c]
+    onehot = (labels[:, None] == xp.arange(logits.shape[-1])[None, :]).astype(logits.dtype)
+    dlogits = xp.exp(nn.log_softmax(logits)) - onehot      # d loss_i / d logits_i (no 1/n)
+    dpre = (dlogits @ w2.T) * (pre > 0).astype(pre.dtype)
+    return (xp.einsum("ni,nh->nih", x, dpre), dpre, xp.einsum("nh,nc->nhc", h, dlogits), dlogits)
+
+
 def dispatch(ops, x):
     return x + 1.0
 
@@ -269,6 +303,12 @@ def _fl_train(d):
     return 2.0 * 3 * (n * i * h + n * h * c) - 2.0 * n * i * h   # forward + both backward products, no dx
 
 
+def _fl_per_example(d):
+    n, i, h, c = d["batch"], d["d_in"], d["hidden"], d["classes"]
+    forward, dh = 2.0 * n * (i * h + h * c), 2.0 * n * h * c
+    return forward + dh + n * (i * h + h * c)             # + the per-example outer products x dpre, h dlogits
+
+
 def _same(d):
     return {"cpu": d, "gpu": d}
 
@@ -303,6 +343,12 @@ WORKLOADS = [
               "quick": {"batch": 8, "d_in": 32, "hidden": 16, "classes": 10}},
              {"cpu": ["f32"], "gpu": ["f32"], "quick": ["f32"]}, flops=_fl_train,
              numpy_fn=mlp_train_step_manual, needs_grad=True, delta_of={0: 0, 1: 1, 2: 2, 3: 3}),
+    Workload("per_example_grads", "vmap(grad(loss of one example)) of the 784->512->10 relu MLP, softmax "
+             "cross-entropy, batch 128: per-example gradients of w1, b1, w2, b2", per_example_grads, _in_train,
+             {**_same({"batch": 128, "d_in": 784, "hidden": 512, "classes": 10}),
+              "quick": {"batch": 8, "d_in": 32, "hidden": 16, "classes": 10}},
+             {"cpu": ["f32"], "gpu": ["f32"], "quick": ["f32"]}, flops=_fl_per_example,
+             numpy_fn=per_example_grads_manual, needs_grad=True, needs_vmap=True),
     Workload("dispatch", "x + 1 (per-call overhead)", dispatch, _in_tinyops,
              {"cpu": {"x": (8,)}, "gpu": {"x": (8,)}, "quick": {"x": (8,)}},
              {"cpu": ["f32"], "gpu": ["f32"], "quick": ["f32"]}),
