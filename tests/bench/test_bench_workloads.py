@@ -191,7 +191,7 @@ def test_torch_agrees_with_reference(case):
 
 
 @pytest.mark.skipif(not _has("torch"), reason="torch not installed (bench/requirements-peers.txt)")
-@pytest.mark.parametrize("wid", ["tinyops", "mlp_train_step"])
+@pytest.mark.parametrize("wid", ["tinyops", "mlp_train_step", "per_example_grads"])
 def test_torch_compile_agrees_with_reference(wid):
     _ok(W.Case(W.BY_ID[wid], "quick", "f32"), TorchCompileSystem(False, True))
 
@@ -205,7 +205,7 @@ def test_torch_compile_agrees_with_reference_everywhere(case):
 
 @pytest.mark.skipif(not (_has("iree.compiler") and _has("iree.runtime")),
                     reason="IREE not installed (bench/requirements-peers.txt)")
-@pytest.mark.parametrize("wid", ["tinyops", "transformer_layer", "mlp_train_step"])
+@pytest.mark.parametrize("wid", ["tinyops", "transformer_layer", "mlp_train_step", "per_example_grads"])
 def test_iree_agrees_with_reference(wid):
     _ok(W.Case(W.BY_ID[wid], "quick", "f32"), IreeSystem(False, True))
 
@@ -221,6 +221,28 @@ def test_hlo_interpreter_agrees_or_says_why_not(case):
     assert r["status"] in ("ok", "skipped"), f"{r['status']}: {r['note']}"
     if r["status"] == "skipped":
         assert r["note"]
+
+
+def test_per_example_reference_is_each_examples_own_gradient():
+    """The einsum-batched manual reference equals mlp_train_step_manual's gradient on each example
+    alone (a batch of one, recovered from the SGD update)."""
+    case = W.Case(W.BY_ID["per_example_grads"], "quick", "f32")
+    inputs = [a.astype(np.float64) if a.dtype.kind == "f" else a for a in case.inputs()]
+    w1, b1, w2, b2, x, labels = inputs
+    per = W.reference(case, case.inputs())
+    assert [g.shape for g in per] == [(len(x),) + p.shape for p in (w1, b1, w2, b2)]
+    for n in range(len(x)):
+        step = W.mlp_train_step_manual(W.Ops(np), w1, b1, w2, b2, x[n:n + 1], labels[n:n + 1])
+        for g, p, new in zip(per, (w1, b1, w2, b2), step):
+            np.testing.assert_allclose(g[n], (p - new) / W.LEARNING_RATE, rtol=1e-9, atol=1e-12)
+
+
+def test_hlo_without_vmap_skips_per_example_grads_with_a_reason(monkeypatch):
+    import types
+    monkeypatch.setitem(sys.modules, "hlo", types.SimpleNamespace(grad=lambda f: f, jit=None))
+    case = W.Case(W.BY_ID["per_example_grads"], "quick", "f32")
+    assert HloSystem(False, True, "cpu").skip(case) == "skipped: hlo.vmap not implemented"
+    assert HloSystem(False, True, "cpu").skip(W.Case(W.BY_ID["mlp_train_step"], "quick", "f32")) is None
 
 
 # ---------------------------------------------------------------- the command line
