@@ -65,12 +65,19 @@ def has_cuda_backend() -> bool:
 
 def default_target() -> str:
     """``hlo.config`` ``target`` (``HLO_TARGET``) if set; else "cuda" when there is a CUDA
-    backend and a usable NVIDIA GPU, else "cpu". Cheap: ``hlo.jit`` calls it on every call of a
-    function that was not given a target."""
+    backend, its runtime's driver binding (the ``cuda`` extra: ``cuda.bindings``) and a usable
+    NVIDIA GPU, else "cpu". Cheap: ``hlo.jit`` calls it on every call of a function that was not
+    given a target."""
     t = config.read("target")
     if t:
         return check_target_name(t)
-    return "cuda" if has_cuda_backend() and has_usable_nvidia_gpu() else "cpu"
+    return "cuda" if has_cuda_runtime() and has_usable_nvidia_gpu() else "cpu"
+
+
+@lru_cache(maxsize=1)
+def has_cuda_runtime() -> bool:
+    """The CUDA backend and the driver binding its runtime needs are installed."""
+    return has_cuda_backend() and _module_exists("cuda.bindings")
 
 
 def resolve_target(target: Optional[str]) -> str:

@@ -364,15 +364,24 @@ def test_concurrent_calls_from_four_threads():
 # The default target
 # --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("backend,gpu,expected", [(False, False, "cpu"), (False, True, "cpu"),
+@pytest.mark.parametrize("runtime,gpu,expected", [(False, False, "cpu"), (False, True, "cpu"),
                                                    (True, False, "cpu"), (True, True, "cuda")])
-def test_default_target_needs_a_cuda_backend_and_a_gpu(monkeypatch, backend, gpu, expected):
-    monkeypatch.setattr(targets, "has_cuda_backend", lambda: backend)
+def test_default_target_needs_the_cuda_runtime_and_a_gpu(monkeypatch, runtime, gpu, expected):
+    monkeypatch.setattr(targets, "has_cuda_runtime", lambda: runtime)
     monkeypatch.setattr(targets, "has_usable_nvidia_gpu", lambda: gpu)
     with hlo.config.override(target=None):
         assert targets.default_target() == expected
     with hlo.config.override(target="interpreter"):
         assert targets.default_target() == "interpreter"
+
+
+def test_the_cuda_runtime_needs_the_driver_binding(monkeypatch):
+    targets.has_cuda_runtime.cache_clear()
+    monkeypatch.setattr(targets, "_module_exists", lambda name: name != "cuda.bindings")
+    try:
+        assert not targets.has_cuda_runtime()  # a GPU machine without `hlo[cuda]` defaults to cpu
+    finally:
+        targets.has_cuda_runtime.cache_clear()
 
 
 def test_has_cuda_backend_matches_the_installation():
