@@ -68,7 +68,7 @@ def phase_workloads(out_dir: Path, rows: list, mode: str) -> None:
             inputs = case.inputs()
 
             def fn(*a, _body=w.fn):
-                return _body(Ops(hnp, hlo.grad), *a)
+                return _body(Ops(hnp, hlo.grad, hlo.vmap), *a)
             t0 = time.perf_counter()
             jf = hlo.jit(fn, target="cuda")
             got = flatten(jf(*inputs))

@@ -64,7 +64,7 @@ def main(argv=None) -> None:
     inputs = case.inputs()
 
     def fn(*xs):
-        return case.workload.fn(Ops(hnp, hlo.grad), *xs)
+        return case.workload.fn(Ops(hnp, hlo.grad, hlo.vmap), *xs)
     compiled = hlo.aot.compile(fn, *[hlo.ShapeDtypeStruct(x.shape, x.dtype) for x in inputs], target=a.target)
     with tempfile.TemporaryDirectory() as d:
         path, data = os.path.join(d, "w.hlox"), os.path.join(d, "in.npz")

@@ -51,7 +51,7 @@ def saved_workloads(tmp_path_factory):
         body = w.fn
 
         def fn(*a, _body=body):
-            return _body(Ops(hnp, hlo.grad), *a)
+            return _body(Ops(hnp, hlo.grad, hlo.vmap), *a)
         fn.__name__ = fn.__qualname__ = w.id
         compiled = hlo.aot.compile(fn, *[hlo.ShapeDtypeStruct(a.shape, a.dtype) for a in inputs], target="cpu")
         name = case.name.replace("[", "_").replace("]", "")

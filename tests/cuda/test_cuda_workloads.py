@@ -29,7 +29,7 @@ def _compile(case):
     w = case.workload
 
     def fn(*a, _body=w.fn):
-        return _body(Ops(hnp, hlo.grad), *a)
+        return _body(Ops(hnp, hlo.grad, hlo.vmap), *a)
     fn.__name__ = fn.__qualname__ = w.id
     inputs = case.inputs()
     return hlo.aot.compile(fn, *[hlo.ShapeDtypeStruct(a.shape, a.dtype) for a in inputs], target="cuda"), inputs
