@@ -16,8 +16,8 @@ Contracts with the other layers (kept small on purpose):
   callable as ``exe(*flat_numpy_arrays) -> list of arrays``.
 - ``hlo.passes.analysis.cost_analysis(optimized) -> dict`` and ``memory_analysis(optimized)``.
 
-The default target is "cuda" when the CUDA backend (``hlo.backends.cuda``) exists and a usable
-NVIDIA GPU is present, else "cpu"; ``HLO_TARGET`` / ``hlo.config.update("target", ...)`` override
+The default target is "cuda" when the CUDA backend (``hlo.backends.cuda``), the driver binding
+of the ``cuda`` extra (``cuda.bindings``) and a usable NVIDIA GPU are present, else "cpu"; ``HLO_TARGET`` / ``hlo.config.update("target", ...)`` override
 it.
 """
 from __future__ import annotations
