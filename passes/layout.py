@@ -31,6 +31,9 @@ from .base import MainPass, register_pass
 from .util import ELEMENTWISE, LOOP_FUSIBLE, top_users
 
 MAY_BITCAST = ops.with_trait(ops.MAY_BITCAST)
+# Ops whose readers this pass can give a permuted layout: the loop-fusible ops (from traits),
+# plus reduce and dot_general, whose layout handling is this pass's own per-op code (not a
+# category of the op table).
 LAYOUT_FLEXIBLE = (LOOP_FUSIBLE | {"reduce", "dot_general"}) - {"constant"}
 
 
