@@ -54,6 +54,9 @@ def main(argv=None) -> None:
     ap.add_argument("--dtype", default="f32")
     ap.add_argument("--target", default="cpu")
     ap.add_argument("--repeats", type=int, default=11)
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="then run one more fresh process under cProfile and print its N most "
+                         "expensive functions (cumulative time): where load and the first call go")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(REPO))
     import numpy as np
@@ -76,6 +79,14 @@ def main(argv=None) -> None:
                                check=True)
             runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
         size = os.path.getsize(path)
+        if a.profile:
+            prof, script = os.path.join(d, "child.prof"), os.path.join(d, "child.py")
+            Path(script).write_text(CHILD)
+            subprocess.run([sys.executable, "-m", "cProfile", "-o", prof, script, path, data],
+                           capture_output=True, text=True, check=True)
+            import pstats
+            print(f"--- cProfile of one fresh process (import, load, two calls), top {a.profile} by cumulative time")
+            pstats.Stats(prof, stream=sys.stdout).sort_stats("cumulative").print_stats(a.profile)
     print(f"{case.name} {case.shapes(inputs)} on {a.target}: {size} bytes, {a.repeats} fresh processes, "
           f"{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.2f}")
     for k in ("import numpy", "import hlo", "hlo.load", "first call", "second call", "load + first call"):
