@@ -62,6 +62,17 @@ def load(path, *, recompile: bool = False) -> LoadedExecutable:
     return LoadedExecutable(hlox.read(p), p, recompile=_compile_ir if recompile else None)
 
 
+def describe(path) -> LoadedExecutable:
+    """The description of the executable saved at ``path`` (signature, target, kernels,
+    analyses, buffer plan, the optimized IR: what ``hlo inspect`` prints), read from its
+    manifest and IR section, which are checked as ``load`` checks them. Nothing in the file
+    runs: no library is loaded and the native code is neither linked nor compiled, so a file
+    from anywhere, or built for another machine, can be described. Calling the result raises
+    ``LoadError``."""
+    p = os.fspath(path)
+    return LoadedExecutable(hlox.read(p), p, describe_only=True)
+
+
 def _compile_ir(ir: str, where: str):
     """``recompile=True``: parse and verify a file's IR section, check its ``@main`` against the
     header the manifest was checked with, and compile it for this machine (a ``Compiled``)."""

@@ -269,13 +269,15 @@ def cmd_compile(a) -> int:
     return 0
 
 
-def _load_executable(path: str):
+def _load_executable(path: str, describe_only: bool = False):
+    """The executable at ``path``, loaded to run, or with ``describe_only`` only its manifest
+    and IR (``hlo.aot.describe``: nothing in the file runs)."""
     from hlo import aot
     from hlo.runtime.hlox import ExecutableError
     if not os.path.exists(path):
         raise CliError(f"{path}: no such file")
     try:
-        return aot.load(path)
+        return aot.describe(path) if describe_only else aot.load(path)
     except ExecutableError as e:
         raise CliError(str(e)) from None
     except OSError as e:
@@ -380,7 +382,7 @@ def _signature(exe) -> str:
 
 
 def cmd_inspect(a) -> int:
-    exe = _load_executable(a.model)
+    exe = _load_executable(a.model, describe_only=True)
     m = exe.manifest
     rt = m.get("runtime") or {}
     w = sys.stdout.write

@@ -330,10 +330,12 @@ class LoadedExecutable:
     ``memory_analysis()`` are what the passes measured when it was saved."""
 
     def __init__(self, payload: hlox.Payload, where: str = "the executable",
-                 recompile: Optional[Callable[[str, str], Any]] = None):
+                 recompile: Optional[Callable[[str, str], Any]] = None, describe_only: bool = False):
         """``recompile``: instead of linking the stored native code, build the program from the
         IR section with ``recompile(ir_text, where)`` (``hlo.aot.load(..., recompile=True)``
-        passes its compiler; it returns a ``Compiled``)."""
+        passes its compiler; it returns a ``Compiled``). ``describe_only``: check the manifest
+        and the IR section and stop there (``hlo.aot.describe``): no library is loaded, no code
+        is linked or compiled, and calling the result raises ``LoadError``."""
         m = payload.manifest
         check_manifest(m, where)
         try:
@@ -375,6 +377,11 @@ class LoadedExecutable:
         self._ir_text = ir
         self._cost = cost
         self._mem = mem
+        if describe_only:  # the stored native code is never read
+            self.executable = None
+            self._run = self._not_loaded
+            self._where = where
+            return
         if recompile is not None:  # the stored native code is never read
             compiled = recompile(ir, where)
             self.executable = None
@@ -425,6 +432,10 @@ class LoadedExecutable:
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptFileError(f"{where}: malformed CUDA program ({type(e).__name__}: {e})") from None
         self._run = cuda_runner(self.executable)
+
+    def _not_loaded(self, flat):
+        raise LoadError(f"{self._where} was opened for its description only (hlo.aot.describe): "
+                        "its code is not loaded; use hlo.load to run it")
 
     # -- description ---------------------------------------------------------------------------
 

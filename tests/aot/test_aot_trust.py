@@ -97,6 +97,8 @@ def test_malformed_fields_raise_load_error(saved, tmp_path, field, value):
     for recompile in (False, True):
         with pytest.raises(LoadError):
             hlo.load(bad, recompile=recompile)
+    with pytest.raises(LoadError):
+        hlo.aot.describe(bad)
 
 
 def test_the_ir_must_agree_with_the_signature(saved, tmp_path):
@@ -119,6 +121,37 @@ def test_recompile_runs_a_file_whose_native_code_is_junk(saved, tmp_path):
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-6)
     np.testing.assert_array_equal(got["z"], want["z"])
     assert exe.memory_analysis().temp_size_in_bytes >= 0
+
+
+def test_inspect_never_loads_or_links_the_native_code(saved, tmp_path):
+    """``hlo inspect`` reads the manifest and the IR section only (``hlo.aot.describe``): a file
+    whose native code is junk (``int3`` traps: linking or running it would kill the process)
+    and whose target names another CPU is described in full, and nothing is linked or loaded."""
+    def junk(m, s):
+        s["code.cpu"] = b"\xcc" * len(s["code.cpu"])
+        s["code.cpu.pool"] = b"\xcc" * 64
+        m["target"]["cpu"] = "another-cpu"
+    bad = _edited(saved, tmp_path, junk)
+    exe = hlo.aot.describe(bad)
+    assert exe.executable is None
+    assert exe.signature_text() == "f(x: f32[4,8], w: f32[8,3])"
+    assert "tanh" in exe.as_text() and exe.memory_analysis().temp_size_in_bytes >= 0
+    with pytest.raises(LoadError, match="description only"):
+        exe(X, W)
+    # The process running ``hlo inspect`` stops at once if anything links code or loads a library.
+    probe = ("import sys, llvmlite.binding as llvm\n"
+             "from hlo.runtime.cpu import loader\n"
+             "def refuse(*a, **k): raise SystemExit('native code or a library was loaded')\n"
+             "loader.LoadedObject.__init__ = loader.load_library = refuse\n"
+             "llvm.load_library_permanently = llvm.create_mcjit_compiler = refuse\n"
+             "from hlo.cli import main\n"
+             "sys.exit(main(['inspect', sys.argv[1]]))\n")
+    p = subprocess.run([sys.executable, "-c", probe, str(bad)], capture_output=True, text=True,
+                       cwd=str(REPO), timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "signature: f(x: f32[4,8], w: f32[8,3])" in p.stdout
+    assert "target: cpu" in p.stdout and "cpu=another-cpu" in p.stdout
+    assert "optimized IR:" in p.stdout and "tanh" in p.stdout
 
 
 def test_recompile_refuses_an_ir_that_does_not_parse(saved, tmp_path):
