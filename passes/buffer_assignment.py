@@ -34,6 +34,7 @@ assignment it makes.
 """
 from __future__ import annotations
 
+import bisect
 import warnings
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
@@ -210,7 +211,11 @@ class BufferAssignment:
         keep.start = min(keep.start, gone.start)
         keep.end = max(keep.end, gone.end)
         keep.size = max(keep.size, gone.size)
-        self.buffers.remove(gone)
+        # ``buffers`` stays in id order (made in that order, only ever removed from): find
+        # ``gone`` by bisection, not by a scan that compares every buffer field by field.
+        i = bisect.bisect_left(self.buffers, gone.id, key=lambda b: b.id)
+        assert self.buffers[i] is gone
+        del self.buffers[i]
 
     def _merge_inplace(self, donate_set: Set[int], step) -> None:
         for op in self.schedule:

@@ -203,12 +203,13 @@ class VerticalFusion(FusionPass):
     grow_in_place = True
 
     def fuse(self, region: Region) -> bool:
-        self.top = TopLevel(region)
+        self.top = TopLevel(region, deferred=True)
         self.declined = {}
         changed = False
         progress = True
         while progress:
             progress = False
+            self.top.sync()
             for c in reversed(list(region.ops)):
                 if not self.top.alive(c):
                     continue
@@ -220,7 +221,9 @@ class VerticalFusion(FusionPass):
                         break
                     c = new
                     progress = changed = True
+        self.top.sync()
         changed |= self._wrap_singles(region)
+        self.top.sync()
         return changed
 
     # -- one consumer -------------------------------------------------------------------------

@@ -18,7 +18,10 @@ whose region computes them all.
 Both work on a ``TopLevel``: the function's top-level ops with each value's readers and each
 op's position, which ``commit`` keeps current. A merge then costs in proportion to the ops it
 touches (the units, the readers of their results), not to the size of the function, so the
-fusion passes stay near linear on programs of thousands of ops.
+fusion passes stay near linear on programs of thousands of ops. A ``TopLevel(...,
+deferred=True)`` goes further: the positions are the order, and ``region.ops`` is rebuilt
+from them only when ``sync()`` is called (editing a Python list in place costs a scan of the
+list per merge: quadratic over a pass that merges thousands of times).
 """
 from __future__ import annotations
 
@@ -27,31 +30,49 @@ from typing import Dict, Iterable, List, Sequence, Set
 from hlo.ir.clone import clone_op
 from hlo.ir.core import Operation, Region, Value
 
-from .util import inputs_of, replace_values, stable_toposort, top_users
+from .util import inputs_of, replace_values, stable_toposort
 
 
 class TopLevel:
     """The top level of a function while the fusion passes rewrite it: ``region.ops`` in order,
-    ``users`` (each value's top-level readers, ``util.top_users``), ``pos`` (an increasing
+    ``users`` (each value's top-level readers, in ``util.top_users``' order, as the keys of a
+    dict), ``pos`` (an increasing
     position key per live op) and ``returned`` (the values the region outputs)."""
 
-    def __init__(self, region: Region, ins: Sequence[List[Value]] = None):
-        """``ins``: each op's ``inputs_of``, in region order, where the caller has them."""
+    def __init__(self, region: Region, ins: Sequence[List[Value]] = None, deferred: bool = False):
+        """``ins``: each op's ``inputs_of``, in region order, where the caller has them.
+        ``deferred``: ``commit`` leaves ``region.ops`` as it was and only updates the positions;
+        the caller reads the region's ops after ``sync()``."""
         self.region = region
+        self.deferred = deferred
+        self.stale = False  # region.ops lags behind the positions (deferred mode)
+        # Each value's readers, in order, as the keys of a dict: iterated like a list, but a
+        # merge drops a reader without scanning them all (a splat constant that CSE left
+        # shared by every block of a long program has thousands).
+        self.users: Dict[Value, Dict[Operation, None]] = {}
         if ins is None:
-            self.users: Dict[Value, List[Operation]] = top_users(region)
-        else:
-            self.users = {}
-            for op, vs in zip(region.ops, ins):
-                for v in vs:
-                    self.users.setdefault(v, []).append(op)
+            ins = [inputs_of(op) for op in region.ops]
+        for op, vs in zip(region.ops, ins):
+            for v in vs:
+                self.users.setdefault(v, {})[op] = None
         self.returned: Set[Value] = set(region.outputs)
         # Fused regions built here, which carry no layouts (ids; the regions are kept alive).
         self.stripped: Dict[int, Region] = {}
         self.renumber()
 
     def renumber(self) -> None:
+        self.sync()
         self.pos: Dict[int, int] = {id(op): i for i, op in enumerate(self.region.ops)}
+        self.by_id: Dict[int, Operation] = {id(op): op for op in self.region.ops}
+
+    def sync(self) -> None:
+        """Make ``region.ops`` the live ops in position order (deferred mode; a no-op when
+        it is current). The positions only ever move forward in the old order, so this is
+        one pass of a sort over nearly sorted keys."""
+        if self.stale:
+            pos = self.pos
+            self.region.ops = sorted(self.by_id.values(), key=lambda op: pos[id(op)])
+            self.stale = False
 
     def alive(self, op: Operation) -> bool:
         """Still in the function (merged units are gone)."""
@@ -268,17 +289,20 @@ def commit(top: TopLevel, units: Sequence[Operation], cand: Candidate, kind: str
     pos = top.pos
     last = max(units, key=lambda u: pos[id(u)])
     at = pos[id(last)]
-    ops = region.ops
-    ops.insert(ops.index(last) + 1, fusion)
-    if len(removed) <= 4:
+    if id(last) in gone:  # the fusion takes the last unit's place (and position)
         for u in removed:
-            ops.remove(u)
-    else:
+            del pos[id(u)]
+            del top.by_id[id(u)]
+        pos[id(fusion)] = at
+        top.by_id[id(fusion)] = fusion
+        top.stale = True
+        if not top.deferred:
+            top.sync()
+    else:  # the last unit stays (duplicated): the fusion goes after it, and positions shift
+        top.sync()
+        ops = region.ops
+        ops.insert(ops.index(last) + 1, fusion)
         region.ops = [op for op in ops if id(op) not in gone]
-    for u in removed:
-        del pos[id(u)]
-    pos[id(fusion)] = at
-    if id(last) not in gone:  # the last unit stays (duplicated): its key is taken
         top.renumber()
     _rewire(top, mapping, gone)
     _update_users(top.users, removed, fusion, mapping)
@@ -286,6 +310,7 @@ def commit(top: TopLevel, units: Sequence[Operation], cand: Candidate, kind: str
     # fusion: re-sort (rare; keeps the current order wherever it is valid).
     at = top.pos[id(fusion)]
     if any(top.pos[id(x)] < at for r in fusion.results for x in top.users.get(r, ())):
+        top.sync()
         stable_toposort(region)
         top.renumber()
     return fusion
@@ -311,15 +336,15 @@ def _rewire(top: TopLevel, mapping: Dict[Value, Value], gone: Set[int]) -> None:
 
 
 def _update_users(users, removed: List[Operation], fusion: Operation, mapping) -> None:
-    """Drop the removed units from the reader lists, move the readers of each replaced value to
-    its fusion result, and list the fusion as a reader of its inputs (in-place list edits, so
-    a value with many readers costs little per merge)."""
+    """Drop the removed units from the readers, move the readers of each replaced value to its
+    fusion result, and list the fusion as a reader of its inputs (in-place edits, so a value
+    with many readers costs little per merge)."""
     for u in removed:
         for v in inputs_of(u):
-            lst = users.get(v)
-            if lst and u in lst:
-                lst.remove(u)
+            readers = users.get(v)
+            if readers:
+                readers.pop(u, None)
     for old, new in mapping.items():
-        users[new] = users.pop(old, [])
+        users[new] = users.pop(old, {})
     for v in inputs_of(fusion):
-        users.setdefault(v, []).append(fusion)
+        users.setdefault(v, {})[fusion] = None

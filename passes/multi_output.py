@@ -117,16 +117,16 @@ class MultiOutputFusion(FusionPass):
         top = TopLevel(region, reach.ins)
         users = top.users
         for v in list(users):
-            readers = [u for u in users[v] if _kernel(u)]
+            # dots and output fusions are never merged with a sibling: leave them out before
+            # pairing (a weight read by every layer's dot would otherwise cost its square)
+            readers = [u for u in users[v] if _kernel(u) and u.name != "dot_general" and not (
+                u.name == "fusion" and u.attrs.get("kind") == "output")]
             if len(readers) < 2 or nbytes(v.type) == 0:
                 continue
             for i in range(len(readers)):
                 for j in range(i + 1, len(readers)):
                     a, b = readers[i], readers[j]
                     if not reach.independent(a, b):
-                        continue
-                    if any(op.name == "dot_general" for op in (a, b)) or any(
-                            op.name == "fusion" and op.attrs.get("kind") == "output" for op in (a, b)):
                         continue
                     if self._merge(top, a, b, f"siblings reading the same {v.type}"):
                         return True

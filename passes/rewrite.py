@@ -28,6 +28,7 @@ class Rewriter:
     def __init__(self, region: Region):
         self.region = region
         self.current: Optional[Operation] = None
+        self.index = -1  # where ``current`` is in ``region.ops`` (kept by the engine)
         self.version = 0  # bumped by the engine whenever it edits the region
         self._counts = None  # (stamp, reader counts) for num_users
 
@@ -41,11 +42,17 @@ class Rewriter:
         return self.build_op(name, operands, attrs, result_types, regions).result
 
     def build_op(self, name, operands, attrs=None, result_types=None, regions=()) -> Operation:
-        idx = self.region.ops.index(self.current)
+        ops = self.region.ops
+        idx = self.index
+        if not (0 <= idx < len(ops) and ops[idx] is self.current):
+            idx = self.index = ops.index(self.current)
         if result_types is not None:
             result_types = [t.without_layout() for t in result_types]
         b = Builder(self.region, self.current.loc, index=idx)
-        return b.op(name, list(operands), dict(attrs or {}), result_types, regions)
+        op = b.op(name, list(operands), dict(attrs or {}), result_types, regions)
+        if ops[idx + 1] is self.current:  # the new op went in just before it
+            self.index = idx + 1
+        return op
 
     def constant(self, value: np.ndarray) -> Value:
         from hlo.ir.types import element_type
@@ -124,23 +131,43 @@ def apply_to_region(region: Region, table: Dict[str, List[Pattern]], max_rounds:
     return changed_any
 
 
+class _Resolved:
+    """The replacements made so far, each followed to its end (a replacement may itself have
+    been replaced), as ``replace_values`` reads a mapping: looked up per value, never copied,
+    so a round costs no more per nested region than the region itself."""
+
+    def __init__(self, mapping: Dict[Value, Value]):
+        self.mapping = mapping
+
+    def __bool__(self) -> bool:
+        return bool(self.mapping)
+
+    def __contains__(self, v) -> bool:
+        return v in self.mapping
+
+    def get(self, v, default=None):
+        if v not in self.mapping:
+            return default
+        while v in self.mapping:
+            v = self.mapping[v]
+        return v
+
+
 def _one_round(region: Region, table) -> bool:
     changed = False
     rw = Rewriter(region)
     mapping: Dict[Value, Value] = {}
+    resolved = _Resolved(mapping)
 
-    def res(v):
-        while v in mapping:
-            v = mapping[v]
-        return v
-
-    for op in list(region.ops):
+    snapshot = list(region.ops)
+    n = len(snapshot)
+    for i, op in enumerate(snapshot):
         if mapping and any(v in mapping for v in op.operands):
-            op.operands = [res(v) for v in op.operands]
+            op.operands = [resolved.get(v, v) for v in op.operands]
             rw.changed()
         for r in op.regions:
             if mapping:
-                replace_values(r, {k: res(k) for k in mapping})
+                replace_values(r, resolved)
                 rw.changed()
             if _region_fixpoint(r, table):
                 changed = True
@@ -149,6 +176,7 @@ def _one_round(region: Region, table) -> bool:
         if not pats:
             continue
         rw.current = op
+        rw.index = i + (len(region.ops) - n)  # ops are only inserted during a round
         for pat in pats:
             out = pat(op, rw)
             if out is None:
@@ -166,7 +194,7 @@ def _one_round(region: Region, table) -> bool:
                 mapping[r] = v
             break
     if mapping:
-        replace_values(region, {k: res(k) for k in mapping})
+        replace_values(region, resolved)
     return changed
 
 
