@@ -35,6 +35,7 @@ assignment it makes.
 from __future__ import annotations
 
 import bisect
+import heapq
 import warnings
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
@@ -297,7 +298,7 @@ class BufferAssignment:
                 b.slice = Slice("constant", b.index, 0, b.size)
         temps = [b for b in self.buffers if b.kind == "temp"]
         temps.sort(key=lambda b: (-b.size, b.start, b.id))
-        arena: List[Tuple[int, int, int, int]] = []
+        arena = _Occupants()
         for b in temps:
             placed = False
             best = None
@@ -313,10 +314,10 @@ class BufferAssignment:
                 b.note = f"inside {owner.kind} {owner.index} before it is used"
                 placed = True
             if not placed:
-                off = _fit(arena, b, None, best_fit=True)
-                arena.append((off, b.size, b.start, b.end))
+                off = _fit(arena.during(b.start, b.end), b, None, best_fit=True)
+                arena.add((off, b.size, b.start, b.end))
                 b.slice = Slice("temp", 0, off, b.size)
-        self.arena_size = _align(max((o + s for o, s, _, _ in arena), default=0))
+        self.arena_size = _align(max((o + s for o, s, _, _ in arena.all), default=0))
 
     # ---------------------------------------------------------------------------------------
     def slice_for(self, value: Value) -> Slice:
@@ -404,26 +405,13 @@ class BufferAssignment:
             s = self.slices[rt]
             if s.kind != "constant" and sizes[rt] > 0:
                 by_space.setdefault((s.kind, s.index), []).append(rt)
-        for space, vals in by_space.items():
-            vals.sort(key=lambda v: self.slices[v].offset)
-            for x in range(len(vals)):
-                u = vals[x]
-                su = self.slices[u]
-                for y in range(x + 1, len(vals)):
-                    w = vals[y]
-                    sw = self.slices[w]
-                    if sw.offset >= su.offset + sizes[u]:
-                        break
-                    lu, lw = live[u], live[w]
-                    if lu[1] < lw[0] or lw[1] < lu[0]:
-                        continue
-                    # Overlapping in time: only an in-place handover at one step is allowed.
-                    if lu[1] == lw[0] and ((u, w) in allowed) and su.offset == sw.offset:
-                        continue
-                    if lw[1] == lu[0] and ((w, u) in allowed) and su.offset == sw.offset:
-                        continue
-                    raise BufferAssignmentError(
-                        f"values {u!r} (live {lu}) and {w!r} (live {lw}) overlap at {su} / {sw}")
+        for vals in by_space.values():
+            clash = _clash(vals, self.slices, sizes, live, allowed)
+            if clash is not None:
+                u, w = clash
+                raise BufferAssignmentError(
+                    f"values {u!r} (live {live[u]}) and {w!r} (live {live[w]}) overlap at "
+                    f"{self.slices[u]} / {self.slices[w]}")
         for i, v in enumerate(region.outputs):
             s = self.slices[v]
             if i in self.aliases:
@@ -499,6 +487,72 @@ def _reads_elementwise(out: Value, arg: Value) -> bool:
         seen.add(id(op))
         stack.extend(inputs_of(op))
     return False
+
+
+def _clash(vals: List[Value], slices: Dict[Value, Slice], sizes: Dict[Value, int],
+           live: Dict[Value, List[int]], allowed: Set[Tuple[Value, Value]]):
+    """Two values of one allocation that overlap in memory while both are live (steps, both
+    ends included), other than an in-place handover (an ``allowed`` pair at the same offset,
+    the first's last step the second's first); None when there are none.
+
+    A sweep over the steps: the values live at a step hold disjoint ranges (each is checked
+    against the others when it starts), kept sorted by offset, so a value that starts is
+    checked against its two neighbours by offset only (all that share its offset, for a
+    handover), not against every value of the allocation."""
+    keys: List[int] = []  # the offsets of the live values, sorted
+    at: Dict[int, List[Value]] = {}  # offset -> the live values there
+    ending: List[Tuple[int, int, Value]] = []  # heap of (last step, order, value)
+    for seq, w in enumerate(sorted(vals, key=lambda v: live[v][0])):
+        start, a = live[w][0], slices[w].offset
+        while ending and ending[0][0] < start:
+            u = heapq.heappop(ending)[2]
+            off = slices[u].offset
+            here = at[off]
+            here.remove(u)
+            if not here:
+                del at[off]
+                del keys[bisect.bisect_left(keys, off)]
+        i = bisect.bisect_right(keys, a)
+        near = (at[keys[i - 1]] if i else []) + (at[keys[i]] if i < len(keys) else [])
+        for u in near:
+            su = slices[u].offset
+            if su + sizes[u] <= a or a + sizes[w] <= su:
+                continue
+            lu, lw = live[u], live[w]
+            if su == a and ((lu[1] == lw[0] and (u, w) in allowed) or
+                            (lw[1] == lu[0] and (w, u) in allowed)):
+                continue
+            return u, w
+        if a not in at:
+            bisect.insort(keys, a)
+            at[a] = []
+        at[a].append(w)
+        heapq.heappush(ending, (live[w][1], seq, w))
+    return None
+
+
+class _Occupants:
+    """The arena's occupants (offset, size, start, end), indexed by the spans of steps they
+    live in, so that placing a buffer looks at those live around its own steps rather than at
+    every buffer placed so far (``_fit`` filters them exactly)."""
+
+    SPAN = 32  # steps per index entry
+
+    def __init__(self):
+        self.all: List[Tuple[int, int, int, int]] = []
+        self.spans: Dict[int, List[Tuple[int, int, int, int]]] = {}
+
+    def add(self, occ: Tuple[int, int, int, int]) -> None:
+        self.all.append(occ)
+        for k in range(occ[2] // self.SPAN, occ[3] // self.SPAN + 1):
+            self.spans.setdefault(k, []).append(occ)
+
+    def during(self, start: int, end: int) -> List[Tuple[int, int, int, int]]:
+        """Every occupant live at some step of [start, end] (some more than once, some not)."""
+        out: List[Tuple[int, int, int, int]] = []
+        for k in range(start // self.SPAN, end // self.SPAN + 1):
+            out.extend(self.spans.get(k, ()))
+        return out
 
 
 def _fit(occ, b: Buffer, capacity: Optional[int], best_fit: bool) -> Optional[int]:
