@@ -355,15 +355,19 @@ class CudaExecutable(Signature):
 
     def _alloc(self, nbytes: int, index: int, result: bool) -> int:
         """New device memory for result / argument ``index`` (stream-ordered); on running out,
-        the pool's kept buffers are freed and the allocation tried once more."""
+        the pool's kept buffers and the memory the driver's pool keeps are freed and the
+        allocation tried once more."""
         s = (self._out if result else self._in)[index]
         what = f"{'result' if result else 'argument'} {index} ({_type_str(s.name, s.shape)}) of {self._m.name}"
         try:
             return self.ctx.alloc(nbytes, self._stream, what=what)
         except CudaOutOfMemoryError:
-            if not self._pool.held:
+            if not self._pool.held and self.ctx.mempool is None:
                 raise
             self._pool.clear()
+            if self.ctx.mempool is not None:  # what the driver's pool keeps goes back too
+                self._stream.synchronize("freeing memory kept for reuse")
+                self.ctx.trim_pool()
             return self.ctx.alloc(nbytes, self._stream, what=what)
 
     def _bring(self, i: int, a, temps: dict, keep: list, donated: dict) -> int:
