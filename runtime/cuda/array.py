@@ -214,22 +214,25 @@ def strides_match(shape, strides, expected, itemsize: int) -> bool:
 class DeviceArray:
     """An array in GPU memory (see the module's docstring)."""
 
-    __slots__ = ("_buf", "shape", "dtype", "_strides", "_done", "_deleted", "__weakref__")
+    __slots__ = ("_buf", "shape", "dtype", "_strides", "_bstrides", "_done", "_deleted", "__weakref__")
 
     def __init__(self, buf: DeviceBuffer, shape, dtype, strides=None, done: "Completion" = None):
         self._buf = buf
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
-        self._strides = None if strides is None or strides == layout_strides(self.shape, None, self.dtype.itemsize) \
-            else tuple(strides)
+        row_major = layout_strides(self.shape, None, self.dtype.itemsize)
+        self._strides = None if strides is None or tuple(strides) == row_major else tuple(strides)
+        self._bstrides = row_major if self._strides is None else self._strides
         self._done = done
         self._deleted = False
 
     @classmethod
-    def _result(cls, buf: DeviceBuffer, shape: tuple, dtype: np.dtype, strides, done) -> "DeviceArray":
-        """A call's result, built without re-deriving anything (``strides`` None: row-major)."""
+    def _result(cls, buf: DeviceBuffer, shape: tuple, dtype: np.dtype, strides, bstrides, done) -> "DeviceArray":
+        """A call's result, built without re-deriving anything (``strides`` None: row-major;
+        ``bstrides``: the byte strides either way)."""
         a = object.__new__(cls)
-        a._buf, a.shape, a.dtype, a._strides, a._done, a._deleted = buf, shape, dtype, strides, done, False
+        a._buf, a.shape, a.dtype, a._strides, a._bstrides, a._done, a._deleted = \
+            buf, shape, dtype, strides, bstrides, done, False
         return a
 
     # -- description ------------------------------------------------------------------------
@@ -249,7 +252,7 @@ class DeviceArray:
     @property
     def strides(self):
         """Byte strides (the layout the executable wrote; row-major unless it said otherwise)."""
-        return self._strides if self._strides is not None else layout_strides(self.shape, None, self.dtype.itemsize)
+        return self._bstrides
 
     @property
     def device_ptr(self) -> int:

@@ -210,8 +210,8 @@ class CudaExecutable(Signature):
         self._nin, self._nout = len(m.inputs), len(m.outputs)
         self._aliases = m.aliases
         self._donatable = frozenset(m.aliases.values())
-        # per result: (shape, dtype, strides or None for row-major, bytes)
-        self._out_info = [(tuple(o.shape), o.dtype, None if o.row_major else o.strides, o.nbytes)
+        # per result: (shape, dtype, strides or None for row-major, bytes, byte strides)
+        self._out_info = [(tuple(o.shape), o.dtype, None if o.row_major else o.strides, o.nbytes, o.strides)
                           for o in m.outputs]
         self._pool = BufferPool(self._stream)
         self._tail: Optional[Completion] = None  # the completion the next call shares, unrecorded
@@ -316,7 +316,7 @@ class CudaExecutable(Signature):
         try:
             for i, a in enumerate(args):
                 ins[i] = self._bring(i, a, temps, keep, donated)
-            for o, (shape, dtype, strides, nbytes) in enumerate(self._out_info):
+            for o, (shape, dtype, strides, nbytes, _) in enumerate(self._out_info):
                 i = self._aliases.get(o)
                 if i is not None:
                     buf = donated[i]._take_buffer() if i in donated else None
@@ -350,8 +350,8 @@ class CudaExecutable(Signature):
             done = self._tail = Completion(stream, self._m.name, self._events)
         if keep:
             dq.append((done, keep))
-        return [DeviceArray._result(b, shape, dtype, strides, done)
-                for b, (shape, dtype, strides, _) in zip(out_bufs, self._out_info)]
+        return [DeviceArray._result(b, shape, dtype, strides, bstrides, done)
+                for b, (shape, dtype, strides, _, bstrides) in zip(out_bufs, self._out_info)]
 
     def _alloc(self, nbytes: int, index: int, result: bool) -> int:
         """New device memory for result / argument ``index`` (stream-ordered); on running out,
