@@ -205,3 +205,62 @@ def test_runner_called_after_load_stablehlo_does_not_hang(tmp_path):
                        timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "['failed', 'passed', 'unsupported']"
+
+
+PROBED_LOOP = """\
+func.func @probe_loop() {
+  %zero = stablehlo.constant dense<0> : tensor<i64>
+  %one = stablehlo.constant dense<1> : tensor<i64>
+  %three = stablehlo.constant dense<3> : tensor<i64>
+  %first = interpreter.probe %three, probe_id = "sum" : tensor<i64>
+  %i, %s = stablehlo.while(%a = %zero, %b = %zero) : tensor<i64>, tensor<i64>
+  cond {
+    %c = stablehlo.compare LT, %a, %three : (tensor<i64>, tensor<i64>) -> tensor<i1>
+    stablehlo.return %c : tensor<i1>
+  } do {
+    %sq = stablehlo.multiply %a, %a : tensor<i64>
+    %n = stablehlo.add %b, %sq : tensor<i64>
+    %p = interpreter.probe %n, probe_id = "sum" : tensor<i64>
+    %a1 = stablehlo.add %a, %one : tensor<i64>
+    stablehlo.return %a1, %p : tensor<i64>, tensor<i64>
+  }
+  %e0 = stablehlo.constant dense<3> : tensor<i64>
+  %e2 = stablehlo.constant dense<{v2}> : tensor<i64>
+  %e3 = stablehlo.constant dense<5> : tensor<i64>
+  check.expect_serialized_eq %e0, probe_id = "sum" : tensor<i64>
+  check.expect_serialized_eq %e2, probe_id = "sum", iter = 2 : tensor<i64>
+  check.expect_serialized_eq %e3, probe_id = "sum", iter = {it3} : tensor<i64>
+  func.return
+}
+"""
+PROBED_TOP = """\
+func.func @probe_top() {
+  %0 = stablehlo.constant dense<[1.5, -2.0]> : tensor<2xf32>
+  %1 = stablehlo.multiply %0, %0 : tensor<2xf32>
+  %2 = interpreter.probe %1, probe_id = "sq/0" : tensor<2xf32>
+  %3 = stablehlo.constant dense<[2.25, {v}]> : tensor<2xf32>
+  check.expect_serialized_eq %3, probe_id = "sq/0" : tensor<2xf32>
+  func.return
+}
+"""
+
+
+def _fill(text, **values):
+    for k, v in values.items():
+        text = text.replace("{" + k + "}", v)
+    return text
+
+
+@pytest.mark.parametrize("target", ["interpreter", "cpu"])
+def test_probe_records_are_computed_and_checked(tmp_path, target):
+    """interpreter.probe records (at the top and in a while body: records 0..3 are 3, 0, 1, 5)
+    are results of the compiled test; a wrong value or a missing iteration fails it."""
+    folder = _folder(tmp_path, [_fill(PROBED_LOOP, v2="1", it3="3"), _fill(PROBED_TOP, v="4.0"),
+                                _fill(PROBED_LOOP, v2="2", it3="3"), _fill(PROBED_LOOP, v2="1", it3="4"),
+                                _fill(PROBED_TOP, v="4.5")])
+    results = [run_case(c, Options(target=target, check_export=True)) for c in discover(folder)]
+    assert [r.status for r in results] == ["passed", "passed", "failed", "failed", "failed"]
+    assert all(r.export == "ok" for r in results[:2])
+    assert "index []: 1 (actual) vs 2 (expected)" in results[2].message
+    assert "probe 'sum' has no record at iteration 4" in results[3].message
+    assert "index [1]: 4.0 (actual) vs 4.5 (expected)" in results[4].message
