@@ -264,3 +264,56 @@ def test_probe_records_are_computed_and_checked(tmp_path, target):
     assert "index []: 1 (actual) vs 2 (expected)" in results[2].message
     assert "probe 'sum' has no record at iteration 4" in results[3].message
     assert "index [1]: 4.0 (actual) vs 4.5 (expected)" in results[4].message
+
+
+PRINTED = """\
+// RUN: stablehlo-translate --interpret --split-input-file %s | FileCheck %s
+// RUN: stablehlo-translate --interpret --interpreter-print-dense --split-input-file %s | FileCheck %s --check-prefix=CHECK-DENSE
+
+func.func @printed() -> (tensor<2x2xi8>, tensor<3xf16>, tensor<i1>) {
+  // CHECK:      tensor<2x2xi8> {
+  // CHECK-NEXT:   [
+  // CHECK-NEXT:     [2, 4],
+  // CHECK-NEXT:     [6, {last}]
+  // CHECK-NEXT:   ]
+  // CHECK-NEXT: }
+  // CHECK-DENSE{LITERAL}: dense<[[2, 4], [6, {last}]]> : tensor<2x2xi8>
+  %0 = stablehlo.constant dense<[[1, 2], [3, 4]]> : tensor<2x2xi8>
+  %1 = stablehlo.add %0, %0 : tensor<2x2xi8>
+  // CHECK:      tensor<3xf16> {
+  // CHECK-NEXT:   [5.000000e-01, 5.000000e-01, 5.000000e-01]
+  // CHECK-DENSE: dense<5.000000e-01> : tensor<3xf16>
+  %2 = stablehlo.constant dense<0.25> : tensor<3xf16>
+  %3 = stablehlo.add %2, %2 : tensor<3xf16>
+  // CHECK: tensor<i1> {true}
+  // CHECK-DENSE: dense<true> : tensor<i1>
+  %4 = stablehlo.constant dense<true> : tensor<i1>
+  func.return %1, %3, %4 : tensor<2x2xi8>, tensor<3xf16>, tensor<i1>
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["interpreter", "cpu"])
+def test_printed_results_are_filechecked(tmp_path, target):
+    """A test without check ops whose RUN lines FileCheck the interpreter's printed results
+    (plain and --interpreter-print-dense) passes when hlo's results print as the patterns say,
+    and fails on a wrong value, under either prefix."""
+    results = []
+    for last, name in [("8", "right"), ("9", "wrong")]:
+        d = tmp_path / name
+        d.mkdir()
+        (d / "printed.mlir").write_text(_fill(PRINTED, last=last))
+        results += [run_case(c, Options(target=target)) for c in discover(str(d))]
+    assert [r.status for r in results] == ["passed", "failed"]
+    assert "CHECK-NEXT at line 8: '[6, 9]' not found" in results[1].message
+    assert "+1 more failing checks" in results[1].message  # the CHECK-DENSE run fails too
+
+
+def test_filecheck_next_must_be_on_the_following_line():
+    from hlo.conformance_filecheck import Directive, filecheck
+    out = "tensor<2xi8> {\n  [1, 2]\n}\n"
+    ok = [Directive(False, "tensor<2xi8> {", 1), Directive(True, "[1,  2]", 2), Directive(True, "}", 3)]
+    assert filecheck(out, ok, "CHECK") is None
+    skipped = [Directive(False, "tensor<2xi8> {", 1), Directive(True, "}", 2)]
+    assert "not on the line after line 1" in filecheck(out, skipped, "CHECK")
+    assert "'[2, 1]' not found" in filecheck(out, [Directive(False, "[2, 1]", 1)], "CHECK")
