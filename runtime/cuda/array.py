@@ -119,10 +119,12 @@ class Completion:
     also cover calls queued after this one: an order that is never too early, only
     conservative. ``ready`` / ``wait`` without an event query / synchronize the stream."""
 
-    __slots__ = ("_event", "stream", "what", "_pool")
+    __slots__ = ("_event", "stream", "what", "_pool", "complete", "waits")
 
     def __init__(self, stream, what: str, pool: list):
         self._event, self.stream, self.what, self._pool = None, stream, what, pool
+        self.complete = False  # known finished (``ready`` said so): nothing waits on it again
+        self.waits = 0  # times another stream was ordered after it (``order_after``)
 
     @property
     def recorded(self) -> bool:
@@ -138,8 +140,24 @@ class Completion:
         return ev
 
     def ready(self) -> bool:
+        if self.complete:
+            return True
         ev = self._event
-        return ev.query() if ev is not None else self.stream.query()
+        done = ev.query() if ev is not None else self.stream.query()
+        if done:
+            self.complete = True
+        return done
+
+    def order_after(self, stream) -> None:
+        """Make ``stream``'s later work wait for this completion (a no-op once it is known
+        finished). The first time, ``cuStreamWaitEvent`` alone; from the second on, one query
+        first: an input produced once and read by many calls costs one query, then nothing."""
+        if self.complete:
+            return
+        self.waits += 1
+        if self.waits > 1 and self.ready():
+            return
+        stream.wait(self.event)
 
     def wait(self) -> None:
         try:

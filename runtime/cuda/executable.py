@@ -146,6 +146,11 @@ def _walk_steps(steps):
                 yield from _walk_steps(b)
 
 
+# Objects that calls keep alive until their work is done (arguments whose memory another
+# stream or library frees) are let go once this many calls hold some: a query per call would
+# cost more than the references do.
+_INFLIGHT_POLL = 8
+
 GRAPH_MIN_DEFAULT = 1  # a one-node graph launches faster than cuLaunchKernel from Python
 
 
@@ -250,7 +255,11 @@ class CudaExecutable(Signature):
     def synchronize(self) -> None:
         """Wait for every call queued so far."""
         self.ctx.make_current()
+        dq = self._inflight
+        n = len(dq)  # the calls queued before this point are done after the synchronize
         self._stream.synchronize(f"waiting for {self._m.name}")
+        for _ in range(n):
+            dq.popleft()
 
     # -- slots --------------------------------------------------------------------------------
 
@@ -295,8 +304,9 @@ class CudaExecutable(Signature):
         ctx, stream, pool = self.ctx, self._stream, self._pool
         ctx.ensure_current()
         dq = self._inflight
-        while dq and dq[0][0].ready():
-            dq.popleft()
+        if len(dq) >= _INFLIGHT_POLL:  # amortized: one query per few calls, not one per call
+            while dq and dq[0][0].ready():
+                dq.popleft()
         ins = [0] * self._nin
         outs = [0] * self._nout
         temps = {}  # input index -> staging allocation (numpy arguments)
@@ -375,7 +385,7 @@ class CudaExecutable(Signature):
             stream = self._stream
             done = a._done
             if done is not None and done.stream is not stream:
-                stream.wait(done.event)
+                done.order_after(stream)
             if i in self._donatable and buf.owner is None:
                 donated[i] = a
             if buf.stream is not stream or buf.owner is not None:
