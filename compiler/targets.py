@@ -170,7 +170,8 @@ def _optimize(module: Module, target: str, options: Optional[dict], dump_dir: Op
     if not _module_exists("hlo.passes.pipeline"):
         return None
     from hlo.passes.pipeline import optimize
-    return optimize(module.clone(), target, dump_dir=dump_dir, options=options or None)
+    # (``optimize`` works on a clone of its own: ``module`` is left as it is)
+    return optimize(module, target, dump_dir=dump_dir, options=options or None)
 
 
 _progress: "contextvars.ContextVar[Optional[Callable[[str], None]]]" = contextvars.ContextVar(
