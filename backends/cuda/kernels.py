@@ -113,19 +113,12 @@ class GpuKernel:
         for a, ok in zip(fn.args, alone):
             if ok:
                 a.add_attribute("noalias")
-        # buffers no other buffer of the launch overlaps and the kernel only reads: their loads
-        # are ``!invariant.load`` (``ld.global.nc``), said rather than left to LLVM to infer (a
-        # pointer whose alignment a vectorized kernel tests no longer counts as read-only)
-        self.invariant = [ok and not w for ok, w in zip(alone, self.writes)]
         self.fn = fn
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
         self._sreg: Dict[str, ir.Value] = {}
 
     def ptr(self, ref: BufRef) -> ir.Value:
         return self.fn.args[self.refs.index(ref)]
-
-    def is_invariant(self, ref: BufRef) -> bool:
-        return self.invariant[self.refs.index(ref)]
 
     def sreg(self, name: str) -> ir.Value:
         """A special register (``tid.x``, ``ctaid.x``, ``ntid.x``, ``nctaid.x``) as i64, read
@@ -154,7 +147,7 @@ class GpuKernel:
 
 def make_emitter(kb: GpuKernel, reads: Sequence[Value], env: Dict[Value, BufRef],
                  lanes: Optional["Lanes"] = None) -> ElementalEmitter:
-    sources = {v: LaneSource(kb.ptr(env[v]), v.type, lanes, kb.is_invariant(env[v])) for v in reads}
+    sources = {v: LaneSource(kb.ptr(env[v]), v.type, lanes) for v in reads}
     return ElementalEmitter(kb.cg.ctx, kb.b, sources)
 
 
@@ -215,22 +208,17 @@ class LaneSource(BufferSource):
     group's elements are one vector load (cached in the emitter's frame) and each read takes
     its element. Anywhere else (and always without ``lanes``), one element is loaded."""
 
-    def __init__(self, ptr: ir.Value, ttype: TensorType, lanes: Optional[Lanes], invariant: bool = False):
+    def __init__(self, ptr: ir.Value, ttype: TensorType, lanes: Optional[Lanes]):
         super().__init__(ptr, ttype)
         self.lanes = lanes
-        self.invariant = invariant
         self.dim = minor_dim(ttype)
         self.vectorized = (lanes is not None and self.dim is not None and vector_dtype_ok(ttype.dtype)
                            and ttype.shape[self.dim] % lanes.vec == 0)
 
     def read(self, em: ElementalEmitter, idx) -> ir.Value:
-        b = em.b
-        et = self.type.dtype
         hit = self.lanes.lane(idx[self.dim]) if self.vectorized else None
         if hit is None or any(self.lanes.lane(i) for k, i in enumerate(idx) if k != self.dim):
-            if self.type.size == 0:
-                return super().read(em, idx)
-            return U.from_storage(b, self._load(b, idx, U.mem_type(et), U.storage_align(et)), et)
+            return super().read(em, idx)
         first, t = hit
         key = ("vector", id(self), id(first)) + tuple(
             ("c", i.constant) if isinstance(i, ir.Constant) else id(i)
@@ -238,18 +226,16 @@ class LaneSource(BufferSource):
         vec = em._lookup(key)
         if vec is None:
             base = tuple(first if k == self.dim else i for k, i in enumerate(idx))
-            n = self.lanes.vec
-            vec = self._load(b, base, vector_type(et, n), vector_align(et, n))
+            vec = load_vector(em.b, self.ptr, self.type, base, self.lanes.vec)
             em._keep.append(tuple(idx))
             em.frames[-1][key] = vec
-        return U.from_storage(b, b.extract_element(vec, i32(t)), et)
+        return U.from_storage(em.b, em.b.extract_element(vec, i32(t)), self.type.dtype)
 
-    def _load(self, b: ir.IRBuilder, idx, ty: ir.Type, align: int) -> ir.Value:
-        p = U.elem_ptr(b, self.ptr, self.type.dtype, U.linear_offset(b, idx, self.strides))
-        ld = b.load(p, typ=ty, align=align)
-        if self.invariant:
-            ld.set_metadata("invariant.load", b.module.add_metadata([]))
-        return ld
+
+def load_vector(b: ir.IRBuilder, ptr: ir.Value, t: TensorType, idx, vec: int) -> ir.Value:
+    """The ``vec`` elements (storage form) of ``t`` from ``idx`` on along its minor dimension."""
+    p = U.elem_ptr(b, ptr, t.dtype, U.linear_offset(b, idx, U.strides_of(t)))
+    return b.load(p, typ=vector_type(t.dtype, vec), align=vector_align(t.dtype, vec))
 
 
 def store_vector(b: ir.IRBuilder, ptr: ir.Value, t: TensorType, idx, vals: Sequence[ir.Value]) -> None:
@@ -262,14 +248,19 @@ def store_vector(b: ir.IRBuilder, ptr: ir.Value, t: TensorType, idx, vals: Seque
     b.store(v, p, align=vector_align(t.dtype, len(vals)))
 
 
-def aligned_for(b: ir.IRBuilder, buffers: Sequence[Tuple[ir.Value, TensorType]], vec: int) -> ir.Value:
+def aligned_for(kb: "GpuKernel", buffers: Sequence[Tuple[ir.Value, TensorType]], vec: int) -> ir.Value:
     """i1: every pointer is aligned for vectors of ``vec`` of its elements (a buffer from
-    another library may start anywhere: then the kernel takes its scalar path)."""
-    acc = None
+    another library may start anywhere: then the kernel takes its scalar path). Tested as
+    ``llvm.ptrmask(p, align - 1) == null``, which LLVM does not count as the pointer escaping
+    (a ``ptrtoint`` would: it then no longer infers the buffer read-only, and its loads lose
+    ``ld.global.nc``)."""
+    b = kb.b
+    mask = kb.cg.ctx.declare("llvm.ptrmask.p0.i64", PTR, [PTR, I64])
+    ok = ir.Constant(I1, 1)
     for p, t in buffers:
-        x = b.and_(b.ptrtoint(p, I64), i64(vector_align(t.dtype, vec) - 1))
-        acc = x if acc is None else b.or_(acc, x)
-    return b.icmp_unsigned("==", acc, i64(0)) if acc is not None else ir.Constant(I1, 1)
+        low = b.call(mask, [p, i64(vector_align(t.dtype, vec) - 1)])
+        ok = b.and_(ok, b.icmp_unsigned("==", low, ir.Constant(PTR, None)))
+    return ok
 
 
 def physical_index(b: ir.IRBuilder, lin: ir.Value, t: TensorType) -> Tuple[ir.Value, ...]:
@@ -340,7 +331,7 @@ def emit_loop_kernel(cg: GpuCodegen, roots, env: Dict[Value, BufRef], name: str 
     checked += [(src.ptr, src.type) for src in em.sources.values() if src.vectorized]
     groups = n // vec
     per = LOOP_VECTORS if groups >= LOOP_VECTORS * BLOCK * cg.device.sm_count else 1
-    with b.if_else(aligned_for(b, checked, vec)) as (vector_path, scalar_path):
+    with b.if_else(aligned_for(kb, checked, vec)) as (vector_path, scalar_path):
         with vector_path:
             _loop_body(kb, em, roots, t, early, vec, lanes, per, vstores)
         with scalar_path:
@@ -695,7 +686,7 @@ def emit_row_kernel(cg: GpuCodegen, k: int, reduces: Sequence[Value], outputs, e
                    and minor_dim(v.type) == len(in_shape) - 1 for v, _ in outputs]
         checked = [(kb.ptr(r), v.type) for (v, r), ok in zip(outputs, vstores) if ok]
         checked += [(src.ptr, src.type) for src in em.sources.values() if src.vectorized]
-        with b.if_else(aligned_for(b, checked, vec)) as (vector_path, scalar_path):
+        with b.if_else(aligned_for(kb, checked, vec)) as (vector_path, scalar_path):
             with vector_path:
                 _row_body(*body, vec, lanes, early, vstores)
             with scalar_path:
