@@ -47,6 +47,9 @@ WARP_ROW_MAX = 1024
 # vectors a vectorized one takes (independent loads in flight, all issued before any use)
 UNROLL = 4
 LOOP_VECTORS = 2
+# ... where the work fills the device this many times over (smaller kernels are short, and the
+# unrolled copies of the element's code only cost compile time)
+BIG_WAVES = 8
 # The widest global access of a thread (``ld.global.v4.f32``, ``.v2.f64``, 8 halves as v4.b32)
 # and the most elements a vector holds
 VEC_BYTES = 16
@@ -330,12 +333,12 @@ def emit_loop_kernel(cg: GpuCodegen, roots, env: Dict[Value, BufRef], name: str 
     checked = [(kb.ptr(r.dest), r.dest_type) for r, ok in zip(roots, vstores) if ok]
     checked += [(src.ptr, src.type) for src in em.sources.values() if src.vectorized]
     groups = n // vec
-    per = LOOP_VECTORS if groups >= LOOP_VECTORS * BLOCK * cg.device.sm_count else 1
+    per = LOOP_VECTORS if groups >= LOOP_VECTORS * BLOCK * cg.device.sm_count * BIG_WAVES else 1
     with b.if_else(aligned_for(kb, checked, vec)) as (vector_path, scalar_path):
         with vector_path:
             _loop_body(kb, em, roots, t, early, vec, lanes, per, vstores)
-        with scalar_path:
-            _loop_body(kb, em, roots, t, early, 1, None, UNROLL if big else 1)
+        with scalar_path:  # not unrolled: rare, and its code costs compile time
+            _loop_body(kb, em, roots, t, early, 1, None, 1)
     return kb.finish(cg.grid(groups, BLOCK * per), BLOCK, what)
 
 
@@ -663,7 +666,8 @@ def emit_row_kernel(cg: GpuCodegen, k: int, reduces: Sequence[Value], outputs, e
     registers and read back by the later reductions and the outputs: one read and one write of
     the row. There a thread takes vectors of ``vec`` consecutive elements (``row_vector_width``;
     group ``lane + j * size`` of the row), loaded before the first reduction; a misaligned
-    pointer takes the same kernel's scalar path (elements ``lane + j * size``)."""
+    pointer takes the same kernel's scalar path, which streams the row (reads it once a
+    reduction and once for the outputs) in less code."""
     from hlo.backends.cpu.kernels import collect_reads
     reads, _ = collect_reads([v for v, _ in outputs], env)
     refs = [r for _, r in outputs] + [env[v] for v in reads]
@@ -689,8 +693,8 @@ def emit_row_kernel(cg: GpuCodegen, k: int, reduces: Sequence[Value], outputs, e
         with b.if_else(aligned_for(kb, checked, vec)) as (vector_path, scalar_path):
             with vector_path:
                 _row_body(*body, vec, lanes, early, vstores)
-            with scalar_path:
-                _row_body(*body, 1, None)
+            with scalar_path:  # rare: the compact streaming form (the row read per pass)
+                _row_body(*body[:-1], False, 1, None)
     return kb.finish(g.grid(cg, rows), g.block, what)
 
 

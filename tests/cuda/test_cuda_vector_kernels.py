@@ -170,7 +170,7 @@ def test_loop_kernel_vector_width(et, shape, vec):
     grid, block = _launch(prog)
     n = int(np.prod(shape))
     per = K.LOOP_VECTORS if vec > 1 else K.UNROLL  # elements or vectors a thread an iteration
-    if n // vec < per * K.BLOCK * launch_device().sm_count:
+    if n // vec < per * K.BLOCK * launch_device().sm_count * (K.BIG_WAVES if vec > 1 else 1):
         per = 1  # too few for every thread of the device to take several
     assert block == K.BLOCK and grid == -(-(n // vec) // (K.BLOCK * per)), "a grid that covers the work once"
 
