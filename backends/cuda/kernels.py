@@ -8,21 +8,24 @@ non-coherent cache, ``ld.global.nc``).
 
 Kinds here (the lowering in ``lower.py`` picks one per op or fusion):
 
-* ``emit_loop_kernel``: one thread per output element, grid-stride over the output's physical
-  (row-major in its layout) positions, so consecutive threads touch consecutive addresses.
-  Fused producers are computed in place by the elemental emitter; ops whose element needs a loop
-  (reduce over major dimensions, i.e. column reductions; reduce_window, convolution, a generated
-  dot) run that loop per output element.
+* ``emit_loop_kernel``: a thread per output element, or per vector of consecutive elements
+  (16 bytes: ``Lanes``, ``LaneSource``), grid-stride over the output's physical (row-major in
+  its layout) positions, so consecutive threads touch consecutive addresses. Fused producers
+  are computed in place by the elemental emitter; ops whose element needs a loop (reduce over
+  major dimensions, i.e. column reductions; reduce_window, convolution, a generated dot) run
+  that loop per output element.
 * ``emit_reduce_kernel``: a reduction that reduces the physically minor dimension (row
   reduction, full reduction): a group of threads (a warp, or the whole block for long rows) per
   output element, each thread folding a strided part of the row, then a ``shfl.sync``
   butterfly within the warp and, for a block, one partial a warp through shared memory.
 * ``emit_row_kernel``: a region that reduces trailing dimensions and reads the results back per
   row (softmax, layer norm): a group per row computes each reduction cooperatively (every thread
-  ends with the row's value) and then the row's outputs, strided over the group.
+  ends with the row's value) and then the row's outputs, strided over the group; the row in
+  registers, moved in vectors.
 
-Launch shapes are a function of the device (``device.py``: SM count): grids are capped at
-as many blocks as the multiprocessors hold at once and grid-stride loops cover the rest.
+Vectorized kernels test their pointers' alignment at run time and keep a scalar path for
+misaligned ones. Grids cover the work once (``GpuCodegen.grid``; grid-stride loops take what
+is past ``MAX_GRID``); some kernels' unrolling depends on the device's SM count (``device.py``).
 """
 from __future__ import annotations
 
