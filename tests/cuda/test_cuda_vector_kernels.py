@@ -16,7 +16,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from cuda_helpers import compile_src, gpu
+from cuda_helpers import ROW_LAYERNORM, ROW_SOFTMAX, compile_src, gpu, row_src
 from hlo.backends.cuda import kernels as K
 from hlo.backends.cuda.device import launch_device
 
@@ -56,69 +56,6 @@ func @main(%arg0: f32[{n},{m}], %arg1: f32[{m}], %arg2: f32[{m},{n}]) -> (f32[{n
 }}
 """
 
-# softmax over the last axis, read and written in the storage type, computed in f32
-SOFTMAX = """module @m
-func @main(%arg0: {et}[{n},{m}]) -> ({et}[{n},{m}]) {{
-  %x = convert(%arg0) : f32[{n},{m}]
-  %0 = constant dense<-inf> : f32[]
-  %1 = reduce(%x, %0) {{dimensions = [1]}} : f32[{n}] {{
-    ^body(%2: f32[], %3: f32[]):
-      %4 = maximum(%2, %3) : f32[]
-      return(%4)
-  }}
-  %5 = broadcast_in_dim(%1) {{broadcast_dimensions = [0]}} : f32[{n},{m}]
-  %6 = subtract(%x, %5) : f32[{n},{m}]
-  %7 = exponential(%6) : f32[{n},{m}]
-  %8 = constant dense<0.0> : f32[]
-  %9 = reduce(%7, %8) {{dimensions = [1]}} : f32[{n}] {{
-    ^body(%10: f32[], %11: f32[]):
-      %12 = add(%10, %11) : f32[]
-      return(%12)
-  }}
-  %13 = broadcast_in_dim(%9) {{broadcast_dimensions = [0]}} : f32[{n},{m}]
-  %14 = divide(%7, %13) : f32[{n},{m}]
-  %15 = convert(%14) : {et}[{n},{m}]
-  return(%15)
-}}
-"""
-
-LAYERNORM = """module @m
-func @main(%arg0: {et}[{n},{m}], %arg1: f32[{m}], %arg2: f32[{m}]) -> ({et}[{n},{m}]) {{
-  %x = convert(%arg0) : f32[{n},{m}]
-  %0 = constant dense<0.0> : f32[]
-  %1 = reduce(%x, %0) {{dimensions = [1]}} : f32[{n}] {{
-    ^body(%2: f32[], %3: f32[]):
-      %4 = add(%2, %3) : f32[]
-      return(%4)
-  }}
-  %5 = constant dense<{inv}> : f32[]
-  %6 = broadcast_in_dim(%5) {{broadcast_dimensions = []}} : f32[{n}]
-  %7 = multiply(%1, %6) : f32[{n}]
-  %8 = broadcast_in_dim(%7) {{broadcast_dimensions = [0]}} : f32[{n},{m}]
-  %9 = subtract(%x, %8) : f32[{n},{m}]
-  %10 = multiply(%9, %9) : f32[{n},{m}]
-  %11 = reduce(%10, %0) {{dimensions = [1]}} : f32[{n}] {{
-    ^body(%12: f32[], %13: f32[]):
-      %14 = add(%12, %13) : f32[]
-      return(%14)
-  }}
-  %15 = multiply(%11, %6) : f32[{n}]
-  %16 = constant dense<1e-05> : f32[]
-  %17 = broadcast_in_dim(%16) {{broadcast_dimensions = []}} : f32[{n}]
-  %18 = add(%15, %17) : f32[{n}]
-  %19 = sqrt(%18) : f32[{n}]
-  %20 = broadcast_in_dim(%19) {{broadcast_dimensions = [0]}} : f32[{n},{m}]
-  %21 = divide(%9, %20) : f32[{n},{m}]
-  %22 = broadcast_in_dim(%arg1) {{broadcast_dimensions = [1]}} : f32[{n},{m}]
-  %23 = multiply(%21, %22) : f32[{n},{m}]
-  %24 = broadcast_in_dim(%arg2) {{broadcast_dimensions = [1]}} : f32[{n},{m}]
-  %25 = add(%23, %24) : f32[{n},{m}]
-  %26 = convert(%25) : {et}[{n},{m}]
-  return(%26)
-}}
-"""
-
-
 def softmax_ref(x):
     x = x.astype(np.float64)
     e = np.exp(x - x.max(-1, keepdims=True))
@@ -129,10 +66,6 @@ def layernorm_ref(x, g, b):
     x = x.astype(np.float64)
     d = x - x.mean(-1, keepdims=True)
     return d / np.sqrt((d * d).mean(-1, keepdims=True) + 1e-5) * g + b
-
-
-def _src(tmpl, et, n, m):
-    return tmpl.format(et=et, n=n, m=m, inv=repr(float(np.float32(1.0 / m))))
 
 
 VEC_LOAD = re.compile(r"ld\.global\.nc\.v[248]\.")
@@ -187,8 +120,8 @@ def test_loop_kernel_reads_a_broadcast_vector_as_lanes_and_a_transpose_per_eleme
     (4097, 256, 1), (16384, 512, 4)])
 def test_row_kernel_shapes(m, size, vec):
     n = 5
-    for tmpl in (SOFTMAX, LAYERNORM):
-        prog = compile_src(_src(tmpl, "f32", n, m))
+    for tmpl in (ROW_SOFTMAX, ROW_LAYERNORM):
+        prog = compile_src(row_src(tmpl, "f32", n, m))
         assert "row-fused" in prog.steps_text
         grid, block = _launch(prog)
         assert K.row_group(m)[0] == size
@@ -202,11 +135,11 @@ def test_row_kernel_shapes(m, size, vec):
 
 
 def test_row_kernel_narrow_storage_moves_eight_elements():
-    prog = compile_src(_src(SOFTMAX, "bf16", 4, 1024))
+    prog = compile_src(row_src(ROW_SOFTMAX, "bf16", 4, 1024))
     assert VEC_LOAD.search(prog.ptx) and VEC_STORE.search(prog.ptx)
     # 16 bytes of the widest row-shaped value, halved until the row divides
     from hlo.ir import parse_module
-    f = parse_module(_src(SOFTMAX, "bf16", 4, 1024)).main
+    f = parse_module(row_src(ROW_SOFTMAX, "bf16", 4, 1024)).main
     assert K.row_vector_width((4, 1024), 1, list(f.args), []) == 8
     assert K.row_vector_width((4, 1020), 1, list(f.args), []) == 4
 
@@ -245,10 +178,10 @@ def test_softmax_and_layernorm_rows_on_gpu(m, et):
     n = 3 if m >= 4096 else 37
     x = (rng.standard_normal((n, m)) * 2).astype(NP[et])
     tol = 1e-5 if et == "f32" else (4e-3 if et == "f16" else 2e-2)
-    got = compile_src(_src(SOFTMAX, et, n, m))(x)[0]
+    got = compile_src(row_src(ROW_SOFTMAX, et, n, m))(x)[0]
     assert _rel_err(got, softmax_ref(x)) < tol
     g, b = rng.standard_normal(m).astype(np.float32), rng.standard_normal(m).astype(np.float32)
-    got = compile_src(_src(LAYERNORM, et, n, m))(x, g, b)[0]
+    got = compile_src(row_src(ROW_LAYERNORM, et, n, m))(x, g, b)[0]
     assert _rel_err(got, layernorm_ref(x, g, b)) < tol
 
 
@@ -263,11 +196,11 @@ def test_misaligned_views_take_the_scalar_path(kind):
     if kind == "loop":
         got, ref = compile_src(CHAIN.format(et="f32", shape=f"{n},{m}"))(view)[0], chain_ref(x)
     elif kind == "softmax":
-        got, ref = compile_src(_src(SOFTMAX, "f32", n, m))(view)[0], softmax_ref(x)
+        got, ref = compile_src(row_src(ROW_SOFTMAX, "f32", n, m))(view)[0], softmax_ref(x)
     else:
         g = torch.randn(m + 1, device="cuda")[1:]
         b = torch.randn(m, device="cuda")
-        got = compile_src(_src(LAYERNORM, "f32", n, m))(view, g, b)[0]
+        got = compile_src(row_src(ROW_LAYERNORM, "f32", n, m))(view, g, b)[0]
         ref = layernorm_ref(x, g.cpu().numpy(), b.cpu().numpy())
     assert _rel_err(got, ref) < 1e-5
     torch.cuda.synchronize()
@@ -285,7 +218,7 @@ def test_grid_smaller_than_the_work(monkeypatch):
         assert _launch(prog)[0] == 3
         assert _rel_err(prog(x)[0], chain_ref(x)) < 1e-6
     x = rng.standard_normal((50, 1024)).astype(np.float32)
-    prog = compile_src(_src(SOFTMAX, "f32", 50, 1024))
+    prog = compile_src(row_src(ROW_SOFTMAX, "f32", 50, 1024))
     assert _launch(prog)[0] == 3
     assert _rel_err(prog(x)[0], softmax_ref(x)) < 1e-5
 
