@@ -77,13 +77,6 @@ def kernel(ctx: ModuleContext, name: str, params: Sequence[ir.Type]) -> ir.Funct
     return fn
 
 
-def launch_bounds(ctx: ModuleContext, fn: ir.Function, max_threads: int) -> None:
-    """Tell ptxas the most threads a block of ``fn`` has (``.maxntid``): it then allocates
-    registers for that block size rather than for 1024 threads."""
-    m = ctx.module
-    m.add_named_metadata("nvvm.annotations", [fn, ir.MetaDataString(m, "maxntidx"), ir.Constant(I32, int(max_threads))])
-
-
 def thread_index(ctx: ModuleContext, b: ir.IRBuilder, reg: str, axis: str = "x") -> ir.Value:
     """``%tid`` / ``%ctaid`` / ``%ntid`` / ``%nctaid`` along ``axis`` (i32)."""
     f = ctx.declare(f"llvm.nvvm.read.ptx.sreg.{reg}.{axis}", I32, [])

@@ -145,7 +145,6 @@ class GpuKernel:
 
     def finish(self, grid: int, block: int, what: str, shared_bytes: int = 0) -> Launch:
         self.b.ret_void()
-        nvptx.launch_bounds(self.cg.ctx, self.fn, block)
         self.cg.kernels[self.name] = self.fn
         return Launch(self.name, list(self.refs), list(self.writes), (int(grid), 1, 1),
                       (int(block), 1, 1), int(shared_bytes), [], what)
