@@ -4,6 +4,7 @@ Per target (``interpreter``, ``cpu``, ``cuda``) the same order runs:
 
     simplify (until nothing changes, at most SIMPLIFY_ROUNDS rounds):
         inline, canonicalize, algebraic-simplifier, constant-folding, cse, dce
+    dot-merger                                        (on for cuda: Options.dot_merger)
     layout-assignment
     fusion, multi-output-fusion, horizontal-fusion   (when Options.fusion)
     cse, dce                                          (tidy fused regions)
@@ -83,7 +84,7 @@ def pipeline_passes(target: str, options: Options) -> Tuple[List[str], List[str]
     check_target(target)
     off = options.disabled_passes
     simplify = [n for n in SIMPLIFY if n not in off]
-    rest = ["layout-assignment"] + (FUSION if options.fusion else []) + TIDY + ["schedule"]
+    rest = ["dot-merger", "layout-assignment"] + (FUSION if options.fusion else []) + TIDY + ["schedule"]
     rest = [n for n in rest if n not in off] + ["buffer-assignment"]
     return simplify, rest
 
