@@ -144,6 +144,9 @@ class DotMerger(MainPass):
         buckets = [dots for dots in by_lhs.values() if len(dots) > 1]
         if not buckets:
             return False
+        for op in region.ops:  # labels in program order: dot_general.0 is the first product
+            if op.name == "dot_general":
+                L(op)
         target = self.config.target
         if not self.options.dot_merger_for(target):
             for dots in buckets:
@@ -196,7 +199,7 @@ class DotMerger(MainPass):
                 if not why:
                     g.append(m)
                     break
-                refusals.setdefault(id(m), f"not merged with {L(g[0].dot)}: {why}")
+                refusals.setdefault(id(m), f"with {L(g[0].dot)}: {why}")
             else:
                 groups.append([m])
         for g in groups:
