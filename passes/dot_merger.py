@@ -110,19 +110,16 @@ def _mismatch(a: _Member, b: _Member) -> str:
     for k in _DIMS:
         if tuple(da.attrs.get(k, ())) != tuple(db.attrs.get(k, ())):
             return f"their {k.replace('_', ' ')} differ"
-    ra, rb = a.rhs.type, b.rhs.type
-    if ra.dtype != rb.dtype:
-        return f"their RHS element types differ ({ra.dtype.name}, {rb.dtype.name})"
+    # (the RHS element types are the shared LHS's, and a bias has its product's type)
     if da.results[0].type.dtype != db.results[0].type.dtype:
         return "their result element types differ"
-    if ra.rank != rb.rank or a.rhs_dim != b.rhs_dim or any(
-            x != y for i, (x, y) in enumerate(zip(ra.shape, rb.shape)) if i != a.rhs_dim):
+    ra, rb = a.rhs.type, b.rhs.type
+    if ra.rank != rb.rank or any(x != y for i, (x, y) in enumerate(zip(ra.shape, rb.shape))
+                                 if i != a.rhs_dim):
         return (f"their RHS shapes {list(ra.shape)} and {list(rb.shape)} differ outside the "
                 f"last free dimension ({a.rhs_dim}), the one a concatenation extends")
     if (a.add is None) != (b.add is None):
         return "one has a bias epilogue and the other not (merging would unfuse the bias)"
-    if a.bias is not None and a.bias.type.dtype != b.bias.type.dtype:
-        return "their biases' element types differ"
     return ""
 
 
@@ -153,13 +150,15 @@ class DotMerger(MainPass):
                 self.log(f"not merged: {', '.join(L(d) for d in dots)} (same LHS): off on target "
                          f"{target} (Options.dot_merger; its products run best separately)")
             return False
+        if any(d.results[0].type.layout is not None for ds in buckets for d in ds):
+            self.log("not run: the module has layouts (the pass runs before layout assignment)")
+            return False
         changed = False
         for dots in buckets:
             for group in self._groups(region, dots):
                 self._rewrite(region, group)
+                stable_toposort(region)  # the next bucket's reachability needs program order
                 changed = True
-        if changed:
-            stable_toposort(region)
         return changed
 
     # -- which products merge ------------------------------------------------------------------

@@ -12,7 +12,8 @@ Per target (``interpreter``, ``cpu``, ``cuda``) the same order runs:
     buffer-assignment
 
 Targets differ in what fusion may do: cpu and the interpreter fuse a row-wise normalization
-into a dot's operand (``Options.row_prologue``), cuda does not. The input module is not
+into a dot's operand (``Options.row_prologue``), cuda does not; cuda merges products that share
+their LHS (``Options.dot_merger``), the others do not. The input module is not
 changed (it is cloned). The module is verified after every pass that changed it
 (``Options.verify``; ``"all"`` also after passes that report no change), including that every
 fusion op is a valid fusion of its kind; each pass is timed, and so is each verification; with a dump directory

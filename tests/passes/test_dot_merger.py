@@ -188,18 +188,21 @@ def test_refusals_say_why(body, reason):
     assert reason in log, log
 
 
-def test_rhs_shapes_that_differ_outside_the_free_dimension():
+def test_rhs_that_differ_in_contraction_order_or_another_free_dimension():
     src = """
-    func @main(%x: f32[3,5,2], %a: f32[5,2,4], %b: f32[5,2,4], %c: f32[2,5,4]) -> (f32[3,4], f32[3,4], f32[3,4]) {
+    func @main(%x: f32[3,5,2], %a: f32[5,2,4], %b: f32[5,2,4], %c: f32[2,5,4], %d: f32[5,2,3,4]) -> (f32[3,4], f32[3,4], f32[3,4], f32[3,3,4]) {
       %p = dot_general(%x, %a) {lhs_contracting_dimensions = [1, 2], rhs_contracting_dimensions = [0, 1]} : f32[3,4]
       %q = dot_general(%x, %b) {lhs_contracting_dimensions = [1, 2], rhs_contracting_dimensions = [0, 1]} : f32[3,4]
       %r = dot_general(%x, %c) {lhs_contracting_dimensions = [1, 2], rhs_contracting_dimensions = [1, 0]} : f32[3,4]
-      return(%p, %q, %r)
+      %s = dot_general(%x, %d) {lhs_contracting_dimensions = [1, 2], rhs_contracting_dimensions = [0, 1]} : f32[3,3,4]
+      return(%p, %q, %r, %s)
     }
     """
     out, log = merged(src)
-    assert len(dots(out)) == 2  # p and q merge; r contracts in another order
+    assert len(dots(out)) == 3  # p and q merge; r contracts in another order; s has two free dims
     assert "not merged: dot_general.2 with dot_general.0: their rhs contracting dimensions differ" in log
+    assert ("not merged: dot_general.3 with dot_general.0: their RHS shapes [5, 2, 4] and "
+            "[5, 2, 3, 4] differ outside the last free dimension (2)") in log
 
 
 def _transformer(dtype="f32", mode="quick"):
@@ -232,3 +235,18 @@ def test_transformer_layer_with_the_pass_forced_on_matches_float64(target):
         assert err < 1e-4, err
     off = optimize(ir, target)
     assert sum(op.name == "dot_general" for op in off.module.walk()) == 8
+
+
+def test_no_free_dimension_and_after_layout_assignment():
+    src = """
+    func @main(%x: f32[5], %a: f32[5], %b: f32[5]) -> (f32[], f32[]) {
+      %p = dot_general(%x, %a) {lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [0]} : f32[]
+      %q = dot_general(%x, %b) {lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [0]} : f32[]
+      return(%p, %q)
+    }
+    """
+    out, log = merged(src)
+    assert len(dots(out)) == 2 and "dot_general.0: its RHS has no free dimension to extend" in log
+    log = []
+    out = run_passes(QKV, ["layout-assignment", "dot-merger"], "cuda", None, log)
+    assert len(dots(out)) == 3 and "the pass runs before layout assignment" in "\n".join(log)
