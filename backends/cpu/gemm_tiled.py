@@ -17,7 +17,10 @@ panel, MR broadcasts of A, MR*NV fused multiply-adds. The tile follows the targe
 width (``register_tile``): 6 x 4 zmm on AVX-512 (24 accumulators of the 32 registers), 6 x 2
 ymm on AVX2 (12 of 16). Row tails run one tile of the rows left; the columns left after the
 whole panels run as one narrower panel whose last vector is masked (``llvm.masked.load`` /
-``store``; N = 10 products went 10-13 -> 70-74 GFLOP/s on one thread).
+``store``; N = 10 products went 10-13 -> 70-74 GFLOP/s on one thread), with taller tiles of as
+many accumulators (``tile_rows``: 24 x 1 zmm), read from B in place when B is no wider than a
+panel (one thread, AVX-512 Xeon: 128 x 512 x 10 79 -> 93 GFLOP/s, 512 x 128 x 10 with A
+transposed 71 -> 99; numpy's OpenBLAS with no OPENBLAS_* variables 83 and 104).
 
 Blocking (cache sizes from ``hlo.runtime.cpu.target.cache_bytes``): the contraction runs in
 equal blocks of KC rows so that the panel (KC x NV vectors) stays in L1, each block after the
@@ -66,10 +69,23 @@ PANEL_BLOCK_L2_FRACTION = 1 / 8
 L2_FRACTION = 0.5
 
 
+# A panel narrower than NV vectors (a product's last columns, all of a narrow product such as
+# N = 10) runs taller tiles with the same number of accumulators: rows = MR * NV // nv, at most
+# NARROW_MAX_ROWS. With 6 rows of one vector, the 6 FMA chains per k (4-cycle latency, 2 FMA
+# pipes) left a quarter of the FMA slots empty.
+NARROW_MAX_ROWS = 24
+
+
 def register_tile(target=None):
     """(MR, NV): the register tile of the target's vector width."""
     bits = (target or _target.host()).vector_bits
     return TILES.get(bits, TILES[128])
+
+
+def tile_rows(nv: int, target=None) -> int:
+    """Rows of the register tile of a panel of ``nv`` vectors (``nv`` <= NV)."""
+    MR, NV = register_tile(target)
+    return max(MR, min(NARROW_MAX_ROWS, MR * NV // max(1, nv)))
 
 
 def k_block(K: int, NV: int, W: int, itemsize: int) -> Tuple[int, int]:
@@ -97,6 +113,9 @@ def chunk_rows(MR: int, KC: int, cols: int, nk: int, itemsize: int) -> int:
 PANEL_GROUP = 4
 PANEL_GROUP_BYTES = 256 << 10
 PANEL_GROUP_MIN_STRIDE = 4096
+# Rows of B ahead that the copy of a panel (group) prefetches, every line of the row's run: B's
+# rows a page apart defeat the hardware prefetcher (each row's run is a new page).
+PACK_PREFETCH_ROWS = 8
 # Rows of B ahead that a panel-filling tile prefetches (16 measured best of 16/32/64; 0: copy
 # every panel up front instead).
 FILL_PREFETCH_ROWS = 16
@@ -152,9 +171,10 @@ CORE_PREFIX = "hlo.gemm_core"
 class _Core:
     """The shared register-tiled body: C[m0:m1, n0:n1] (+)= A[m0:m1, 0:kc] x B[0:kc, n0:n1]
     (offsets oa, ob, oc into A, B, C; strides as arguments), B's panels in ``panel`` (room for
-    ``G`` panels of ``pstride`` vectors). ``mode``: "contig" (B's columns contiguous; argument
-    ``fill`` != 0, for B's rows less than a page apart: the first tile of each panel copies it
-    as it computes; else up to G panels are copied row by row of B first) or "gather" (B's
+    ``G`` panels of ``pstride`` vectors). ``mode``: "contig" (B's columns contiguous; bit 0 of
+    argument ``fill``, for B's rows less than a page apart: the first tile of each panel copies
+    it as it computes, else up to G panels are copied row by row of B first; bit 1, for B's
+    rows no longer than a panel: the column-tail panel reads B in place) or "gather" (B's
     columns strided: copied element by element). ``acc`` != 0: add to C (a later block of a
     blocked contraction). What the products never ask for (filling, packing, adding to C) is
     left out. The body is emitted by ``emit`` once every product has added the row and column
@@ -173,14 +193,14 @@ class _Core:
         self.fn.attributes.add("noinline")
         for a in self.fn.args[:4]:
             a.add_attribute("noalias")   # C is never A's or B's buffer (dot.lower_dot)
-        self.row_counts, self.col_counts, self.fills = set(), set(), set()
+        self.row_counts, self.col_counts, self.fills, self.directs = set(), set(), set(), set()
 
     def call(self, b, *args):
         b.call(self.fn, [a if isinstance(a, ir.Value) else i64(a) for a in args])
 
     def emit(self):
         _emit_core(self.cg, self.comp, self.fn, self.mode, self.has_acc, self.row_counts,
-                   self.col_counts, self.fills)
+                   self.col_counts, self.fills, self.directs)
 
 
 def _core_for(cg, comp, mode: str) -> _Core:
@@ -232,6 +252,9 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
                         for h in ({min(MC, hb)} | ({hb % MC} if hb > MC and hb % MC else set()))}
     core.col_counts |= {min(NB, N - n0) for n0 in range(0, N, NB)}
     core.fills.add(fill)
+    # B's rows no longer than a whole panel: the column-tail panel reads B in place
+    direct = int(b_contig and ldb <= NV * W)
+    core.directs.add(direct)
     with b.goto_entry_block():
         bpanel = b.alloca(vty, size=i64(KC * NV * G), name="bpanel")
         bpanel.align = 64
@@ -246,7 +269,7 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
             left = b.sub(b.add(mb0, brows), m0)
             rows = b.select(b.icmp_signed("<", left, i64(MC)), left, i64(MC))
             m1 = b.add(m0, rows)
-            strides = (KC * NV, G, rsA, csA, ldb, csB, ldc, fill)
+            strides = (KC * NV, G, rsA, csA, ldb, csB, ldc, fill | direct << 1)
             if NK == 1:
                 core.call(b, Cp, Ap, Bp, bpanel, oa, ob, oc, m0, m1, n0, n1, K, 0, *strides)
             else:
@@ -265,7 +288,8 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
     return kb.finish(Bn * per_batch, flops >= GEMM_PARALLEL_MIN_FLOPS, what)
 
 
-def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, col_counts, fills):
+def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, col_counts, fills,
+               directs):
     """The body of a ``_Core`` (see there): tiles for the row and column counts given."""
     fty = F64 if comp.name == "f64" else F32
     W = vector_lanes(comp)
@@ -278,7 +302,8 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
     b_contig = mode == "contig"
     # whether the first tile of each whole panel copies it from B (else the panel is packed
     # first): known when every product of this core does the same, else the argument says
-    filling = (True if fills == {1} else False if fills == {0} else b.icmp_unsigned("!=", fill, i64(0)))
+    filling = (True if fills == {1} else False if fills == {0}
+               else b.icmp_unsigned("!=", b.and_(fill, i64(1)), i64(0)))
     zero_v = ir.Constant(vty, [ir.Constant(fty, 0.0)] * W)
     shuf0 = ir.Constant(ir.VectorType(ir.IntType(32), W), [ir.Constant(ir.IntType(32), 0)] * W)
     undef_v = ir.Constant(vty, ir.Undefined)
@@ -337,7 +362,9 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
             elif packed:
                 bvs = [b.load(panel_at(k, v), typ=vty) for v in range(nv)]
             else:
-                bvs = [b.load(elem(Bp, b.add(brow, i64(v * W))), typ=vty, align=comp.itemsize)
+                bvs = [masked("load", elem(Bp, b.add(brow, i64(v * W))), lanes)
+                       if lanes and v == nv - 1 else
+                       b.load(elem(Bp, b.add(brow, i64(v * W))), typ=vty, align=comp.itemsize)
                        for v in range(nv)]
             out = []
             for r in range(mr):
@@ -381,17 +408,17 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
             else:
                 b.store(acc, p, align=comp.itemsize)
 
-    row_rems = sorted({r % MR for r in row_counts} - {0})
     fill_heights = sorted({r % MR or MR for r in row_counts})
-    any_full_rows = any(r >= MR for r in row_counts)
 
-    def row_tiles(oa, ob, oc, m0, m1, j0, nv, packed=False, filling=None, lanes=0):
-        """Row tiles of MR for the column panel at j0 and one tile of the 1..MR-1 rows left (a
-        tile per remainder that can occur, so a tail row keeps MR-way independent
+    def row_tiles(oa, ob, oc, m0, m1, j0, nv, packed=False, filling=None, lanes=0, mr=MR):
+        """Row tiles of ``mr`` for the column panel at j0 and one tile of the 1..mr-1 rows left
+        (a tile per remainder that can occur, so a tail row keeps mr-way independent
         accumulation chains where it can rather than one latency-bound chain per row).
         ``filling`` (an i1, run time): the panel is still to be copied; then the tail tile (or,
         with no tail, a first whole tile) runs first and copies it, else it runs last."""
-        rem = b.urem(b.sub(m1, m0), i64(MR))
+        row_rems = sorted({r % mr for r in row_counts} - {0})
+        any_full_rows = any(r >= mr for r in row_counts)
+        rem = b.urem(b.sub(m1, m0), i64(mr))
         start, tail = m0, rem
         if filling is True:
             first = b.select(b.icmp_unsigned("==", rem, i64(0)), i64(MR), rem)
@@ -405,8 +432,8 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
             tail = b.select(filling, i64(0), rem)
         full_end = m1 if tail is None else b.sub(m1, tail)
         if any_full_rows if filling is not True else any(r > MR for r in row_counts):
-            with for_range(b, i64(0), b.udiv(b.sub(full_end, start), i64(MR)), "it") as it:
-                tile(oa, ob, oc, b.add(start, b.mul(it, i64(MR))), j0, MR, nv, packed, lanes=lanes)
+            with for_range(b, i64(0), b.udiv(b.sub(full_end, start), i64(mr)), "it") as it:
+                tile(oa, ob, oc, b.add(start, b.mul(it, i64(mr))), j0, mr, nv, packed, lanes=lanes)
         if tail is not None:
             by_height(tail, row_rems, "tail", lambda r: tile(oa, ob, oc, full_end, j0, r, nv, packed, lanes=lanes))
 
@@ -434,8 +461,16 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
         only that many columns (zeros after them)."""
         with for_range(b, i64(0), kc_cur[0], "pk") as k:
             src = b.add(ob, b.mul(k, ldb))
+            if b_contig and PACK_PREFETCH_ROWS:
+                ahead = b.add(k, i64(PACK_PREFETCH_ROWS))
+                last = b.sub(kc_cur[0], i64(1))
+                ahead_src = b.add(ob, b.mul(b.select(b.icmp_signed("<", ahead, kc_cur[0]), ahead, last), ldb))
 
             def one(p, jp0):
+                if b_contig and PACK_PREFETCH_ROWS:
+                    row = elem(Bp, b.add(ahead_src, jp0))
+                    for off in range(0, nv * W * comp.itemsize, 64):
+                        b.call(prefetch, [b.gep(row, [i64(off)], source_etype=U.I8)] + prefetch_args)
                 for v in range(nv):
                     n = lanes if v == nv - 1 and lanes else W
                     if b_contig and n < W:
@@ -478,9 +513,26 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
                   lambda r: tail_panel(oa, ob, oc, m0, m1, n_panels_end, r))
 
     def tail_panel(oa, ob, oc, m0, m1, j0, ncols):
+        """The columns after the whole panels: one narrower panel with taller tiles
+        (``tile_rows``), read from B in place when B's rows are contiguous and no longer than
+        a whole panel (B is then already one dense panel), else copied to the panel first."""
         nv, lanes = -(-ncols // W), ncols % W
-        pack(ob, j0, nv, lanes=lanes)
-        row_tiles(oa, ob, oc, m0, m1, j0, nv, True, lanes=lanes)
+        mr = tile_rows(nv)
+        direct = (True if directs == {1} else False if directs == {0}
+                  else b.icmp_unsigned("!=", b.and_(fill, i64(2)), i64(0)))
+        if direct is True:
+            row_tiles(oa, ob, oc, m0, m1, j0, nv, False, lanes=lanes, mr=mr)
+            return
+        if direct is False:
+            pack(ob, j0, nv, lanes=lanes)
+            row_tiles(oa, ob, oc, m0, m1, j0, nv, True, lanes=lanes, mr=mr)
+            return
+        with b.if_else(direct) as (then, otherwise):
+            with then:
+                row_tiles(oa, ob, oc, m0, m1, j0, nv, False, lanes=lanes, mr=mr)
+            with otherwise:
+                pack(ob, j0, nv, lanes=lanes)
+                row_tiles(oa, ob, oc, m0, m1, j0, nv, True, lanes=lanes, mr=mr)
 
 
     columns(oa0, ob0, oc, m0, m1, n0, n1, b.sub(n1, n0))

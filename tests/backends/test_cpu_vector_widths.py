@@ -120,3 +120,34 @@ def test_avx512_code_is_refused_on_an_avx2_only_machine(tmp_path):
     np.testing.assert_allclose(aot.load(path2)(x, w), np.tanh(x @ w), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(aot.load(path)(x, w), np.tanh(x @ w), rtol=1e-5, atol=1e-5)
     assert hlo is not None
+
+
+@pytest.mark.parametrize("which", _targets())
+def test_narrow_panels_at_each_vector_width(monkeypatch, which):
+    """Panels narrower than the register tile run taller tiles (``tile_rows``) and read a B
+    no wider than a panel in place: the train step's narrow products (N = 10, A transposed or not)
+    next to one whose column tail is packed (B's rows past a panel: both kinds of tail in one
+    shared body), with row counts that leave every kind of row tail, on 1 and 2 threads."""
+    from hlo.backends.cpu.gemm_tiled import register_tile, tile_rows
+    monkeypatch.setenv("HLO_CPU_GEMM", "generated")
+    src = """module @m
+
+func @main(%h: f32[128,77], %d: f32[128,10], %w: f32[77,10], %x: f32[53,40], %v: f32[40,150]) -> (f32[77,10], f32[128,10], f32[53,150]) {
+  %0 = dot_general(%h, %d) {lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [0]} : f32[77,10]
+  %1 = dot_general(%h, %w) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[128,10]
+  %2 = dot_general(%x, %v) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[53,150]
+  return(%0, %1, %2)
+}
+"""
+    rng = np.random.default_rng(11)
+    args = [rng.standard_normal(s).astype(np.float32) for s in ((128, 77), (128, 10), (77, 10), (53, 40), (40, 150))]
+    h, d, w, x, v = [a.astype(np.float64) for a in args]
+    refs = [h.T @ d, h @ w, x @ v]
+    target = T.host() if which == "host" else _avx2()
+    with T.standing_in(target):
+        MR, NV = register_tile()
+        assert tile_rows(NV) == MR and tile_rows(1) > MR
+        for threads in (1, 2):
+            outs = compile_text(src, threads=threads).run(args)
+            for got, ref in zip(outs, refs):
+                np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
