@@ -168,6 +168,22 @@ def _k_loop(b: ir.IRBuilder, K, init: List[ir.Value], step) -> List[ir.Value]:
 CORE_PREFIX = "hlo.gemm_core"
 
 
+class _BFloat(ir.types.Type):
+    """LLVM's ``bfloat`` (llvmlite has no such type): the element of vdpbf16ps's operands."""
+
+    def _to_string(self):
+        return "bfloat"
+
+    def __eq__(self, other):
+        return isinstance(other, _BFloat)
+
+    def __hash__(self):
+        return hash("bfloat")
+
+
+BFLOAT = _BFloat()
+
+
 class _Core:
     """The shared register-tiled body: C[m0:m1, n0:n1] (+)= A[m0:m1, 0:kc] x B[0:kc, n0:n1]
     (offsets oa, ob, oc into A, B, C; strides as arguments), B's panels in ``panel`` (room for
@@ -212,7 +228,8 @@ def _core_for(cg, comp, mode: str) -> _Core:
 
 
 def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: int, M: int, N: int,
-                    K: int, blocks: Tuple[int, int], what: str, epi=None, epilogue_fn=None):
+                    K: int, blocks: Tuple[int, int], what: str, epi=None, epilogue_fn=None,
+                    pairs: bool = False):
     """A kernel over (batch, row block, column block) items: each chunk of an item's rows runs
     the shared body (``_Core``), a block of the contraction at a time, then ``epilogue_fn``
     (``dot._block_epilogue``) on the chunk while it is in cache."""
@@ -238,12 +255,19 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
     MB, NB = blocks
     mblocks, nblocks = -(-M // MB), -(-N // NB)
     per_batch = mblocks * nblocks
-    KC, NK = k_block(K, NV, W, comp.itemsize)
     G = 1
-    mode = "contig" if b_contig else "gather"
-    fill = int(b_contig and FILL_PREFETCH_ROWS > 0 and ldb * comp.itemsize < PANEL_GROUP_MIN_STRIDE)
-    if b_contig and ldb * comp.itemsize >= PANEL_GROUP_MIN_STRIDE:
-        G = max(1, min(PANEL_GROUP, PANEL_GROUP_BYTES // (KC * NV * W * comp.itemsize)))
+    if pairs:   # bf16 operands: panels of k pairs, one vdpbf16ps per pair (see _emit_core)
+        assert b_contig and A.cs in (1, None), "bf16 pairs read A's and B's rows as runs"
+        KC, NK = k_block(K, NV, W, 2)
+        KC += KC % 2 if NK > 1 else 0   # blocks of whole pairs
+        NK = -(-K // KC)
+        mode, fill = "bf16", 0
+    else:
+        KC, NK = k_block(K, NV, W, comp.itemsize)
+        mode = "contig" if b_contig else "gather"
+        fill = int(b_contig and FILL_PREFETCH_ROWS > 0 and ldb * comp.itemsize < PANEL_GROUP_MIN_STRIDE)
+        if b_contig and ldb * comp.itemsize >= PANEL_GROUP_MIN_STRIDE:
+            G = max(1, min(PANEL_GROUP, PANEL_GROUP_BYTES // (KC * NV * W * comp.itemsize)))
     core = _core_for(cg, comp, mode)
     core.has_acc |= NK > 1
     # the row counts of a chunk and the column counts of an item: the core holds a tile for each
@@ -253,7 +277,7 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
     core.col_counts |= {min(NB, N - n0) for n0 in range(0, N, NB)}
     core.fills.add(fill)
     # B's rows no longer than a whole panel: the column-tail panel reads B in place
-    direct = int(b_contig and ldb <= NV * W)
+    direct = int(b_contig and ldb <= NV * W and not pairs)
     core.directs.add(direct)
     with b.goto_entry_block():
         bpanel = b.alloca(vty, size=i64(KC * NV * G), name="bpanel")
@@ -299,7 +323,14 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     (Cp, Ap, Bp, bpanel, oa0, ob0, oc, m0, m1, n0, n1, kc, acc, pstride, G,
      rsA, csA, ldb, csB, ldc, fill) = fn.args
-    b_contig = mode == "contig"
+    pairs = mode == "bf16"   # A and B bf16 (i16 bits), C and the accumulators f32
+    b_contig = mode in ("contig", "bf16")
+    ety = U.I16 if pairs else fty   # A's and B's elements
+    if pairs:
+        ivty = ir.VectorType(U.I32, W)    # a panel vector: W columns x a pair of k (2 bf16 each)
+        bf_ty = ir.VectorType(BFLOAT, 2 * W)
+        dot2 = cg.ctx.declare(f"llvm.x86.avx512bf16.dpbf16ps.{32 * W}", vty, [vty, bf_ty, bf_ty])
+        zero_iv = ir.Constant(ivty, [ir.Constant(U.I32, 0)] * W)
     # whether the first tile of each whole panel copies it from B (else the panel is packed
     # first): known when every product of this core does the same, else the argument says
     filling = (True if fills == {1} else False if fills == {0}
@@ -310,6 +341,9 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
 
     def elem(base, off):
         return b.gep(base, [off], source_etype=fty)
+
+    def elem_in(base, off):   # an element of A or B
+        return b.gep(base, [off], source_etype=ety)
 
     if b_contig:
         prefetch = cg.ctx.declare("llvm.prefetch.p0", U.VOID, [U.PTR, U.I32, U.I32, U.I32])
@@ -348,27 +382,27 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
             ak = b.mul(k, csA)
             brow = b.add(b.add(ob, b.mul(k, ldb)), j0)
             if fill:
-                bvs = [b.load(elem(Bp, b.add(brow, i64(v * W))), typ=vty, align=comp.itemsize)
+                bvs = [b.load(elem_in(Bp, b.add(brow, i64(v * W))), typ=vty, align=comp.itemsize)
                        for v in range(nv)]
                 for v in range(nv):
                     b.store(bvs[v], panel_at(k, v))
                 ahead = b.add(k, i64(FILL_PREFETCH_ROWS))
                 last = b.sub(kc_cur[0], i64(1))
                 ahead = b.select(b.icmp_signed("<", ahead, kc_cur[0]), ahead, last)
-                src = elem(Bp, b.add(b.add(ob, b.mul(ahead, ldb)), j0))
+                src = elem_in(Bp, b.add(b.add(ob, b.mul(ahead, ldb)), j0))
                 span = nv * W * comp.itemsize
                 for off in sorted({0, span - 1}):  # the first and last line of the row's run
                     b.call(prefetch, [b.gep(src, [i64(off)], source_etype=U.I8)] + prefetch_args)
             elif packed:
                 bvs = [b.load(panel_at(k, v), typ=vty) for v in range(nv)]
             else:
-                bvs = [masked("load", elem(Bp, b.add(brow, i64(v * W))), lanes)
+                bvs = [masked("load", elem_in(Bp, b.add(brow, i64(v * W))), lanes)
                        if lanes and v == nv - 1 else
-                       b.load(elem(Bp, b.add(brow, i64(v * W))), typ=vty, align=comp.itemsize)
+                       b.load(elem_in(Bp, b.add(brow, i64(v * W))), typ=vty, align=comp.itemsize)
                        for v in range(nv)]
             out = []
             for r in range(mr):
-                a = b.load(elem(Ap, b.add(arow[r], ak)), typ=fty)
+                a = b.load(elem_in(Ap, b.add(arow[r], ak)), typ=fty)
                 a = b.shuffle_vector(b.insert_element(undef_v, a, ir.Constant(ir.IntType(32), 0)),
                                      undef_v, shuf0)
                 for v in range(nv):
@@ -381,6 +415,22 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
                 crow = b.add(b.add(oc, b.mul(b.add(i0, i64(r)), ldc)), j0)
                 for v in range(nv):
                     out.append((elem(Cp, b.add(crow, i64(v * W))), lanes if v == nv - 1 else 0))
+            return out
+
+        def pair_step(k, accs, odd=False):
+            """One pair of k (B's rows 2k, 2k+1 interleaved in panel row k): per row of the
+            tile, A's two elements broadcast as one i32; ``odd``: the contraction's last,
+            single k (A's second element taken as zero, the panel's is zero)."""
+            bvs = [b.bitcast(b.load(panel_at(k, v), typ=ivty), bf_ty) for v in range(nv)]
+            out = []
+            for r in range(mr):
+                at = elem_in(Ap, b.add(arow[r], b.mul(k, i64(2))))
+                a = b.zext(b.load(at, typ=U.I16), U.I32) if odd else b.load(at, typ=U.I32, align=2)
+                a = b.shuffle_vector(b.insert_element(ir.Constant(ivty, ir.Undefined), a, ir.Constant(U.I32, 0)),
+                                     ir.Constant(ivty, ir.Undefined), shuf0)
+                a = b.bitcast(a, bf_ty)
+                for v in range(nv):
+                    out.append(b.call(dot2, [accs[r * nv + v], a, bvs[v]]))
             return out
 
         init = [zero_v] * (mr * nv)
@@ -401,7 +451,21 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
                 ph.add_incoming(l, load_c)
                 phis.append(ph)
             init = phis
-        accs = _k_loop(b, kc_cur[0], init, step)
+        if pairs:
+            accs = _k_loop(b, b.lshr(kc_cur[0], i64(1)), init, pair_step)
+            pre = b.block
+            with b.if_then(b.trunc(kc_cur[0], ir.IntType(1))):   # an odd contraction
+                odd_block_accs = pair_step(b.lshr(kc_cur[0], i64(1)), accs, odd=True)
+                odd_end = b.block
+            merged = []
+            for x, y in zip(accs, odd_block_accs):
+                ph = b.phi(vty)
+                ph.add_incoming(x, pre)
+                ph.add_incoming(y, odd_end)
+                merged.append(ph)
+            accs = merged
+        else:
+            accs = _k_loop(b, kc_cur[0], init, step)
         for acc, (p, n) in zip(accs, c_ptrs()):
             if n:
                 masked("store", p, n, acc)
@@ -459,6 +523,8 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
         are not contiguous. A group of panels is copied row by row of B, so each row of B is
         read as one run of G panels (one page walk, not G). ``lanes``: the last vector holds
         only that many columns (zeros after them)."""
+        if pairs:
+            return pack_pairs(ob, j0, nv, lanes)
         with for_range(b, i64(0), kc_cur[0], "pk") as k:
             src = b.add(ob, b.mul(k, ldb))
             if b_contig and PACK_PREFETCH_ROWS:
@@ -468,20 +534,20 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
 
             def one(p, jp0):
                 if b_contig and PACK_PREFETCH_ROWS:
-                    row = elem(Bp, b.add(ahead_src, jp0))
+                    row = elem_in(Bp, b.add(ahead_src, jp0))
                     for off in range(0, nv * W * comp.itemsize, 64):
                         b.call(prefetch, [b.gep(row, [i64(off)], source_etype=U.I8)] + prefetch_args)
                 for v in range(nv):
                     n = lanes if v == nv - 1 and lanes else W
                     if b_contig and n < W:
-                        x = masked("load", elem(Bp, b.add(b.add(src, jp0), i64(v * W))), n)
+                        x = masked("load", elem_in(Bp, b.add(b.add(src, jp0), i64(v * W))), n)
                     elif b_contig:
-                        x = b.load(elem(Bp, b.add(b.add(src, jp0), i64(v * W))), typ=vty, align=comp.itemsize)
+                        x = b.load(elem_in(Bp, b.add(b.add(src, jp0), i64(v * W))), typ=vty, align=comp.itemsize)
                     else:
                         x = zero_v if n < W else undef_v
                         for l in range(n):
                             col = b.add(jp0, i64(v * W + l))
-                            e = b.load(elem(Bp, b.add(src, b.mul(col, csB))), typ=fty)
+                            e = b.load(elem_in(Bp, b.add(src, b.mul(col, csB))), typ=fty)
                             x = b.insert_element(x, e, ir.Constant(ir.IntType(32), l))
                     b.store(x, panel_at(k, v, p))
             if npanels is None:
@@ -489,6 +555,34 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
             else:
                 with for_range(b, i64(0), npanels, "pg") as p:
                     one(p, b.add(j0, b.mul(p, i64(nv * W))))
+
+    def pack_pairs(ob, j0, nv, lanes):
+        """bf16: panel row p holds B's rows 2p and 2p+1 interleaved, column by column (a pair
+        per i32 lane: what vdpbf16ps multiplies by A's broadcast pair); a last single row is
+        paired with zeros."""
+        half = ir.VectorType(U.I16, W)
+        inter = ir.Constant(ir.VectorType(U.I32, 2 * W),
+                            [ir.Constant(U.I32, i // 2 + (W if i % 2 else 0)) for i in range(2 * W)])
+        zero_h = ir.Constant(half, [ir.Constant(U.I16, 0)] * W)
+        with for_range(b, i64(0), b.lshr(b.add(kc_cur[0], i64(1)), i64(1)), "pk") as p:
+            k0 = b.mul(p, i64(2))
+            has1 = b.icmp_signed("<", b.add(k0, i64(1)), kc_cur[0])
+            k1 = b.select(has1, b.add(k0, i64(1)), k0)     # a row that exists (zeroed below)
+            for v in range(nv):
+                n = lanes if v == nv - 1 and lanes else W
+                rows = []
+                for k in (k0, k1):
+                    ptr = elem_in(Bp, b.add(b.add(b.add(ob, b.mul(k, ldb)), j0), i64(v * W)))
+                    if n < W:
+                        mask = ir.Constant(ir.VectorType(ir.IntType(1), W),
+                                           [ir.Constant(ir.IntType(1), int(l < n)) for l in range(W)])
+                        ml = cg.ctx.declare(f"llvm.masked.load.v{W}i16.p0", half,
+                                            [U.PTR, U.I32, mask.type, half])
+                        rows.append(b.call(ml, [ptr, ir.Constant(U.I32, 2), mask, zero_h]))
+                    else:
+                        rows.append(b.load(ptr, typ=half, align=2))
+                hi = b.select(has1, rows[1], zero_h)
+                b.store(b.bitcast(b.shuffle_vector(rows[0], hi, inter), ivty), panel_at(p, v))
 
     def columns(oa, ob, oc, m0, m1, n0, n1, cols):
         panel = NV * W

@@ -151,3 +151,55 @@ func @main(%h: f32[128,77], %d: f32[128,10], %w: f32[77,10], %x: f32[53,40], %v:
             outs = compile_text(src, threads=threads).run(args)
             for got, ref in zip(outs, refs):
                 np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("m,k,n,ta,tb,out,blocked", [
+    (13, 9, 37, False, False, "f32", False),     # odd contraction: a last single k
+    (6, 33, 16, False, True, "bf16", False),     # B transposed (a copy), a bf16 result
+    (25, 2, 3, True, False, "f32", False),       # A transposed (a copy), a narrow column tail
+    (130, 1301, 200, False, False, "f32", True),  # blocked contraction (whole pairs per block)
+    (64, 70, 1030, False, False, "bf16", False),  # B's rows a page apart, tails
+])
+def test_bf16_products_in_pairs(monkeypatch, m, k, n, ta, tb, out, blocked):
+    """bf16 x bf16 on vdpbf16ps (``dot.bf16_pairs``: a CPU with AVX-512 BF16 where it pays;
+    stood in for here when this machine has the feature) against float64 numpy, with a fused
+    ReLU; the same program for a CPU without the pairs widens to f32 and agrees."""
+    import ml_dtypes
+    import hlo.backends.cpu.gemm_tiled as gt
+    from hlo.backends.cpu.dot import bf16_pairs
+    h = T.host()
+    if not (h.vector_bits == 512 and h.has("avx512bf16")):
+        pytest.skip("this CPU has no AVX-512 BF16")
+    monkeypatch.setenv("HLO_CPU_GEMM", "generated")
+    if blocked:
+        monkeypatch.setattr(gt, "PANEL_BLOCK_L2_FRACTION", 0.0)
+    ash, bsh = ([k, m] if ta else [m, k]), ([n, k] if tb else [k, n])
+    src = f"""module @m
+
+func @main(%a: bf16[{ash[0]},{ash[1]}], %b: bf16[{bsh[0]},{bsh[1]}]) -> ({out}[{m},{n}]) {{
+  %0 = dot_general(%a, %b) {{lhs_contracting_dimensions = [{0 if ta else 1}], rhs_contracting_dimensions = [{1 if tb else 0}]}} : {out}[{m},{n}]
+  %z = constant dense<0.0> : {out}[]
+  %zb = broadcast_in_dim(%z) {{broadcast_dimensions = []}} : {out}[{m},{n}]
+  %1 = maximum(%0, %zb) : {out}[{m},{n}]
+  return(%1)
+}}
+"""
+    rng = np.random.default_rng(m + k + n)
+    a = rng.standard_normal(ash).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal(bsh).astype(ml_dtypes.bfloat16)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ref = np.maximum((a64.T if ta else a64) @ (b64.T if tb else b64), 0)
+    # products of bf16 are exact in f32; the sum's f32 rounding and a bf16 result's rounding
+    tol = (2 ** -7 if out == "bf16" else 1e-5) * np.sqrt(k) * np.abs(ref).max()
+    results = {}
+    for cpu in ("znver4", "other"):
+        with T.standing_in(T.CpuTarget(h.triple, cpu if cpu == "znver4" else h.cpu, h.features)):
+            assert bf16_pairs() == (cpu == "znver4" or h.cpu.startswith("znver"))
+            for threads in (1, 2):
+                exe = compile_text(src, threads=threads)
+                got = exe.run([a, b])[0]
+                assert got.dtype == (np.float32 if out == "f32" else ml_dtypes.bfloat16)
+                np.testing.assert_allclose(got.astype(np.float64), ref, rtol=0, atol=tol)
+            assert ("dpbf16ps" in exe.ir_text) == bf16_pairs()
+            results[cpu] = got.astype(np.float64)
+    np.testing.assert_allclose(results["znver4"], results["other"], rtol=0, atol=tol)
