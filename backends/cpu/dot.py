@@ -40,7 +40,7 @@ from hlo.ir.types import TensorType, bf16 as BF16_T, f32 as F32_T, f64 as F64_T
 from hlo.runtime.cpu import target as _target
 from .. import llvm_util as U, scalar_ops
 from ..llvm_util import F32, F64, I32, PTR, for_range, i64
-from .blas import find_blas
+from .blas import BLAS_PACKAGE, find_blas
 from .kernels import (Codegen, KernelBuilder, Root, collect_reads, emit_loop_kernel,
                       make_emitter)
 from .gemm_tiled import emit_tiled_gemm, register_tile, supports as tiled_supports, vector_lanes
@@ -198,12 +198,16 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
 
 
 def choose_gemm(blas, Bn: int, M: int, N: int, K: int) -> str:
-    """Which kernel runs a floating-point product: the generated "tiled" GEMM, faster than
-    every BLAS measured on every product shape of the seed workloads (see the module
-    docstring), unless ``HLO_CPU_GEMM=blas`` asks for the BLAS (for measurements)."""
-    if gemm_mode() == "blas" and blas is not None:
-        return "blas"
-    return "tiled"
+    """Which kernel runs a floating-point product: the generated "tiled" GEMM (see the module
+    docstring), unless ``HLO_CPU_GEMM=blas`` asks for the optional BLAS (``blas.py``)."""
+    if gemm_mode() != "blas":
+        return "tiled"
+    if blas is None:
+        raise RuntimeError(
+            f"HLO_CPU_GEMM=blas, but no BLAS is installed: the BLAS path needs the optional "
+            f"dependency {BLAS_PACKAGE} (pip install 'hlo[blas]'); numpy's bundled OpenBLAS is "
+            f"not used. Unset HLO_CPU_GEMM to run the generated GEMM.")
+    return "blas"
 
 
 # CPUs (LLVM names, by prefix) whose vdpbf16ps multiplies bf16 pairs faster than widening to

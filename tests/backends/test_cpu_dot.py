@@ -127,10 +127,6 @@ def test_attention_products_read_head_views_in_place():
     assert_close(exe.run(args)[0], interpret(parse_module(ATTENTION), args)[0], rtol=1e-5, atol=1e-5)
 
 
-needs_blas = pytest.mark.skipif(find_blas() is None, reason="the generated GEMM reads canonical copies")
-
-
-@needs_blas
 def test_head_views_need_no_operand_copies():
     """The strided views are read where they are: no canonical copy kernels for q, k, v."""
     from cpu_helpers import compile_text
@@ -157,8 +153,7 @@ func @main(%a: f32[6,8], %b: f32[8,7]) -> (f32[7,6]) {
 """
     rng = np.random.default_rng(4)
     check(src, [_rand(rng, "f32", (6, 8)) * 0.3, _rand(rng, "f32", (8, 7)) * 0.3], rtol=1e-5, atol=1e-6)
-    if find_blas() is not None:
-        assert "dot result" not in compile_text(src).steps_text
+    assert "dot result" not in compile_text(src).steps_text
 
 
 # ------------------------------------------------------------------------------------------
@@ -401,6 +396,29 @@ def test_bad_gemm_setting_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("HLO_CPU_GEMM", "fastest")
     with pytest.raises(ValueError, match="HLO_CPU_GEMM"):
         check(MATRIX_TIMES_BATCH, [np.zeros((4, 5), np.float32), np.zeros((2, 4, 3), np.float32)])
+
+
+def test_blas_setting_without_a_blas_is_a_clear_error(monkeypatch):
+    """HLO_CPU_GEMM=blas where the optional BLAS (scipy-openblas32) is not installed: an error
+    that names it, not a silent fall-back (numpy's bundled OpenBLAS is never used)."""
+    import hlo.backends.cpu.dot as dot
+    monkeypatch.setenv("HLO_CPU_GEMM", "blas")
+    monkeypatch.setattr(dot, "find_blas", lambda: None)
+    with pytest.raises(RuntimeError, match=r"scipy-openblas32 \(pip install 'hlo\[blas\]'\)"):
+        check(MATRIX_TIMES_BATCH, [np.zeros((4, 5), np.float32), np.zeros((2, 4, 3), np.float32)])
+
+
+def test_find_blas_is_not_cached_off(monkeypatch):
+    """A first search under HLO_CPU_GEMM=generated (BLAS off) leaves the BLAS to a later one."""
+    from hlo.backends.cpu import blas
+    blas._search.cache_clear()
+    monkeypatch.setenv("HLO_CPU_GEMM", "generated")
+    assert blas.find_blas() is None
+    monkeypatch.setenv("HLO_CPU_GEMM", "blas")
+    assert blas.find_blas() == blas._search()
+    if blas._search() is None:
+        pytest.skip(f"no BLAS installed ({blas.BLAS_PACKAGE})")
+    assert "numpy.libs" not in blas.find_blas().path
 
 
 def test_gemm_profile_times_each_kernel():
