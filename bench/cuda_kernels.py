@@ -22,6 +22,10 @@ from collections import defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+# ncu's CSV units (it prints nanoseconds as "ns" or "nsecond" depending on its version)
+UNITS = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3,
+         "s": 1.0, "second": 1.0, "byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9,
+         "KB": 1e3, "MB": 1e6, "GB": 1e9, "B": 1}
 
 
 def run(ids) -> None:
@@ -60,8 +64,9 @@ def report(path: str) -> None:
         k = kernels[key]
         k["name"] = r["Kernel Name"]
         unit, val = r["Metric Unit"], float(r["Metric Value"].replace(",", "") or 0)
-        scale = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
-                 "byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}.get(unit, 1)
+        scale = UNITS.get(unit)
+        if scale is None:
+            raise SystemExit(f"unknown unit {unit!r} for {r['Metric Name']} in {path}")
         k[r["Metric Name"]] = val * scale
     total_t = total_b = 0.0
     for key in order:
