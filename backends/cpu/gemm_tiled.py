@@ -126,9 +126,10 @@ def vector_lanes(comp) -> int:
 
 
 def supports(A: MatrixView, Bv: MatrixView, C: MatrixView) -> bool:
-    """The kernel writes C's rows as vectors (contiguous columns); it reads B's rows as vectors
-    when B's columns are contiguous, else (a transposed B, e.g. attention's k^T) it gathers
-    them into the packed panel."""
+    """The kernel writes C's rows as vectors (contiguous columns; ``dot.lower_dot`` also has it
+    write a transposed product's C by scattered columns); it reads B's rows as vectors when
+    B's columns are contiguous, else (a transposed B, e.g. attention's k^T) it gathers them
+    into the packed panel."""
     return C.cs in (1, None)
 
 
@@ -198,11 +199,12 @@ class _Core:
     """
 
     ARGS = ("C", "A", "B", "panel", "oa", "ob", "oc", "m0", "m1", "n0", "n1", "kc", "acc",
-            "pstride", "G", "rsA", "csA", "ldb", "csB", "ldc", "fill")
+            "pstride", "G", "rsA", "csA", "ldb", "csB", "ldc", "fill", "csC")
 
-    def __init__(self, cg, comp, mode: str):
+    def __init__(self, cg, comp, mode: str, c_strided: bool = False):
         self.cg, self.comp, self.mode, self.has_acc = cg, comp, mode, False
-        name = cg.ctx.unique(f"{CORE_PREFIX}.{comp.name}.{mode}")
+        self.c_strided = c_strided
+        name = cg.ctx.unique(f"{CORE_PREFIX}.{comp.name}.{mode}{'.cstrided' if c_strided else ''}")
         fnty = ir.FunctionType(U.VOID, [U.PTR] * 4 + [I64] * (len(self.ARGS) - 4))
         self.fn = ir.Function(cg.ctx.module, fnty, name=name)
         self.fn.linkage = "internal"
@@ -216,14 +218,14 @@ class _Core:
 
     def emit(self):
         _emit_core(self.cg, self.comp, self.fn, self.mode, self.has_acc, self.row_counts,
-                   self.col_counts, self.fills, self.directs)
+                   self.col_counts, self.fills, self.directs, self.c_strided)
 
 
-def _core_for(cg, comp, mode: str) -> _Core:
-    key = ("gemm_core", comp.name, mode)
+def _core_for(cg, comp, mode: str, c_strided: bool = False) -> _Core:
+    key = ("gemm_core", comp.name, mode, c_strided)
     core = cg.shared.get(key)
     if core is None:
-        core = cg.shared[key] = _Core(cg, comp, mode)
+        core = cg.shared[key] = _Core(cg, comp, mode, c_strided)
     return core
 
 
@@ -268,7 +270,8 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
         fill = int(b_contig and FILL_PREFETCH_ROWS > 0 and ldb * comp.itemsize < PANEL_GROUP_MIN_STRIDE)
         if b_contig and ldb * comp.itemsize >= PANEL_GROUP_MIN_STRIDE:
             G = max(1, min(PANEL_GROUP, PANEL_GROUP_BYTES // (KC * NV * W * comp.itemsize)))
-    core = _core_for(cg, comp, mode)
+    c_strided = C.cs not in (1, None)
+    core = _core_for(cg, comp, mode, c_strided)
     core.has_acc |= NK > 1
     # the row counts of a chunk and the column counts of an item: the core holds a tile for each
     MC = chunk_rows(MR, KC, NB, NK, comp.itemsize)
@@ -293,7 +296,7 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
             left = b.sub(b.add(mb0, brows), m0)
             rows = b.select(b.icmp_signed("<", left, i64(MC)), left, i64(MC))
             m1 = b.add(m0, rows)
-            strides = (KC * NV, G, rsA, csA, ldb, csB, ldc, fill | direct << 1)
+            strides = (KC * NV, G, rsA, csA, ldb, csB, ldc, fill | direct << 1, C.cs or 0)
             if NK == 1:
                 core.call(b, Cp, Ap, Bp, bpanel, oa, ob, oc, m0, m1, n0, n1, K, 0, *strides)
             else:
@@ -313,7 +316,7 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
 
 
 def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, col_counts, fills,
-               directs):
+               directs, c_strided: bool = False):
     """The body of a ``_Core`` (see there): tiles for the row and column counts given."""
     fty = F64 if comp.name == "f64" else F32
     W = vector_lanes(comp)
@@ -322,7 +325,7 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
     fma_v = cg.ctx.intrinsic("fma", vty, 3)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     (Cp, Ap, Bp, bpanel, oa0, ob0, oc, m0, m1, n0, n1, kc, acc, pstride, G,
-     rsA, csA, ldb, csB, ldc, fill) = fn.args
+     rsA, csA, ldb, csB, ldc, fill, csC) = fn.args
     pairs = mode == "bf16"   # A and B bf16 (i16 bits), C and the accumulators f32
     b_contig = mode in ("contig", "bf16")
     ety = U.I16 if pairs else fty   # A's and B's elements
@@ -369,6 +372,27 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
                             [vty, U.PTR, U.I32, mask.type])
         return b.call(fn, [value, ptr, align, mask])
 
+    if c_strided:
+        ivec = ir.VectorType(I64, W)
+        col_iota = [ir.Constant(ivec, [i64(v * W + l) for l in range(W)]) for v in range(NV)]
+
+        def splat_i(x):
+            return b.shuffle_vector(b.insert_element(ir.Constant(ivec, ir.Undefined), x, ir.Constant(U.I32, 0)),
+                                    ir.Constant(ivec, ir.Undefined), shuf0)
+
+    def strided(op, ptrs, lanes, value=None):
+        """``llvm.masked.gather`` / ``.scatter`` of the first ``lanes`` lanes (C's columns
+        strided: a product computed transposed, see ``dot.lower_dot``)."""
+        mask = ir.Constant(ir.VectorType(ir.IntType(1), W), [ir.Constant(ir.IntType(1), int(l < lanes))
+                                                              for l in range(W)])
+        align = ir.Constant(U.I32, comp.itemsize)
+        sfx = f"v{W}{'f64' if fty == F64 else 'f32'}.v{W}p0"
+        if op == "gather":
+            fn = cg.ctx.declare(f"llvm.masked.gather.{sfx}", vty, [ptrs.type, U.I32, mask.type, vty])
+            return b.call(fn, [ptrs, align, mask, zero_v])
+        fn = cg.ctx.declare(f"llvm.masked.scatter.{sfx}", U.VOID, [vty, ptrs.type, U.I32, mask.type])
+        return b.call(fn, [value, ptrs, align, mask])
+
     def tile(oa, ob, oc, i0, j0, mr: int, nv: int, packed: bool = False, fill: bool = False,
              lanes: int = 0):
         """C[i0:i0+mr, j0:j0+nv*W]; ``lanes``: only that many lanes of the last vector (a
@@ -414,8 +438,29 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
             for r in range(mr):
                 crow = b.add(b.add(oc, b.mul(b.add(i0, i64(r)), ldc)), j0)
                 for v in range(nv):
-                    out.append((elem(Cp, b.add(crow, i64(v * W))), lanes if v == nv - 1 else 0))
+                    n = lanes if v == nv - 1 else 0
+                    if c_strided:   # C's columns csC apart: a vector of W element pointers
+                        cols = b.add(b.mul(b.add(splat_i(j0), col_iota[v]), splat_i(csC)),
+                                     splat_i(b.add(oc, b.mul(b.add(i0, i64(r)), ldc))))
+                        ptrs = b.gep(Cp, [cols], source_etype=fty)
+                        ptrs.type = ir.VectorType(U.PTR, W)   # llvmlite types a vector GEP as scalar
+                        out.append((ptrs, n))
+                    else:
+                        out.append((elem(Cp, b.add(crow, i64(v * W))), n))
             return out
+
+        def c_load(p, n):
+            if c_strided:
+                return strided("gather", p, n or W)
+            return masked("load", p, n) if n else b.load(p, typ=vty, align=comp.itemsize)
+
+        def c_store(p, n, value):
+            if c_strided:
+                strided("scatter", p, n or W, value)
+            elif n:
+                masked("store", p, n, value)
+            else:
+                b.store(value, p, align=comp.itemsize)
 
         def pair_step(k, accs, odd=False):
             """One pair of k (B's rows 2k, 2k+1 interleaved in panel row k): per row of the
@@ -440,8 +485,7 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
             start = b.function.append_basic_block("cstart")
             b.cbranch(acc_cur[0], load_c, start)
             b.position_at_end(load_c)
-            loaded = [masked("load", p, n) if n else b.load(p, typ=vty, align=comp.itemsize)
-                      for p, n in c_ptrs()]
+            loaded = [c_load(p, n) for p, n in c_ptrs()]
             b.branch(start)
             b.position_at_end(start)
             phis = []
@@ -467,10 +511,7 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
         else:
             accs = _k_loop(b, kc_cur[0], init, step)
         for acc, (p, n) in zip(accs, c_ptrs()):
-            if n:
-                masked("store", p, n, acc)
-            else:
-                b.store(acc, p, align=comp.itemsize)
+            c_store(p, n, acc)
 
     fill_heights = sorted({r % MR or MR for r in row_counts})
 

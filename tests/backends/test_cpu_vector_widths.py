@@ -123,34 +123,55 @@ def test_avx512_code_is_refused_on_an_avx2_only_machine(tmp_path):
 
 
 @pytest.mark.parametrize("which", _targets())
-def test_narrow_panels_at_each_vector_width(monkeypatch, which):
+@pytest.mark.parametrize("blocked", [False, True])
+def test_narrow_panels_at_each_vector_width(monkeypatch, which, blocked):
     """Panels narrower than the register tile run taller tiles (``tile_rows``) and read a B
-    no wider than a panel in place: the train step's narrow products (N = 10, A transposed or not)
-    next to one whose column tail is packed (B's rows past a panel: both kinds of tail in one
-    shared body), with row counts that leave every kind of row tail, on 1 and 2 threads."""
+    no wider than a panel in place; a narrow product whose A has contiguous rows (A^T in
+    memory: the train step's h^T @ dlogits) is computed as C^T = B^T A^T, C written by
+    scattered columns, its fused epilogue (ReLU, + bias) applied per transposed block. Next to
+    them a product whose column tail is packed (B's rows past a panel: both kinds of tail in
+    one shared body); row counts that leave every kind of row tail; 1 and 2 threads;
+    ``blocked``: contractions in blocks, each after the first adding to C (gathered for C^T)."""
+    import hlo.backends.cpu.gemm_tiled as gt
     from hlo.backends.cpu.gemm_tiled import register_tile, tile_rows
     monkeypatch.setenv("HLO_CPU_GEMM", "generated")
-    src = """module @m
+    if blocked:
+        monkeypatch.setattr(gt, "PANEL_BLOCK_L2_FRACTION", 0.0)
+    k1 = 1300 if blocked else 128
+    src = f"""module @m
 
-func @main(%h: f32[128,77], %d: f32[128,10], %w: f32[77,10], %x: f32[53,40], %v: f32[40,150]) -> (f32[77,10], f32[128,10], f32[53,150]) {
-  %0 = dot_general(%h, %d) {lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [0]} : f32[77,10]
-  %1 = dot_general(%h, %w) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[128,10]
-  %2 = dot_general(%x, %v) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[53,150]
+func @main(%h: f32[{k1},77], %d: f32[{k1},10], %w: f32[77,10], %x: f32[53,40], %v: f32[40,150], %c: f32[10]) -> (f32[77,10], f32[128,10], f32[53,150]) {{
+  %0 = fusion(%h, %d, %c) {{kind = "output"}} : f32[77,10] {{
+    ^fused(%p0: f32[{k1},77], %p1: f32[{k1},10], %p2: f32[10]):
+      %t = dot_general(%p0, %p1) {{lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [0]}} : f32[77,10]
+      %z = constant dense<0.0> : f32[]
+      %zb = broadcast_in_dim(%z) {{broadcast_dimensions = []}} : f32[77,10]
+      %r = maximum(%t, %zb) : f32[77,10]
+      %cb = broadcast_in_dim(%p2) {{broadcast_dimensions = [1]}} : f32[77,10]
+      %y = add(%r, %cb) : f32[77,10]
+      return(%y)
+  }}
+  %hs = slice(%h) {{start_indices = [0, 0], limit_indices = [128, 77], strides = [1, 1]}} : f32[128,77]
+  %1 = dot_general(%hs, %w) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]}} : f32[128,10]
+  %2 = dot_general(%x, %v) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]}} : f32[53,150]
   return(%0, %1, %2)
-}
+}}
 """
     rng = np.random.default_rng(11)
-    args = [rng.standard_normal(s).astype(np.float32) for s in ((128, 77), (128, 10), (77, 10), (53, 40), (40, 150))]
-    h, d, w, x, v = [a.astype(np.float64) for a in args]
-    refs = [h.T @ d, h @ w, x @ v]
+    shapes = ((k1, 77), (k1, 10), (77, 10), (53, 40), (40, 150), (10,))
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    h, d, w, x, v, c = [a.astype(np.float64) for a in args]
+    refs = [np.maximum(h.T @ d, 0) + c, h[:128] @ w, x @ v]
     target = T.host() if which == "host" else _avx2()
     with T.standing_in(target):
         MR, NV = register_tile()
         assert tile_rows(NV) == MR and tile_rows(1) > MR
         for threads in (1, 2):
-            outs = compile_text(src, threads=threads).run(args)
-            for got, ref in zip(outs, refs):
-                np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+            exe = compile_text(src, threads=threads)
+            for got, ref in zip(exe.run(args), refs):
+                np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.sqrt(k1))
+            assert "as C^T = B^T A^T" in exe.steps_text and "scatter" in exe.ir_text
+            assert ("cload" in exe.ir_text) == blocked
 
 
 @pytest.mark.parametrize("m,k,n,ta,tb,out,blocked", [
