@@ -113,9 +113,6 @@ def chunk_rows(MR: int, KC: int, cols: int, nk: int, itemsize: int) -> int:
 PANEL_GROUP = 4
 PANEL_GROUP_BYTES = 256 << 10
 PANEL_GROUP_MIN_STRIDE = 4096
-# Rows of B ahead that the copy of a panel (group) prefetches, every line of the row's run: B's
-# rows a page apart defeat the hardware prefetcher (each row's run is a new page).
-PACK_PREFETCH_ROWS = 8
 # Rows of B ahead that a panel-filling tile prefetches (16 measured best of 16/32/64; 0: copy
 # every panel up front instead).
 FILL_PREFETCH_ROWS = 16
@@ -568,16 +565,8 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
             return pack_pairs(ob, j0, nv, lanes)
         with for_range(b, i64(0), kc_cur[0], "pk") as k:
             src = b.add(ob, b.mul(k, ldb))
-            if b_contig and PACK_PREFETCH_ROWS:
-                ahead = b.add(k, i64(PACK_PREFETCH_ROWS))
-                last = b.sub(kc_cur[0], i64(1))
-                ahead_src = b.add(ob, b.mul(b.select(b.icmp_signed("<", ahead, kc_cur[0]), ahead, last), ldb))
 
             def one(p, jp0):
-                if b_contig and PACK_PREFETCH_ROWS:
-                    row = elem_in(Bp, b.add(ahead_src, jp0))
-                    for off in range(0, nv * W * comp.itemsize, 64):
-                        b.call(prefetch, [b.gep(row, [i64(off)], source_etype=U.I8)] + prefetch_args)
                 for v in range(nv):
                     n = lanes if v == nv - 1 and lanes else W
                     if b_contig and n < W:
