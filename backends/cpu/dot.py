@@ -144,6 +144,10 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
             mv = matrix_view(v, env, *groups)
             if mv is not None and _readable(kind, mv, role) and not (pairs and mv.cs not in (1, None)):
                 return mv
+        if role == "a" and kind == "tiled" and not pairs and _narrow(comp, M, N):
+            # copied as A^T ([B, K, M]), so that the product runs transposed (see there)
+            return canonical(v, [groups[0], groups[2], groups[1]],
+                             (canon_shape[0], canon_shape[2], canon_shape[1])).transposed()
         return canonical(v, groups, canon_shape)
 
     A = operand(lhs, [lb, lfree, lc], (Bn, M, K), "a")
@@ -204,7 +208,8 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
 
 
 # A narrow product (N under a panel, its vectors at most this full) whose A has its rows
-# contiguous (A^T in memory, as in the backward pass's h^T @ dlogits) is computed as
+# contiguous (A^T in memory, as in the backward pass's h^T @ dlogits, or A copied so when it
+# needs a copy anyway, e.g. a fused ReLU mask) is computed as
 # C^T = B^T A^T: vectors along M, every lane used, B^T's few rows as the register tile's rows,
 # A^T's rows filling the panels in place; C is written by columns (scatter). One thread, AVX-512
 # Xeon, 512 x 128 x 10: 83 -> 111-121 GFLOP/s of CPU time (numpy's OpenBLAS with no OPENBLAS_*
@@ -212,11 +217,16 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
 TRANSPOSE_MAX_LANE_USE = 0.75
 
 
-def _computed_transposed(comp, A: MatrixView, M: int, N: int) -> bool:
+def _narrow(comp, M: int, N: int) -> bool:
+    """Whether a product would rather run as C^T = B^T A^T, given A's rows contiguous."""
     _, nv = register_tile()
     w = vector_lanes(comp)
     use = N / (-(-N // w) * w)
-    return N < nv * w and use <= TRANSPOSE_MAX_LANE_USE and M >= nv * w and A.rs == 1 and A.cs is not None
+    return N < nv * w and use <= TRANSPOSE_MAX_LANE_USE and M >= nv * w
+
+
+def _computed_transposed(comp, A: MatrixView, M: int, N: int) -> bool:
+    return _narrow(comp, M, N) and A.rs == 1 and A.cs is not None
 
 
 def choose_gemm(blas, Bn: int, M: int, N: int, K: int) -> str:

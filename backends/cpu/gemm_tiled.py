@@ -64,6 +64,14 @@ TILES = {512: (6, 4), 256: (6, 2), 128: (6, 2)}
 # 512 on one thread 101 -> 160-169 GFLOP/s). Smaller panels are read from L2 at the same
 # speed, and blocking costs compile time (the tiles' loads of C: linear_relu's kernel 50 -> 66 ms).
 PANEL_BLOCK_L2_FRACTION = 1 / 8
+# Products of at most SMALL_ITEM_TILES register tiles of rows (simple_mlp's and linear_relu's 32
+# rows) block their contraction so the panel stays in L1 whatever its size, and fill their
+# panels as they compute even from B's rows a page apart. One thread, GFLOP/s of CPU time,
+# before -> after: 32 x 1024 x 512 139 -> 160-165, 32 x 512 x 1024 136 -> 164, 32 x 512 x 256
+# 162 -> 171. Not for taller products: 128 x 784 x 512 gained 181 -> 195, but its blocked tiles
+# (loads of C) in a second shared body nearly doubled the train step's backend compile time
+# (348 -> 628 ms); ffn1 (1024 x 512 x 2048, one thread) would re-copy B per chunk: 187 -> 161.
+SMALL_ITEM_TILES = 8
 # A chunk's rows of A (MC x KC) and, when the contraction is blocked, its rows of C (MC x
 # columns) stay in L2 while the panels pass over them: at most L2_FRACTION of the core's L2.
 L2_FRACTION = 0.5
@@ -88,11 +96,12 @@ def tile_rows(nv: int, target=None) -> int:
     return max(MR, min(NARROW_MAX_ROWS, MR * NV // max(1, nv)))
 
 
-def k_block(K: int, NV: int, W: int, itemsize: int) -> Tuple[int, int]:
+def k_block(K: int, NV: int, W: int, itemsize: int, in_l1: bool = False) -> Tuple[int, int]:
     """(KC, number of blocks): the contraction in equal blocks whose panels fit in L1 (one
-    block while the whole panel takes at most ``PANEL_BLOCK_L2_FRACTION`` of L2)."""
+    block while the whole panel takes at most ``PANEL_BLOCK_L2_FRACTION`` of L2, unless
+    ``in_l1``)."""
     row = NV * W * itemsize
-    if K * row <= cache_bytes(2, 1 << 20) * PANEL_BLOCK_L2_FRACTION:
+    if K * row <= cache_bytes(2, 1 << 20) * PANEL_BLOCK_L2_FRACTION and not in_l1:
         return K, 1
     nk = max(1, -(-K * row // cache_bytes(1, 32 << 10)))
     return -(-K // nk), nk
@@ -198,10 +207,11 @@ class _Core:
     ARGS = ("C", "A", "B", "panel", "oa", "ob", "oc", "m0", "m1", "n0", "n1", "kc", "acc",
             "pstride", "G", "rsA", "csA", "ldb", "csB", "ldc", "fill", "csC")
 
-    def __init__(self, cg, comp, mode: str, c_strided: bool = False):
+    def __init__(self, cg, comp, mode: str, c_strided: bool = False, variant: str = ""):
         self.cg, self.comp, self.mode, self.has_acc = cg, comp, mode, False
         self.c_strided = c_strided
-        name = cg.ctx.unique(f"{CORE_PREFIX}.{comp.name}.{mode}{'.cstrided' if c_strided else ''}")
+        name = cg.ctx.unique(f"{CORE_PREFIX}.{comp.name}.{mode}{'.cstrided' if c_strided else ''}"
+                             f"{'.' + variant if variant else ''}")
         fnty = ir.FunctionType(U.VOID, [U.PTR] * 4 + [I64] * (len(self.ARGS) - 4))
         self.fn = ir.Function(cg.ctx.module, fnty, name=name)
         self.fn.linkage = "internal"
@@ -209,20 +219,21 @@ class _Core:
         for a in self.fn.args[:4]:
             a.add_attribute("noalias")   # C is never A's or B's buffer (dot.lower_dot)
         self.row_counts, self.col_counts, self.fills, self.directs = set(), set(), set(), set()
+        self.tail_rows = {}
 
     def call(self, b, *args):
         b.call(self.fn, [a if isinstance(a, ir.Value) else i64(a) for a in args])
 
     def emit(self):
         _emit_core(self.cg, self.comp, self.fn, self.mode, self.has_acc, self.row_counts,
-                   self.col_counts, self.fills, self.directs, self.c_strided)
+                   self.col_counts, self.fills, self.directs, self.c_strided, self.tail_rows)
 
 
-def _core_for(cg, comp, mode: str, c_strided: bool = False) -> _Core:
-    key = ("gemm_core", comp.name, mode, c_strided)
+def _core_for(cg, comp, mode: str, c_strided: bool = False, variant: str = "") -> _Core:
+    key = ("gemm_core", comp.name, mode, c_strided, variant)
     core = cg.shared.get(key)
     if core is None:
-        core = cg.shared[key] = _Core(cg, comp, mode, c_strided)
+        core = cg.shared[key] = _Core(cg, comp, mode, c_strided, variant)
     return core
 
 
@@ -254,7 +265,7 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
     MB, NB = blocks
     mblocks, nblocks = -(-M // MB), -(-N // NB)
     per_batch = mblocks * nblocks
-    G = 1
+    G, small = 1, False
     if pairs:   # bf16 operands: panels of k pairs, one vdpbf16ps per pair (see _emit_core)
         assert b_contig and A.cs in (1, None), "bf16 pairs read A's and B's rows as runs"
         KC, NK = k_block(K, NV, W, 2)
@@ -263,22 +274,38 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
         mode, fill = "bf16", 0
     else:
         KC, NK = k_block(K, NV, W, comp.itemsize)
+        # a product of a few row tiles: its panels are blocked to stay in L1 (and filled as
+        # they compute), where otherwise each of its few tiles streams them from L2
+        if NK == 1 and M <= SMALL_ITEM_TILES * MR:
+            kc1, nk1 = k_block(K, NV, W, comp.itemsize, in_l1=True)
+            small = nk1 > 1
+            if small:
+                KC, NK = kc1, nk1
         mode = "contig" if b_contig else "gather"
-        fill = int(b_contig and FILL_PREFETCH_ROWS > 0 and ldb * comp.itemsize < PANEL_GROUP_MIN_STRIDE)
-        if b_contig and ldb * comp.itemsize >= PANEL_GROUP_MIN_STRIDE:
+        fill = int(b_contig and FILL_PREFETCH_ROWS > 0 and
+                   (ldb * comp.itemsize < PANEL_GROUP_MIN_STRIDE or small))
+        if b_contig and not fill and ldb * comp.itemsize >= PANEL_GROUP_MIN_STRIDE:
             G = max(1, min(PANEL_GROUP, PANEL_GROUP_BYTES // (KC * NV * W * comp.itemsize)))
     c_strided = C.cs not in (1, None)
-    core = _core_for(cg, comp, mode, c_strided)
+    # products that block for a small item get a core of their own: the loads of C that a
+    # blocked contraction needs would otherwise go into every tile of the shared one
+    core = _core_for(cg, comp, mode, c_strided, "small" if small else "")
     core.has_acc |= NK > 1
     # the row counts of a chunk and the column counts of an item: the core holds a tile for each
     MC = chunk_rows(MR, KC, NB, NK, comp.itemsize)
-    core.row_counts |= {h for hb in {min(MB, M - m0) for m0 in range(0, M, MB)}
-                        for h in ({min(MC, hb)} | ({hb % MC} if hb > MC and hb % MC else set()))}
-    core.col_counts |= {min(NB, N - n0) for n0 in range(0, N, NB)}
+    rows = {h for hb in {min(MB, M - m0) for m0 in range(0, M, MB)}
+            for h in ({min(MC, hb)} | ({hb % MC} if hb > MC and hb % MC else set()))}
+    cols = {min(NB, N - n0) for n0 in range(0, N, NB)}
+    core.row_counts |= rows
+    core.col_counts |= cols
+    for c in cols:   # a column tail's (taller) tiles only for the rows of products that have it
+        if c % (NV * W):
+            core.tail_rows.setdefault(c % (NV * W), set()).update(rows)
     core.fills.add(fill)
     # B's rows no longer than a whole panel: the column-tail panel reads B in place
     direct = int(b_contig and ldb <= NV * W and not pairs)
-    core.directs.add(direct)
+    if any(c % (NV * W) for c in cols):
+        core.directs.add(direct)
     with b.goto_entry_block():
         bpanel = b.alloca(vty, size=i64(KC * NV * G), name="bpanel")
         bpanel.align = 64
@@ -313,7 +340,7 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
 
 
 def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, col_counts, fills,
-               directs, c_strided: bool = False):
+               directs, c_strided: bool = False, tail_rows=None):
     """The body of a ``_Core`` (see there): tiles for the row and column counts given."""
     fty = F64 if comp.name == "f64" else F32
     W = vector_lanes(comp)
@@ -512,14 +539,15 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
 
     fill_heights = sorted({r % MR or MR for r in row_counts})
 
-    def row_tiles(oa, ob, oc, m0, m1, j0, nv, packed=False, filling=None, lanes=0, mr=MR):
+    def row_tiles(oa, ob, oc, m0, m1, j0, nv, packed=False, filling=None, lanes=0, mr=MR,
+                  counts=row_counts):
         """Row tiles of ``mr`` for the column panel at j0 and one tile of the 1..mr-1 rows left
         (a tile per remainder that can occur, so a tail row keeps mr-way independent
         accumulation chains where it can rather than one latency-bound chain per row).
         ``filling`` (an i1, run time): the panel is still to be copied; then the tail tile (or,
         with no tail, a first whole tile) runs first and copies it, else it runs last."""
-        row_rems = sorted({r % mr for r in row_counts} - {0})
-        any_full_rows = any(r >= mr for r in row_counts)
+        row_rems = sorted({r % mr for r in counts} - {0})
+        any_full_rows = any(r >= mr for r in counts)
         rem = b.urem(b.sub(m1, m0), i64(mr))
         start, tail = m0, rem
         if filling is True:
@@ -642,21 +670,22 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
         a whole panel (B is then already one dense panel), else copied to the panel first."""
         nv, lanes = -(-ncols // W), ncols % W
         mr = tile_rows(nv)
-        direct = (True if directs == {1} else False if directs == {0}
+        counts = tail_rows[ncols]
+        direct = (True if directs == {1} else False if directs <= {0}
                   else b.icmp_unsigned("!=", b.and_(fill, i64(2)), i64(0)))
         if direct is True:
-            row_tiles(oa, ob, oc, m0, m1, j0, nv, False, lanes=lanes, mr=mr)
+            row_tiles(oa, ob, oc, m0, m1, j0, nv, False, lanes=lanes, mr=mr, counts=counts)
             return
         if direct is False:
             pack(ob, j0, nv, lanes=lanes)
-            row_tiles(oa, ob, oc, m0, m1, j0, nv, True, lanes=lanes, mr=mr)
+            row_tiles(oa, ob, oc, m0, m1, j0, nv, True, lanes=lanes, mr=mr, counts=counts)
             return
         with b.if_else(direct) as (then, otherwise):
             with then:
-                row_tiles(oa, ob, oc, m0, m1, j0, nv, False, lanes=lanes, mr=mr)
+                row_tiles(oa, ob, oc, m0, m1, j0, nv, False, lanes=lanes, mr=mr, counts=counts)
             with otherwise:
                 pack(ob, j0, nv, lanes=lanes)
-                row_tiles(oa, ob, oc, m0, m1, j0, nv, True, lanes=lanes, mr=mr)
+                row_tiles(oa, ob, oc, m0, m1, j0, nv, True, lanes=lanes, mr=mr, counts=counts)
 
 
     columns(oa0, ob0, oc, m0, m1, n0, n1, b.sub(n1, n0))

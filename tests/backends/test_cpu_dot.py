@@ -464,3 +464,33 @@ func @main(%a: {_t(lt, [5, 3, 20])}, %b: {_t(rt, [3, 17, 20])}) -> ({_t(ot, [3, 
     args = [mk(lt, (5, 3, 20)), mk(rt, (3, 17, 20))]
     tol = {"f16": 2e-2, "bf16": 5e-2, "f32": 1e-5, "s32": 0}[ot]
     check(src, args, rtol=tol, atol=tol)
+
+
+def test_small_items_keep_their_panels_in_l1(monkeypatch):
+    """A product of a few row tiles (M = 32) blocks its contraction so each panel stays in
+    L1, and fills its panels as it computes even with B's rows a page apart; a tall product
+    keeps the whole contraction (its panel in L2) and copies panels in groups."""
+    import hlo.backends.cpu.gemm_tiled as gt
+    from hlo.backends.cpu.dot import vector_lanes
+    from hlo.ir.types import f32
+    from cpu_helpers import compile_text
+    monkeypatch.setenv("HLO_CPU_GEMM", "generated")
+    sizes = {1: 32 << 10, 2: 1 << 20}
+    monkeypatch.setattr(gt, "cache_bytes", lambda level, default: sizes.get(level, default))
+    _, nv = gt.register_tile()
+    row = nv * vector_lanes(f32) * 4
+    k = 4 * sizes[1] // row        # the whole panel: 4 x L1, at most an eighth of L2
+    for m, small in ((32, True), (3000, False)):
+        src = f"""module @m
+
+func @main(%a: {_t("f32", [m, k])}, %b: {_t("f32", [k, 1024])}) -> ({_t("f32", [m, 1024])}) {{
+  %0 = dot_general(%a, %b) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]}} : {_t("f32", [m, 1024])}
+  return(%0)
+}}
+"""
+        exe = compile_text(src, threads=1)
+        assert ("cload" in exe.ir_text) == small and ("fill" in exe.ir_text) == small
+        if small:
+            rng = np.random.default_rng(3)
+            a, b = _rand(rng, "f32", (m, k)), _rand(rng, "f32", (k, 1024))
+            np.testing.assert_allclose(exe.run([a, b])[0], a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)

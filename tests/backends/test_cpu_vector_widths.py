@@ -92,7 +92,8 @@ def test_generated_gemm_at_each_vector_width(monkeypatch, which, m, k, n, bt, ba
             np.testing.assert_allclose(got, ref, rtol=2e-4, atol=2e-4 * np.sqrt(k))
     widths = {int(w) for w in re.findall(r"call <(\d+) x float> @\"?llvm\.fma\.v", exe.ir_text)}
     assert widths == {lanes}, f"FMA vector widths {widths}, expected <{lanes} x float>"
-    assert ("cload" in exe.ir_text) == blocked
+    # forced, or chosen for a small item (its panel kept in L1: SMALL_ITEMS_IN_L1)
+    assert "cload" in exe.ir_text or not blocked
     assert exe.manifest["target"]["cpu"] == target.cpu
 
 
@@ -127,8 +128,9 @@ def test_avx512_code_is_refused_on_an_avx2_only_machine(tmp_path):
 def test_narrow_panels_at_each_vector_width(monkeypatch, which, blocked):
     """Panels narrower than the register tile run taller tiles (``tile_rows``) and read a B
     no wider than a panel in place; a narrow product whose A has contiguous rows (A^T in
-    memory: the train step's h^T @ dlogits) is computed as C^T = B^T A^T, C written by
-    scattered columns, its fused epilogue (ReLU, + bias) applied per transposed block. Next to
+    memory: the train step's h^T @ dlogits; or copied so, a fused ReLU) is computed as
+    C^T = B^T A^T, C written by scattered columns, its fused epilogue (ReLU, + bias) applied per
+    transposed block. Next to
     them a product whose column tail is packed (B's rows past a panel: both kinds of tail in
     one shared body); row counts that leave every kind of row tail; 1 and 2 threads;
     ``blocked``: contractions in blocks, each after the first adding to C (gathered for C^T)."""
@@ -151,8 +153,15 @@ func @main(%h: f32[{k1},77], %d: f32[{k1},10], %w: f32[77,10], %x: f32[53,40], %
       %y = add(%r, %cb) : f32[77,10]
       return(%y)
   }}
-  %hs = slice(%h) {{start_indices = [0, 0], limit_indices = [128, 77], strides = [1, 1]}} : f32[128,77]
-  %1 = dot_general(%hs, %w) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]}} : f32[128,10]
+  %1 = fusion(%h, %w) {{kind = "output"}} : f32[128,10] {{
+    ^fused(%q0: f32[{k1},77], %q1: f32[77,10]):
+      %hs = slice(%q0) {{start_indices = [0, 0], limit_indices = [128, 77], strides = [1, 1]}} : f32[128,77]
+      %z1 = constant dense<0.0> : f32[]
+      %zb1 = broadcast_in_dim(%z1) {{broadcast_dimensions = []}} : f32[128,77]
+      %hr = maximum(%hs, %zb1) : f32[128,77]
+      %u = dot_general(%hr, %q1) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]}} : f32[128,10]
+      return(%u)
+  }}
   %2 = dot_general(%x, %v) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]}} : f32[53,150]
   return(%0, %1, %2)
 }}
@@ -161,7 +170,7 @@ func @main(%h: f32[{k1},77], %d: f32[{k1},10], %w: f32[77,10], %x: f32[53,40], %
     shapes = ((k1, 77), (k1, 10), (77, 10), (53, 40), (40, 150), (10,))
     args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     h, d, w, x, v, c = [a.astype(np.float64) for a in args]
-    refs = [np.maximum(h.T @ d, 0) + c, h[:128] @ w, x @ v]
+    refs = [np.maximum(h.T @ d, 0) + c, np.maximum(h[:128], 0) @ w, x @ v]
     target = T.host() if which == "host" else _avx2()
     with T.standing_in(target):
         MR, NV = register_tile()
@@ -170,8 +179,9 @@ func @main(%h: f32[{k1},77], %d: f32[{k1},10], %w: f32[77,10], %x: f32[53,40], %
             exe = compile_text(src, threads=threads)
             for got, ref in zip(exe.run(args), refs):
                 np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.sqrt(k1))
-            assert "as C^T = B^T A^T" in exe.steps_text and "scatter" in exe.ir_text
-            assert ("cload" in exe.ir_text) == blocked
+            # both narrow products transposed: the second's fused ReLU copied as A^T
+            assert exe.steps_text.count("as C^T = B^T A^T") == 2 and "scatter" in exe.ir_text
+            assert "cload" in exe.ir_text or not blocked
 
 
 @pytest.mark.parametrize("m,k,n,ta,tb,out,blocked", [
