@@ -13,18 +13,23 @@ C^T = B^T A^T instead.
 
 Floats run the generated register-tiled GEMM (``gemm_tiled.py``), split over our thread pool
 by (batch, row block, column block) items, with an output fusion's epilogue applied to each
-block right after it is computed. With AVX-512 tiles and cache blocking it is faster than
-numpy's bundled OpenBLAS on every product shape of the seed workloads, on one and two threads,
-both with this machine's OPENBLAS_CORETYPE=Haswell / OPENBLAS_L2_SIZE=512 and without them
-(AVX-512 Xeon, one thread, minimum CPU time, GFLOP/s generated / OpenBLAS as set / unset:
-1024x512x512 182/116/152, 1024x2048x512 168/113/148, 32x512x256 151/94/114, 128x784x512
-170/103/139, 128x512x10 74/51/70, 16384x512x512 148/99/147; the one exception, 512x128x10 with
-A transposed, 70/60/117, is 1.3 MFLOP). ``blas`` (``blas.py``, one ?gemm call per item, BLAS
-kept to one thread inside each) runs only when ``HLO_CPU_GEMM=blas`` asks for it.
+block right after it is computed; a narrow product whose A has contiguous rows runs as
+C^T = B^T A^T (``_computed_transposed``). Every seed workload product alone, one thread, GFLOP/s
+of CPU time, generated / numpy's OpenBLAS with this machine's OPENBLAS_CORETYPE=Haswell
+OPENBLAS_L2_SIZE=512 / without them (AVX-512 Xeon, shared and loaded, ``bench/gemm_shapes.py``):
+1024x512x512 159/108/167, ffn1 1024x512x2048 166/111/171, ffn2 1024x2048x512 153/111/157,
+attention 128 x 64x64x64 156/85/162, 32x512x1024 160/93/101, 32x1024x512 151/94/109,
+32x512x256 157/95/119, 128x784x512 181/114/149, 128x512x10 91/55/77, 512x128x10 (A^T)
+122/64/125, 128x10x512 (B^T) 111/70/81, 784x128x512 (A^T) 192/114/167, 16384x512x512
+174/109/160: ahead of OpenBLAS as the machine sets it everywhere, within a few percent of its
+best (unset) on the large square products. ``blas`` (``blas.py``: the optional scipy-openblas32,
+one ?gemm call per item, BLAS kept to one thread inside each) runs only when
+``HLO_CPU_GEMM=blas`` asks for it.
 
 ``HLO_CPU_GEMM=generated`` (the default, also ``auto``) selects the generated kernel and
-``HLO_CPU_GEMM=blas`` BLAS (for measurements; ``python -m hlo.backends.cpu.gemm_profile``
-times a workload's kernels next to numpy's BLAS). Integers and pred use a generated i-k-j loop
+``HLO_CPU_GEMM=blas`` the optional BLAS (an error naming the package where it is not
+installed; ``python -m hlo.backends.cpu.gemm_profile`` times a workload's kernels next to
+numpy's own BLAS). Integers and pred use a generated i-k-j loop
 kernel over canonical copies.
 """
 from __future__ import annotations
