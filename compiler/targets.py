@@ -124,7 +124,11 @@ class Artifact:
         or output layout)."""
         exe = getattr(self, "executable", None)  # set by compile_module / the compilation cache
         if self.target == "cuda":
-            return self.run, None  # the runtime checks and copies arguments itself
+            # the runtime checks and copies arguments itself; once its executable exists (it
+            # does after the first call, when hlo.jit makes a fast entry), its ``run`` directly:
+            # the wrapper only turns "no GPU here" into TargetUnavailableError at creation
+            runtime = getattr(exe, "loaded", None)
+            return (runtime.run if runtime is not None else self.run), None
         run = getattr(exe, "run", None)
         unchecked = getattr(exe, "run_unchecked", None)
         if run is None or not callable(run):

@@ -116,6 +116,11 @@ class CudaProgram:
             self._runtime = CudaExecutable(code if code is not None else self.ptx, m)
         return self._runtime
 
+    @property
+    def loaded(self):
+        """The runtime's ``CudaExecutable`` if ``executable()`` has made it, else None."""
+        return self._runtime
+
     def __call__(self, *args) -> list:
         """Queue a call: the results as ``DeviceArray`` objects at once (asynchronous, like
         jax's), what ``hlo.jit`` returns on target cuda."""

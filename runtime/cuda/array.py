@@ -119,10 +119,12 @@ class Completion:
     also cover calls queued after this one: an order that is never too early, only
     conservative. ``ready`` / ``wait`` without an event query / synchronize the stream."""
 
-    __slots__ = ("_event", "stream", "what", "_pool")
+    __slots__ = ("_event", "stream", "what", "_pool", "complete", "waits")
 
     def __init__(self, stream, what: str, pool: list):
         self._event, self.stream, self.what, self._pool = None, stream, what, pool
+        self.complete = False  # known finished (``ready`` said so): nothing waits on it again
+        self.waits = 0  # times another stream was ordered after it (``order_after``)
 
     @property
     def recorded(self) -> bool:
@@ -138,8 +140,24 @@ class Completion:
         return ev
 
     def ready(self) -> bool:
+        if self.complete:
+            return True
         ev = self._event
-        return ev.query() if ev is not None else self.stream.query()
+        done = ev.query() if ev is not None else self.stream.query()
+        if done:
+            self.complete = True
+        return done
+
+    def order_after(self, stream) -> None:
+        """Make ``stream``'s later work wait for this completion (a no-op once it is known
+        finished). The first time, ``cuStreamWaitEvent`` alone; from the second on, one query
+        first: an input produced once and read by many calls costs one query, then nothing."""
+        if self.complete:
+            return
+        self.waits += 1
+        if self.waits > 1 and self.ready():
+            return
+        stream.wait(self.event)
 
     def wait(self) -> None:
         try:
@@ -196,22 +214,25 @@ def strides_match(shape, strides, expected, itemsize: int) -> bool:
 class DeviceArray:
     """An array in GPU memory (see the module's docstring)."""
 
-    __slots__ = ("_buf", "shape", "dtype", "_strides", "_done", "_deleted", "__weakref__")
+    __slots__ = ("_buf", "shape", "dtype", "_strides", "_bstrides", "_done", "_deleted", "__weakref__")
 
     def __init__(self, buf: DeviceBuffer, shape, dtype, strides=None, done: "Completion" = None):
         self._buf = buf
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
-        self._strides = None if strides is None or strides == layout_strides(self.shape, None, self.dtype.itemsize) \
-            else tuple(strides)
+        row_major = layout_strides(self.shape, None, self.dtype.itemsize)
+        self._strides = None if strides is None or tuple(strides) == row_major else tuple(strides)
+        self._bstrides = row_major if self._strides is None else self._strides
         self._done = done
         self._deleted = False
 
     @classmethod
-    def _result(cls, buf: DeviceBuffer, shape: tuple, dtype: np.dtype, strides, done) -> "DeviceArray":
-        """A call's result, built without re-deriving anything (``strides`` None: row-major)."""
+    def _result(cls, buf: DeviceBuffer, shape: tuple, dtype: np.dtype, strides, bstrides, done) -> "DeviceArray":
+        """A call's result, built without re-deriving anything (``strides`` None: row-major;
+        ``bstrides``: the byte strides either way)."""
         a = object.__new__(cls)
-        a._buf, a.shape, a.dtype, a._strides, a._done, a._deleted = buf, shape, dtype, strides, done, False
+        a._buf, a.shape, a.dtype, a._strides, a._bstrides, a._done, a._deleted = \
+            buf, shape, dtype, strides, bstrides, done, False
         return a
 
     # -- description ------------------------------------------------------------------------
@@ -231,7 +252,7 @@ class DeviceArray:
     @property
     def strides(self):
         """Byte strides (the layout the executable wrote; row-major unless it said otherwise)."""
-        return self._strides if self._strides is not None else layout_strides(self.shape, None, self.dtype.itemsize)
+        return self._bstrides
 
     @property
     def device_ptr(self) -> int:

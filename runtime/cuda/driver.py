@@ -21,6 +21,7 @@ old for its PTX raise ``CudaUnavailableError``.
 """
 from __future__ import annotations
 
+import ctypes
 import threading
 from typing import Optional, Tuple
 
@@ -91,6 +92,22 @@ def check(ret, call: str, what: str = ""):
     return ret[1:]
 
 
+_libcuda_handle = None
+
+
+def _libcuda() -> ctypes.CDLL:
+    """The driver library itself (the one cuda-bindings loaded), for the two calls whose
+    ``void *`` value the bindings type per attribute."""
+    global _libcuda_handle
+    if _libcuda_handle is None:
+        lib = ctypes.CDLL("libcuda.so.1")
+        lib.cuMemPoolSetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+        lib.cuMemPoolTrimTo.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        lib.cuMemPoolSetAttribute.restype = lib.cuMemPoolTrimTo.restype = ctypes.c_int
+        _libcuda_handle = lib
+    return _libcuda_handle
+
+
 def _init() -> int:
     """cuInit and the device count; every way of failing is a ``CudaUnavailableError``."""
     b = bindings()
@@ -142,6 +159,32 @@ class Context:
         self.name = name.split(b"\0", 1)[0].decode(errors="replace") if isinstance(name, bytes) else str(name)
         self.total_memory = int(check(b.cuDeviceTotalMem(self.dev), "cuDeviceTotalMem"))
         self.multi = n > 1  # other devices' contexts may be made current in a thread
+        self.mempool = None
+        self.keeps_freed_memory = self._keep_freed_memory()
+
+    def _keep_freed_memory(self) -> bool:
+        """Let the device's default memory pool (where stream-ordered allocations come from)
+        keep what is freed across synchronizations. Its default release threshold, 0, hands
+        freed memory back to the OS at every synchronization, so a result too big for the
+        executable's own ``BufferPool`` is mapped again on every call; cuda.core, CuPy and
+        RMM raise the threshold the same way. Out of memory trims it (``trim_pool``). False
+        where the driver refuses (the pool then behaves as before)."""
+        try:
+            pool = check(cu.cuDeviceGetDefaultMemPool(self.dev), "cuDeviceGetDefaultMemPool")
+            attr = int(cu.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+            lib = _libcuda()
+            keep = ctypes.c_uint64(2 ** 64 - 1)  # cuuint64_t, as cuda.h says for this attribute
+            if lib.cuMemPoolSetAttribute(ctypes.c_void_p(int(pool)), attr, ctypes.byref(keep)) != 0:
+                return False
+        except (CudaError, OSError, AttributeError):
+            return False
+        self.mempool = pool
+        return True
+
+    def trim_pool(self) -> None:
+        """Hand the memory the default pool keeps (freed, no longer in use) back to the OS."""
+        if self.mempool is not None:
+            _libcuda().cuMemPoolTrimTo(ctypes.c_void_p(int(self.mempool)), ctypes.c_size_t(0))
 
     @property
     def arch(self) -> str:

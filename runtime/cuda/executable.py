@@ -134,6 +134,11 @@ class Manifest:
         self.raw = m
 
 
+# Objects that calls keep alive until their work is done (arguments whose memory another
+# stream or library frees) are let go once this many calls hold some: a query per call would
+# cost more than the references do.
+_INFLIGHT_POLL = 8
+
 GRAPH_MIN_DEFAULT = 1  # a one-node graph launches faster than cuLaunchKernel from Python
 
 
@@ -193,8 +198,8 @@ class CudaExecutable(Signature):
         self._nin, self._nout = len(m.inputs), len(m.outputs)
         self._aliases = m.aliases
         self._donatable = frozenset(m.aliases.values())
-        # per result: (shape, dtype, strides or None for row-major, bytes)
-        self._out_info = [(tuple(o.shape), o.dtype, None if o.row_major else o.strides, o.nbytes)
+        # per result: (shape, dtype, strides or None for row-major, bytes, byte strides)
+        self._out_info = [(tuple(o.shape), o.dtype, None if o.row_major else o.strides, o.nbytes, o.strides)
                           for o in m.outputs]
         self._pool = BufferPool(self._stream)
         self._tail: Optional[Completion] = None  # the completion the next call shares, unrecorded
@@ -238,7 +243,11 @@ class CudaExecutable(Signature):
     def synchronize(self) -> None:
         """Wait for every call queued so far."""
         self.ctx.make_current()
+        dq = self._inflight
+        n = len(dq)  # the calls queued before this point are done after the synchronize
         self._stream.synchronize(f"waiting for {self._m.name}")
+        for _ in range(n):
+            dq.popleft()
 
     # -- slots --------------------------------------------------------------------------------
 
@@ -283,8 +292,9 @@ class CudaExecutable(Signature):
         ctx, stream, pool = self.ctx, self._stream, self._pool
         ctx.ensure_current()
         dq = self._inflight
-        while dq and dq[0][0].ready():
-            dq.popleft()
+        if len(dq) >= _INFLIGHT_POLL:  # amortized: one query per few calls, not one per call
+            while dq and dq[0][0].ready():
+                dq.popleft()
         ins = [0] * self._nin
         outs = [0] * self._nout
         temps = {}  # input index -> staging allocation (numpy arguments)
@@ -294,7 +304,7 @@ class CudaExecutable(Signature):
         try:
             for i, a in enumerate(args):
                 ins[i] = self._bring(i, a, temps, keep, donated)
-            for o, (shape, dtype, strides, nbytes) in enumerate(self._out_info):
+            for o, (shape, dtype, strides, nbytes, _) in enumerate(self._out_info):
                 i = self._aliases.get(o)
                 if i is not None:
                     buf = donated[i]._take_buffer() if i in donated else None
@@ -328,20 +338,24 @@ class CudaExecutable(Signature):
             done = self._tail = Completion(stream, self._m.name, self._events)
         if keep:
             dq.append((done, keep))
-        return [DeviceArray._result(b, shape, dtype, strides, done)
-                for b, (shape, dtype, strides, _) in zip(out_bufs, self._out_info)]
+        return [DeviceArray._result(b, shape, dtype, strides, bstrides, done)
+                for b, (shape, dtype, strides, _, bstrides) in zip(out_bufs, self._out_info)]
 
     def _alloc(self, nbytes: int, index: int, result: bool) -> int:
         """New device memory for result / argument ``index`` (stream-ordered); on running out,
-        the pool's kept buffers are freed and the allocation tried once more."""
+        the pool's kept buffers and the memory the driver's pool keeps are freed and the
+        allocation tried once more."""
         s = (self._out if result else self._in)[index]
         what = f"{'result' if result else 'argument'} {index} ({_type_str(s.name, s.shape)}) of {self._m.name}"
         try:
             return self.ctx.alloc(nbytes, self._stream, what=what)
         except CudaOutOfMemoryError:
-            if not self._pool.held:
+            if not self._pool.held and self.ctx.mempool is None:
                 raise
             self._pool.clear()
+            if self.ctx.mempool is not None:  # what the driver's pool keeps goes back too
+                self._stream.synchronize("freeing memory kept for reuse")
+                self.ctx.trim_pool()
             return self.ctx.alloc(nbytes, self._stream, what=what)
 
     def _bring(self, i: int, a, temps: dict, keep: list, donated: dict) -> int:
@@ -363,7 +377,7 @@ class CudaExecutable(Signature):
             stream = self._stream
             done = a._done
             if done is not None and done.stream is not stream:
-                stream.wait(done.event)
+                done.order_after(stream)
             if i in self._donatable and buf.owner is None:
                 donated[i] = a
             if buf.stream is not stream or buf.owner is not None:

@@ -438,3 +438,35 @@ def test_an_event_finalized_in_a_cycle_never_comes_back_from_its_pool(monkeypatc
     live = array.Completion(stream, "test", pool)
     live.event  # records a pooled event only if its handle is still alive
     assert all(e.handle is not None for e in pool)
+
+
+def test_an_input_known_finished_orders_no_more_waits(monkeypatch):
+    """``Completion.order_after``: the first consumer waits on the producer's event (no query);
+    a later one queries first, and once the query says finished, nothing is asked again. While
+    the producer runs, every consumer waits (a query that says "not yet" is followed by a wait)."""
+    from hlo.runtime.cuda import array
+    fake = _EventDriver()
+    monkeypatch.setattr(driver, "cu", fake)
+    monkeypatch.setattr(driver, "OK", 0)
+    finished = {"now": False}
+    queries = []
+
+    def cuEventQuery(h):
+        queries.append(h)
+        return (0,) if finished["now"] else (600,)  # CUDA_ERROR_NOT_READY
+    fake.cuEventQuery = cuEventQuery
+    fake.CUresult = type("R", (), {"CUDA_ERROR_NOT_READY": 600})
+    waits = []
+    consumer = type("C", (), {"wait": lambda self, ev: waits.append(ev.handle)})()
+    producer = type("P", (), {"handle": 7})()
+    done = array.Completion(producer, "producer", [])
+    done.order_after(consumer)
+    assert len(waits) == 1 and queries == []  # first use: a wait, no query
+    done.order_after(consumer)
+    assert len(waits) == 2 and len(queries) == 1  # still running: queried, then waited
+    finished["now"] = True
+    done.order_after(consumer)
+    assert len(waits) == 2 and len(queries) == 2  # finished: no wait
+    for _ in range(5):
+        done.order_after(consumer)
+    assert len(waits) == 2 and len(queries) == 2 and done.complete  # known: nothing asked again

@@ -163,7 +163,8 @@ def test_out_of_memory_then_usable(ptx):
                    [sig("f32", [N])], [sig("f32", [big])])
     x = np.ones(N, np.float32)
     exe(x)[0].block_until_ready()
-    exe.synchronize()  # the freed result goes back from the stream-ordered pool
+    exe.synchronize()
+    ctx.trim_pool()  # the driver's pool keeps freed memory for reuse: give it back to the OS
     free, _ = ctx.mem_info()
     hog = ctx.alloc(free - (512 << 20))  # leave 512 MiB: the 1 GiB result cannot fit
     try:
@@ -539,3 +540,22 @@ def test_products_at_new_addresses_split_the_segment(ptx):
             np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=f"call {call}")
     segs = [r[1] for r in fast._slots[0].records if r[0] == GRAPH]
     assert segs and all(s._parts is not None for s in segs)
+
+
+def test_the_driver_pool_keeps_freed_memory_and_a_big_result_reuses_it(ptx):
+    """The default pool's release threshold is raised (``Context.keeps_freed_memory``): a result
+    bigger than the executable's own BufferPool keeps, dropped between calls, is allocated
+    again from what the pool kept, and results stay right."""
+    from hlo.runtime.cuda import driver
+    assert driver.get_context(0).keeps_freed_memory
+    n = 80 << 20  # 320 MiB of f32: above the BufferPool's 256 MiB
+    nb = 4 * n
+    exe = make_exe(ptx, [launch("add_one", [ref("input", 0, nb), ref("output", 0, nb)], [("i32", n)],
+                                grid=((n + BLOCK - 1) // BLOCK, 1, 1))],
+                   [sig("f32", [n])], [sig("f32", [n])])
+    x = np.arange(n, dtype=np.float32) % 1000
+    for _ in range(3):
+        y = exe(x)[0]
+        got = np.asarray(y)
+        del y
+        np.testing.assert_array_equal(got, x + 1)
