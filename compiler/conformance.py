@@ -14,10 +14,11 @@ reference checker (``hlo.ir.stablehlo.checks``).
 Each test ends as:
 
 - passed: every check holds;
-- unsupported: an element type outside hlo's list (complex, f8 variants, i2/i4, quantized),
-  a token, tuple or dynamic type that cannot be flattened, an op outside the op table
-  (collectives, the ``interpreter`` dialect, fft, triangular_solve, ...), or no check ops at
-  all (tests that compare printed output);
+- unsupported: a quantized element type, a token, tuple or dynamic type that cannot be
+  flattened, an op outside the op table (collectives, ``interpreter.print`` and
+  ``run_parallel``, ...), or no check ops at all, unless the file's RUN lines FileCheck the
+  interpreter's printed results: then those results are printed as the reference interpreter
+  prints them and matched against the chunk's patterns (``conformance_filecheck``);
 - failed: anything else, including a crash, an error or a time-out while importing or running.
 
 One line is printed per failed or unsupported test (``-q`` keeps only failures), then
@@ -177,9 +178,11 @@ def _run_case(case: Case, options: Options) -> Result:
     if entry is None:
         return Result("failed", "no entry function: the module has no @main and several functions")
     fn = module[entry]
+    printed = None
     if entry not in checks:
-        return Result("unsupported", "no check ops (the upstream test compares printed output)", entry,
-                      category="no check ops")
+        printed = _printed_expectations(case, text)
+        if isinstance(printed, str):
+            return Result("unsupported", printed, entry, category="no check ops")
     if fn.args:
         return Result("unsupported", f"@{entry} takes arguments; the test passes them on the command line",
                       entry, category="entry with arguments")
@@ -197,7 +200,10 @@ def _run_case(case: Case, options: Options) -> Result:
     except Exception as e:
         return Result("failed", "run: " + _first_line(e), entry)
     try:
-        failures = evaluate_all(checks[entry], results)
+        if printed is not None:
+            failures = _check_printed(printed, results, fn)
+        else:
+            failures = evaluate_all(checks[entry], results)
     except Exception as e:
         return Result("failed", "check: " + _first_line(e), entry)
     if failures:
@@ -207,6 +213,36 @@ def _run_case(case: Case, options: Options) -> Result:
     if options.check_export:
         result.export = check_export(module)
     return result
+
+
+def _printed_expectations(case: Case, text: str):
+    """The (run, directives) pairs of a test without check ops whose file's RUN lines
+    FileCheck the interpreter's printed results (``conformance_filecheck``), or why there are
+    none (a string)."""
+    from . import conformance_filecheck as fc
+    none = "no check ops (the upstream test compares printed output)"
+    with open(os.path.join(case.root, case.path), encoding="utf-8") as f:
+        whole = f.read()
+    try:
+        runs = fc.runs(whole)
+        prefixes = [run.prefix for run in runs]
+        pairs = [(run, fc.directives(text, run.prefix, prefixes)) for run in runs]
+    except fc.Unsupported as e:
+        return f"{none}: {e}"
+    pairs = [(run, ds) for run, ds in pairs if ds]
+    return pairs if pairs else none
+
+
+def _check_printed(printed, results, fn) -> List[str]:
+    from hlo.ir.stablehlo.typemap import tensor_to_mlir_text
+    from . import conformance_filecheck as fc
+    types = [tensor_to_mlir_text(t) for t in fn.body.output_types]
+    out = []
+    for run, ds in printed:
+        msg = fc.filecheck(fc.render(results, types, run.dense), ds, run.prefix)
+        if msg is not None:
+            out.append(msg)
+    return out
 
 
 def check_export(module) -> str:

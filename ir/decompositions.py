@@ -337,38 +337,68 @@ _ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
 
 
 def rng_bit_generator(b: Builder, state: Value, algorithm: str, output: TensorType):
-    """(new state, random bits of type ``output``) for the THREE_FRY algorithm, bit-exact with
-    XLA's (``xla/hlo/builder/lib/prng.cc``: Threefry-2x32 with 20 rounds; state = [key,
-    counter] as u64, each 64-bit output word from counter + its row-major index; 32-bit outputs
-    split one dimension in halves, 8/16-bit ones truncate 32-bit words; new counter = counter +
-    the words used). Other algorithms raise ValueError."""
-    if algorithm != "THREE_FRY":
-        raise ValueError(f"algorithm {algorithm} is not implemented (THREE_FRY is)")
+    """(new state, random bits of type ``output``), bit-exact with XLA's expansion
+    (``xla/service/rng_bit_generator_expander.cc`` over ``xla/hlo/builder/lib/prng.cc``).
+
+    ``THREE_FRY``: Threefry-2x32 with 20 rounds; state = [key, counter] as u64, each 64-bit
+    output word from counter + its row-major index; 32-bit outputs split one dimension in
+    halves; new counter = counter + the words used.
+    ``PHILOX`` (and ``DEFAULT``, which XLA's CPU and GPU compilers expand as PHILOX): Philox-4x32
+    with 10 rounds; state = [key, counter] with the 128-bit counter (high, low) = (key, counter)
+    for a u64[2] state, or [key, low, high] for a u64[3] one; block i (counter + i) gives 4
+    consecutive 32-bit words (64-bit outputs: 2 words, low first); new counter = counter + the
+    blocks used, and a u64[2] state keeps only its low half.
+    Both: 8/16-bit outputs truncate 32-bit words; signed and float outputs are the unsigned bits
+    reinterpreted. Anything else raises ValueError."""
+    if algorithm not in ("THREE_FRY", "PHILOX", "DEFAULT"):
+        raise ValueError(f"algorithm {algorithm} is not implemented")
+    philox = algorithm != "THREE_FRY"
     st = state.type
-    if st.shape != (2,) or st.dtype.name != "u64":
-        raise ValueError(f"THREE_FRY takes a u64[2] state, got {st}")
+    sizes = (2, 3) if philox else (2,)
+    if st.rank != 1 or st.shape[0] not in sizes or st.dtype.name != "u64":
+        want = " or ".join(f"u64[{n}]" for n in sizes)
+        raise ValueError(f"{algorithm} takes a {want} state, got {st}")
     et = output.dtype
     if et.is_pred or et.is_complex or et.bits not in (8, 16, 32, 64):
         raise ValueError(f"random bits of {et} are not implemented")
-    u64, u32 = element_type("u64"), element_type("u32")
+    u64 = element_type("u64")
     key = _scalar_at(b, state, 0)
-    ctr = _scalar_at(b, state, 1)
-    if et.bits == 64:
-        words, used = _threefry_words(b, key, ctr, output.shape)
-        lo, hi = (b.value("convert", [w], result_types=[TensorType(output.shape, u64)]) for w in words)
-        bits = b.value("or", [lo, b.value("shift_left", [hi, _full(b, 32, TensorType(output.shape, u64))])])
+    if philox:
+        bits, new_state = _philox(b, state, key, output.shape, et.bits == 64)
     else:
-        bits, used = _threefry_u32(b, key, ctr, output.shape)
-        if et.bits < 32:
-            bits = b.value("convert", [bits], result_types=[TensorType(output.shape, element_type(f"u{et.bits}"))])
-    unsigned = element_type(f"u{et.bits}")
-    if et != unsigned:
+        bits, new_state = _threefry(b, key, _scalar_at(b, state, 1), output.shape, et.bits == 64)
+    if et.bits < 32:
+        bits = b.value("convert", [bits], result_types=[TensorType(output.shape, element_type(f"u{et.bits}"))])
+    if et != element_type(f"u{et.bits}"):
         bits = b.value("bitcast_convert", [bits], result_types=[TensorType(output.shape, et)])
-    new_ctr = b.value("add", [ctr, _const(b, used, u64)])
-    new_state = b.value("concatenate", [
-        b.value("reshape", [key], result_types=[TensorType((1,), u64)]),
-        b.value("reshape", [new_ctr], result_types=[TensorType((1,), u64)])], attrs={"dimension": 0})
-    return new_state, bits
+    return b.value("concatenate", [_vector(b, key)] + new_state, attrs={"dimension": 0}), bits
+
+
+def _vector(b: Builder, scalar: Value) -> Value:
+    return b.value("reshape", [scalar], result_types=[TensorType((1,), scalar.type.dtype)])
+
+
+def _u64_of_u32s(b: Builder, lo: Value, hi: Value) -> Value:
+    t = TensorType(lo.type.shape, element_type("u64"))
+    lo, hi = (b.value("convert", [w], result_types=[t]) for w in (lo, hi))
+    return b.value("or", [lo, b.value("shift_left", [hi, _full(b, 32, t)])])
+
+
+def _u32s_of_u64(b: Builder, v: Value):
+    t = TensorType(v.type.shape, element_type("u32"))
+    lo = b.value("convert", [v], result_types=[t])
+    hi = b.value("convert", [b.value("shift_right_logical", [v, _full(b, 32, v.type)])], result_types=[t])
+    return lo, hi
+
+
+def _threefry(b: Builder, key: Value, ctr: Value, shape, wide: bool):
+    """THREE_FRY's bits (u64 when ``wide``, else u32) and its new state's tail ([counter])."""
+    if wide:
+        words, used = _threefry_words(b, key, ctr, shape)
+        bits = _u64_of_u32s(b, *words)
+    else:
+        bits, used = _threefry_u32(b, key, ctr, shape)
+    return bits, [_vector(b, b.value("add", [ctr, _const(b, used, element_type("u64"))]))]
 
 
 def _scalar_at(b: Builder, v: Value, i: int) -> Value:
@@ -415,14 +445,8 @@ def _threefry_words(b: Builder, key: Value, ctr: Value, shape):
             x = b.value("add", [x, b.value("multiply", [it, _full(b, stride, t64)])])
             stride *= shape[d]
 
-    def halves(v, t):
-        lo = b.value("convert", [v], result_types=[t])
-        hi = b.value("convert", [b.value("shift_right_logical", [v, _bcast_scalar(b, _const(b, 32, u64), v.type)])],
-                     result_types=[t])
-        return lo, hi
-
-    x0, x1 = halves(x, t32)
-    k0, k1 = halves(key, TensorType((), u32))
+    x0, x1 = _u32s_of_u64(b, x)
+    k0, k1 = _u32s_of_u64(b, key)
     k2 = b.value("xor", [b.value("xor", [k0, k1]), _const(b, 0x1BD11BDA, u32)])
     ks = [_bcast_scalar(b, k, t32) for k in (k0, k1, k2)]
 
@@ -443,3 +467,63 @@ def _threefry_words(b: Builder, key: Value, ctr: Value, shape):
         x0 = add(x0, ks[(i + 1) % 3])
         x1 = add(add(x1, ks[(i + 2) % 3]), _full(b, i + 1, t32))
     return (x0, x1), n
+
+
+_PHILOX_W = (0x9E3779B9, 0xBB67AE85)  # key increments per round
+_PHILOX_M = (0xD2511F53, 0xCD9E8D57)  # round multipliers
+
+
+def _philox(b: Builder, state: Value, key: Value, shape, wide: bool):
+    """PHILOX's bits (u64 when ``wide``, else u32) and its new state's tail."""
+    u64, u32 = element_type("u64"), element_type("u32")
+    n = int(np.prod(shape, dtype=np.int64))
+    words = 2 * n if wide else n
+    blocks = -(-words // 4)
+    if state.type.shape[0] == 3:
+        lo, hi = _scalar_at(b, state, 1), _scalar_at(b, state, 2)
+    else:
+        lo, hi = _scalar_at(b, state, 1), key
+    t = TensorType((blocks,), u64)
+    c_lo, c_hi = _u128_add(b, lo, hi, b.value("iota", [], attrs={"iota_dimension": 0}, result_types=[t]))
+    x = [*_u32s_of_u64(b, c_lo), *_u32s_of_u64(b, c_hi)]
+    k = list(_u32s_of_u64(b, key))
+    t32 = TensorType((blocks,), u32)
+    for _ in range(10):
+        hi0, lo0 = _mul_hi_lo(b, x[0], _PHILOX_M[0])
+        hi1, lo1 = _mul_hi_lo(b, x[2], _PHILOX_M[1])
+        kb = [_bcast_scalar(b, kk, t32) for kk in k]
+        x = [b.value("xor", [b.value("xor", [hi1, x[1]]), kb[0]]), lo1,
+             b.value("xor", [b.value("xor", [hi0, x[3]]), kb[1]]), lo0]
+        k = [b.value("add", [kk, _const(b, w, u32)]) for kk, w in zip(k, _PHILOX_W)]
+    if wide:
+        x = [_u64_of_u32s(b, x[0], x[1]), _u64_of_u32s(b, x[2], x[3])]
+    per = len(x)
+    et = x[0].type.dtype
+    cols = [b.value("reshape", [w], result_types=[TensorType((blocks, 1), et)]) for w in x]
+    flat = b.value("reshape", [b.value("concatenate", cols, attrs={"dimension": 1})],
+                   result_types=[TensorType((blocks * per,), et)])
+    if blocks * per != n:
+        flat = b.value("slice", [flat], attrs={"start_indices": (0,), "limit_indices": (n,)})
+    bits = b.value("reshape", [flat], result_types=[TensorType(tuple(shape), et)])
+    new_lo, new_hi = _u128_add(b, lo, hi, _const(b, blocks, u64))
+    tail = [_vector(b, new_lo)] + ([_vector(b, new_hi)] if state.type.shape[0] == 3 else [])
+    return bits, tail
+
+
+def _u128_add(b: Builder, lo: Value, hi: Value, d: Value):
+    """(lo, hi) + d for a u64 ``d`` of any shape: the two u64 halves, broadcast to ``d``'s."""
+    t = d.type
+    lo_b = lo if t.rank == 0 else _bcast_scalar(b, lo, t)
+    hi_b = hi if t.rank == 0 else _bcast_scalar(b, hi, t)
+    new_lo = b.value("add", [lo_b, d])
+    carry = b.value("compare", [new_lo, lo_b], attrs={"comparison_direction": "LT"})
+    one = _const(b, 1, t.dtype) if t.rank == 0 else _full(b, 1, t)
+    return new_lo, b.value("select", [carry, b.value("add", [hi_b, one]), hi_b])
+
+
+def _mul_hi_lo(b: Builder, x: Value, m: int):
+    """The high and low 32-bit halves of the 64-bit product ``x * m``."""
+    t = TensorType(x.type.shape, element_type("u64"))
+    p = b.value("multiply", [b.value("convert", [x], result_types=[t]), _full(b, m, t)])
+    lo, hi = _u32s_of_u64(b, p)
+    return hi, lo

@@ -14,7 +14,9 @@ its minor-to-major dimension order, shown in the text form (``f32[4,8]{0,1}``).
   flag of a GEMM).
 - A ``reshape`` between row-major layouts is a bitcast (row-major order is preserved).
 
-``is_bitcast(op)`` says whether a reshape, transpose, broadcast or bitcast_convert moves no
+``bitcast_result_type(op, t)`` is the result type that makes a transpose or reshape of an
+operand stored as ``t`` a bitcast (kernels use it to read a chain of them straight from the
+operand's buffer). ``is_bitcast(op)`` says whether a reshape, transpose, broadcast or bitcast_convert moves no
 data under the layouts of its operand and result. Such ops launch no kernel; their result
 shares the operand's buffer (buffer assignment aliases them). Every kernel reads and writes
 top-level values in their stated layouts; values inside fused regions have none.
@@ -81,6 +83,19 @@ def _result_layout_for(perm: Sequence[int], operand_m2m: Sequence[int]) -> Tuple
     for i, p in enumerate(perm):
         inv[p] = i
     return tuple(inv[d] for d in operand_m2m)
+
+
+def bitcast_result_type(op: Operation, operand_type: TensorType):
+    """The type (with layout) under which ``op``'s result is a bitcast of its operand stored in
+    ``operand_type``: a transpose is one in the permuted layout, a reshape when both sides are
+    row-major. None for other ops, or a reshape of a non-row-major operand."""
+    r = op.results[0].type
+    if op.name == "transpose":
+        return _with_layout(r, _result_layout_for(op.attrs["permutation"], operand_type.minor_to_major))
+    if op.name == "reshape" and operand_type.dtype == r.dtype \
+            and _physical(operand_type) == [d for d in range(operand_type.rank) if operand_type.shape[d] != 1]:
+        return _with_layout(r, r.default_layout)
+    return None
 
 
 def dot_accepts(dot: Operation, operand_index: int, layout: Sequence[int]) -> bool:

@@ -53,7 +53,8 @@ FRONTEND_LAYERS = (
     ("libraries", "hlo.nn, hlo.random",
      ("hlo.nn.*", "hlo.random")),
     ("user", "hlo.aot (compile/save/load), StableHLO import, conformance runner, CLI tools",
-     ("hlo.aot", "hlo.stablehlo_loader", "hlo.conformance", "hlo.conformance_pool", "hlo.cli",
+     ("hlo.aot", "hlo.stablehlo_loader", "hlo.conformance", "hlo.conformance_pool",
+      "hlo.conformance_filecheck", "hlo.cli",
       "hlo.opt", "hlo.__main__")),
 )
 

@@ -50,6 +50,7 @@ def build(optimized, opt_level: int = 3) -> CudaProgram:
         "steps": steps_to_json(steps),
         "constants": [describe_constant(cg.constants[k]) for k in sorted(cg.constants)],
         "generated_dots": list(cg.generated_dots),
+        "gemm_epilogues": list(cg.gemm_epilogues),
     }
     prog = CudaProgram(manifest, ptx, {dev.arch: cubin} if cubin is not None else {},
                        [cg.constants[k] for k in sorted(cg.constants)], steps=steps,

@@ -25,6 +25,8 @@ class CudaCodegen(GpuCodegen, KernelEmitter):
     def __init__(self, ctx, device, matmul_precision=None):
         super().__init__(ctx, device)
         self.generated_dots = []  # why each generated dot kernel was not a library call
+        self.gemm_epilogues = []  # each cuBLASLt call's text: its epilogue, or why none
+        self._after_gemm = []
         # the compile's ``Options.matmul_precision`` ("highest" / "tf32"; None: the default)
         self.matmul_precision = matmul_precision
 
@@ -45,36 +47,143 @@ class CudaCodegen(GpuCodegen, KernelEmitter):
         return True
 
     def dot(self, lw, op, dest, env, epilogue=None) -> bool:
+        """The product into ``dest`` through cuBLASLt, with as much of an output fusion's
+        ``epilogue`` (its root) as cuBLASLt computes (``epilogue.match_epilogue``): True when
+        that is all of it; otherwise the lowering's loop kernel computes the rest in place,
+        reading the fused part from ``dest``. Why an epilogue, or part of one, is not fused is
+        in the step's text (``what``) and the manifest's ``gemm_epilogues``."""
         where = f" at {op.loc}" if op.loc is not None else ""
         what = f"dot_general{where}"
-        step, reason = self._gemm(lw, op, dest, env, what)
+        match = None
+        if epilogue is not None:
+            from .epilogue import match_epilogue
+            match = match_epilogue(op.results[0], epilogue, env, _users(op.parent))
+        step, reason, fused = self._gemm(lw, op, dest, env, what, match)
         if step is None:
             self.generated_dots.append(f"{what}: {reason}")
             step = emit_loop_kernel(self, [Root(op.results[0], dest, op.results[0].type)], env,
                                     name="dot", what=f"{what} (generated: {reason})")
+            lw.steps.append(step)
+            return False
         lw.steps.append(step)
-        return False  # the epilogue, if any, runs as its own loop kernel
+        lw.steps.extend(self._after_gemm)
+        self.gemm_epilogues.append(step.what)
+        if fused is None or fused.value is op.results[0]:
+            return False
+        if fused.at_root:
+            return True
+        env[fused.value] = dest  # the rest of the epilogue reads it from the product's buffer
+        return False
 
-    def _gemm(self, lw, op, dest, env, what):
-        """A cuBLASLt call for the product (``gemm.plan_dot``), or (None, why not). Operands that
-        are fused producers (not in a buffer) are computed into scratch first."""
+    def _gemm(self, lw, op, dest, env, what, match):
+        """``(LibraryCall, None, fused Match or None)`` for the product (``gemm.plan_dot``), or
+        ``(None, why not, None)``. An operand that is a fused chain of transposes / reshapes
+        moving no data is read straight from its buffer (``_buffer_view``); other operands
+        that are fused producers (not in a buffer) are computed into scratch first. Where
+        cuBLASLt cannot take the operands' or the result's layout but takes row-major ones,
+        they are relaid out through scratch (a copy kernel each; the result's runs after the
+        product: ``self._after_gemm``)."""
         from .gemm import plan_dot
         lhs, rhs = op.operands
-        plan = plan_dot(lhs.type, rhs.type, op.results[0].type, op.attrs, precision=self.matmul_precision)
+        res = op.results[0]
+        prec = self.matmul_precision
+        self._after_gemm = []
+        notes = []
+        views = {v: _buffer_view(v, env) for v in (lhs, rhs) if v not in env}
+        types = {v: (views[v][1] if views.get(v) else v.type) for v in (lhs, rhs)}
+        types[res] = res.type
+        kw = {}
+        if match is not None and (match.value is not res or match.epilogue != "DEFAULT"):
+            kw = dict(epilogue=match.epilogue, alpha=match.alpha, beta=match.beta,
+                      bias=match.bias.type if match.bias is not None else None, bias_dim=match.bias_dim,
+                      c=match.c.type if match.c is not None else None)
+        plan = plan_dot(types[lhs], types[rhs], res.type, op.attrs, precision=prec, **kw)
+        if not plan and kw:
+            notes.append(f"epilogue not fused: {plan.reason}")
+            kw, match = {}, None
+            plan = plan_dot(types[lhs], types[rhs], res.type, op.attrs, precision=prec)
         if not plan:
-            return None, plan.reason
+            rm = {v: _row_major(v.type) for v in (lhs, rhs, res)}
+            again = plan_dot(rm[lhs], rm[rhs], rm[res], op.attrs, precision=prec)
+            if not again:
+                return None, plan.reason, None
+            notes.append(f"relaid out to row-major: {plan.reason}")
+            plan, types = again, rm
         refs = []
         for v in (lhs, rhs):
             ref = env.get(v)
-            if ref is None:
+            if ref is not None and _same_layout(types[v], v.type):
+                pass
+            elif views.get(v) and types[v] is views[v][1]:
+                ref = views[v][0]
+            else:
+                src = "operand" if ref is None else "operand relaid out"
                 ref = lw.scratch(v.type.nbytes)
-                lw.steps.append(emit_loop_kernel(self, [Root(v, ref, v.type)], env, name="dot_operand",
-                                                 what=f"{what}: operand"))
+                lw.steps.append(emit_loop_kernel(self, [Root(v, ref, types[v])], env, name="dot_operand",
+                                                 what=f"{what}: {src}"))
             refs.append(ref)
-        return plan.library_call(refs[0], refs[1], dest, what=what), None
+        out = dest
+        if not _same_layout(types[res], res.type):
+            out = lw.scratch(res.type.nbytes)
+            saved = res.type
+            res.type, env[res] = types[res], out
+            try:
+                self._after_gemm.append(emit_loop_kernel(self, [Root(res, dest, saved)], env, name="dot_result",
+                                                         what=f"{what}: result relaid out"))
+            finally:
+                res.type = saved
+                del env[res]
+        if kw:
+            notes.insert(0, match.describe() + ("" if match.at_root else f"; the rest is a loop kernel: "
+                                                 f"{match.rest_reason}"))
+        elif match is not None:
+            notes.insert(0, f"epilogue not fused: {match.rest_reason}")
+        c = env[match.c] if kw and match.c is not None else None
+        bias = env[match.bias] if kw and match.bias is not None else None
+        text = what + (f" ({'; '.join(notes)})" if notes else "")
+        step = plan.library_call(refs[0], refs[1], out, c=c, bias=bias, what=text)
+        return step, None, (match if kw else None)
 
     def sort(self, lw, op, dests, env) -> None:
         lower_sort(lw, op, dests, env)
 
     def scatter(self, lw, op, dests, env) -> None:
         lower_scatter(lw, op, dests, env)
+
+
+def _row_major(t):
+    return t.with_layout(t.default_layout) if t.rank else t
+
+
+def _same_layout(a, b) -> bool:
+    return tuple(a.minor_to_major) == tuple(b.minor_to_major)
+
+
+def _buffer_view(v, env):
+    """``(buffer, type)`` when ``v`` is a chain of transposes and reshapes of a value in a
+    buffer that moves no data (``layout.bitcast_result_type``): the product reads that buffer
+    as ``type``. None otherwise."""
+    from hlo.passes.layout import bitcast_result_type
+    chain = []
+    x = v
+    while x not in env and x.op is not None and x.op.name in ("transpose", "reshape"):
+        chain.append(x.op)
+        x = x.op.operands[0]
+    if x not in env or not chain:
+        return None
+    t = x.type
+    for o in reversed(chain):
+        t = bitcast_result_type(o, t)
+        if t is None:
+            return None
+    return env[x], t
+
+
+def _users(region) -> dict:
+    """Each value's reader ops in ``region``; a region output is also read by the region's
+    parent (marked with ``None``, which is in no epilogue)."""
+    from hlo.ir.core import uses
+    out = uses(region) if region is not None else {}
+    for o in (region.outputs if region is not None else ()):
+        out.setdefault(o, []).append(None)
+    return out

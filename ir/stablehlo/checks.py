@@ -14,6 +14,8 @@ stablehlo/tools/StablehloTranslateMain.cpp):
 - ``expect_close``: floats within ``[min_ulp, max_ulp]`` units in the last place; bitwise-equal
   values are 0 apart, two NaNs are 0 apart, and a non-finite value is infinitely far from
   anything it does not equal bitwise.
+- ``expect_serialized_eq``: the probe's record exists, has the operand's type and equals it
+  as in ``expect_eq``.
 - testdata custom calls: ``check.expect_eq`` as above, ``check.expect_close`` with 0..3 ULPs,
   ``check.expect_almost_eq`` with tolerance 1e-3, and ``check.eq`` as ``expect_eq`` for
   integers and booleans and ``expect_almost_eq`` (1e-4) otherwise.
@@ -32,7 +34,9 @@ from ..core import Location
 @dataclass
 class Check:
     """One assertion. ``actual`` and ``expected`` index the entry function's results;
-    ``expected_value`` holds the constant of a ``*_const`` check instead of ``expected``."""
+    ``expected_value`` holds the constant of a ``*_const`` check instead of ``expected``;
+    ``present``, when set, indexes a pred scalar that must be true for ``expected`` to exist
+    (``absent`` says what is missing otherwise: a probe record, see ``probes.py``)."""
 
     kind: str  # "expect_eq", "expect_almost_eq", "expect_close"
     actual: int
@@ -41,14 +45,18 @@ class Check:
     tolerance: float = 1e-4
     min_ulp: int = 0
     max_ulp: int = 1
+    present: Optional[int] = None
+    absent: str = ""
     op: str = ""  # the op as written, e.g. "check.expect_eq_const" or "custom_call @check.eq"
     loc: Optional[Location] = None
 
     def evaluate(self, results: Sequence[np.ndarray]) -> Optional[str]:
         """None when the check holds on ``results``, else a message describing the mismatch."""
+        where = f" at {self.loc}" if self.loc is not None else ""
+        if self.present is not None and not bool(np.asarray(results[self.present])):
+            return f"{self.op}{where}: {self.absent}"
         actual = np.asarray(results[self.actual])
         expected = np.asarray(self.expected_value if self.expected is None else results[self.expected])
-        where = f" at {self.loc}" if self.loc is not None else ""
         if actual.shape != expected.shape or actual.dtype != expected.dtype:
             return (f"{self.op}{where}: result is {actual.dtype}{list(actual.shape)}, "
                     f"expected {expected.dtype}{list(expected.shape)}")

@@ -17,7 +17,8 @@ pass, and the module is walked op by op:
   unsupported); sharding annotations (``sdy.*``, ``custom_call @Sharding``) are identities;
   ``mhlo.*``/``jax.*`` attributes and precision hints are ignored;
 - the test suites' ``check.*`` ops and ``custom_call @check.*`` become extra results of their
-  function when checks are collected (see ``checks.py``), and are unsupported otherwise.
+  function when checks are collected (see ``checks.py``), and are unsupported otherwise; so do
+  the records of ``interpreter.probe`` that ``check.expect_serialized_eq`` reads (``probes.py``).
 
 Everything else (complex, f8, i2/i4 and quantized types, tokens, dynamic shapes, ops outside
 the op table) raises ``UnsupportedError`` naming the op or type and its location. MLIR
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 import numpy as np
 
@@ -41,6 +42,7 @@ from ..verifier import verify_module
 from . import mlir_bridge as mb
 from . import opmap
 from .checks import Check
+from .probes import Probes
 from .errors import StableHLOError, UnsupportedError, shorten
 from .typemap import TextAttr, array_from_attr, tensor_from_mlir
 
@@ -114,6 +116,7 @@ class _Importer:
         self.file = source_name
         self.collect = collect_checks
         self.checks: Dict[str, List[Check]] = {}
+        self.probed: Set[str] = set()  # functions that run interpreter.probe
         self.names: Dict[str, str] = {}
 
     # -- module and functions -------------------------------------------------------------
@@ -142,11 +145,14 @@ class _Importer:
             self.names[sym] = self._unique(_SYMBOL_OK.sub("_", sym) or "f")
         for f in funcs:
             m.add(self.function(f))
-        for fname, checks in self.checks.items():
-            for op in m.walk():
-                if op.name == "call" and op.attrs["callee"] == fname and checks:
-                    raise UnsupportedError("check op in a called function",
-                                           f"@{fname} holds checks and is called", op.loc)
+        for op in m.walk():
+            fname = op.attrs["callee"] if op.name == "call" else None
+            if self.checks.get(fname):
+                raise UnsupportedError("check op in a called function",
+                                       f"@{fname} holds checks and is called", op.loc)
+            if fname in self.probed:
+                raise UnsupportedError("interpreter.probe in a called function",
+                                       f"@{fname} probes and is called", op.loc)
         verify_module(m)
         return m
 
@@ -179,13 +185,18 @@ class _Importer:
             env[ba] = v
         self.fn_checks: List[Check] = []
         self.fn_check_values: List[Value] = []
+        self.probes = Probes(fn.body, _wanted_probes(block)) if self.collect else None
         self.block(block, fn.body, env, top=True)
+        if self.probes is not None and self.probes.any:
+            self.probed.add(fn.name)
         if self.fn_checks:
             base = len(fn.body.outputs)
             for c in self.fn_checks:
                 c.actual += base
                 if c.expected is not None:
                     c.expected += base
+                if c.present is not None:
+                    c.present += base
             fn.body.outputs = list(fn.body.outputs) + self.fn_check_values
             self.checks[fn.name] = self.fn_checks
         return fn
@@ -204,16 +215,24 @@ class _Importer:
         region.outputs = [self.value(env, v, term.name, loc) for v in term.operands]
         region.output_loc = loc
 
-    def region(self, mregion, name: str, env: Dict) -> Region:
+    def region(self, mregion, name: str, env: Dict, extra: Tuple[List, List[Value]] = ((), ())) -> Region:
+        """The region; ``extra`` = (probe record keys, their values outside) adds loop-carried
+        probe records after the block's own arguments and results (``probes.py``)."""
         blocks = list(mregion.blocks)
         if len(blocks) != 1:
             raise UnsupportedError(f"region '{name}'", f"{len(blocks)} blocks")
         block = blocks[0]
         loc = self.loc(block.owner.location) if hasattr(block, "owner") else None
-        r = Region([tensor_from_mlir(a.type, loc) for a in block.arguments], name=name)
+        keys, outside = extra
+        r = Region([tensor_from_mlir(a.type, loc) for a in block.arguments] + [v.type for v in outside],
+                   name=name)
         for ba, v in zip(block.arguments, r.args):
             env[ba] = v
+        if keys and name == "body":
+            self.probes.bind(keys, r.args[len(block.arguments):], r)
         self.block(block, r, env)
+        if keys and name == "body":
+            r.outputs = list(r.outputs) + self.probes.values(keys)
         return r
 
     # -- values ---------------------------------------------------------------------------
@@ -273,6 +292,10 @@ class _Importer:
                 raise StableHLOError(f"call of unknown function @{callee}{_at(loc)}")
             res = b.op("call", operands, {"callee": self.names[callee]}, result_types=rtypes)
             return self._bind(env, op, res.results)
+        if name == "interpreter.probe" and self.collect:
+            self.probes.record(b, region, attrs["probe_id"].value, operands[0], loc)
+            env[op.results[0]] = operands[0]
+            return
         if short is None:
             if name.startswith("interpreter."):
                 raise UnsupportedError(name, "interpreter dialect op (probes, printing, run_parallel)", loc)
@@ -285,14 +308,19 @@ class _Importer:
             return self._bind(env, op, results)
         if short not in op_table.OPS or short in ("fusion", "call"):
             raise UnsupportedError(name, _OUTSIDE_TABLE_REASON, loc)
+        self._bind(env, op, self._table_op(op, short, attrs, operands, rtypes, b, env, loc))
+
+    def _table_op(self, op, short, attrs, operands, rtypes, b, env, loc, extra=((), ())):
+        """The op of hlo's table that ``op`` is; ``extra`` as ``region`` takes it."""
         opdef = op_table.OPS[short]
-        hlo_attrs = self.read_attrs(short, name, attrs, loc)
+        hlo_attrs = self.read_attrs(short, op.name, attrs, loc)
         regions = []
         if op.regions:
             rnames = op_table.region_names(opdef, len(op.regions))
-            regions = [self.region(r, rn, env) for r, rn in zip(op.regions, rnames)]
-        res = b.op(short, operands, hlo_attrs, result_types=rtypes, regions=regions)
-        self._bind(env, op, res.results)
+            regions = [self.region(r, rn, env, extra) for r, rn in zip(op.regions, rnames)]
+        rtypes = list(rtypes) + [v.type for v in extra[1]]
+        return b.op(short, list(operands) + list(extra[1]), hlo_attrs, result_types=rtypes,
+                    regions=regions).results
 
     def _bind(self, env, op, results) -> None:
         for mr, v in zip(op.results, results):
@@ -438,6 +466,21 @@ class _Importer:
             return list(decompositions.rng_bit_generator(b, operands[0], alg, rtypes[1]))
         except ValueError as e:
             raise UnsupportedError("stablehlo.rng_bit_generator", str(e), loc) from None
+
+    def op_while(self, op, attrs, operands, rtypes, b, env, loc):
+        # a body that probes carries the probe records (probes.py)
+        body = list(op.regions[1].blocks)
+        probed = {} if self.probes is None or len(body) != 1 else {
+            p.operation.attributes["probe_id"].value: tensor_from_mlir(p.operation.results[0].type, loc)
+            for p in body[0].operations if p.operation.name == "interpreter.probe"}
+        if not probed:
+            return self._table_op(op, "while", attrs, operands, rtypes, b, env, loc)
+        if b.region is not self.probes.top:
+            raise UnsupportedError("interpreter.probe", "in a while loop that is not at the top of its function", loc)
+        keys, vals = self.probes.carried(b, sorted(probed), probed)
+        results = self._table_op(op, "while", attrs, operands, rtypes, b, env, loc, (keys, vals))
+        self.probes.bind(keys, results[len(rtypes):], self.probes.top)
+        return results[:len(rtypes)]
 
     def op_map(self, op, attrs, operands, rtypes, b, env, loc):
         # the scalar body applied to whole tensors: each of its elementwise ops once
@@ -587,13 +630,29 @@ class _Importer:
                 c = Check("expect_close", n, n + 1,
                           min_ulp=int(attrs["min_ulp_difference"].value) if "min_ulp_difference" in attrs else 0,
                           max_ulp=int(attrs["max_ulp_difference"].value) if "max_ulp_difference" in attrs else 1)
-            elif kind == "expect_serialized_eq":
-                raise UnsupportedError(name, "compares against a tensor serialized by interpreter.probe", loc)
+            elif kind == "expect_serialized_eq" and len(vals) == 1:
+                pid = attrs["probe_id"].value
+                it = int(attrs["iteration"].value) if "iteration" in attrs else 0
+                record, exists = self.probes.lookup(Builder(self.probes.top, loc), pid, it, vals[0])
+                vals = [record] + vals + [exists]
+                c = Check("expect_eq", n, n + 1, present=n + 2,
+                          absent=f"probe '{pid}' has no record at iteration {it}")
         if c is None:
             raise UnsupportedError(name, "unknown check", loc)
         c.op, c.loc = name, loc
         self.fn_checks.append(c)
         self.fn_check_values.extend(vals)
+
+
+def _wanted_probes(block) -> Dict[str, Set[int]]:
+    """The iterations of each probe id that the block's ``check.expect_serialized_eq`` read."""
+    out: Dict[str, Set[int]] = {}
+    for op in block.operations:
+        if op.operation.name == "check.expect_serialized_eq":
+            a = op.operation.attributes
+            it = int(a["iteration"].value) if "iteration" in a else 0
+            out.setdefault(a["probe_id"].value, set()).add(it)
+    return out
 
 
 def _is_const(v: Value) -> bool:

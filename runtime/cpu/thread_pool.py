@@ -14,10 +14,20 @@ closes the job once its own chunks run out), so a descheduled worker costs nothi
 workers persist (a BLAS called inside a kernel keeps its per-thread buffers) and sleep on a
 condition variable between jobs. One job runs at a time; a concurrent caller gets 0 back
 (try-lock failed) and runs its loop itself.
+
+Counters, one add per thread per job: jobs run, calls that found the pool busy, and the chunks
+each thread took (callers together, then each worker); ``pool_stats()`` reads them, so a test
+can see that the workers really take part. A forked child has none of the parent's workers
+(and may have inherited a lock a worker held): ``after_fork_in_child`` resets the pool there,
+so its first parallel loop starts fresh workers instead of running alone (or blocking).
 """
 from __future__ import annotations
 
+import ctypes
+import os
 import threading
+from dataclasses import dataclass
+from typing import Optional, Tuple
 
 import llvmlite.ir as ir
 
@@ -33,6 +43,8 @@ SPIN_ROUNDS = 4096
 TASK_FN = ir.FunctionType(VOID, [PTR, I64, I64])
 POOL_FN = ir.FunctionType(I32, [TASK_FN.as_pointer(), PTR, I64, I64])
 SYMBOL = "hlo_pool_parallel_for"
+STATS_SYMBOL = "hlo_pool_stats"  # (i64* out, i64 n) -> i64 written: see PoolStats
+RESET_SYMBOL = "hlo_pool_after_fork"  # () -> void: forget the workers and locks (in a child)
 
 
 def _global(ctx, name, ty, init=None):
@@ -87,6 +99,10 @@ def build_pool_module() -> str:
     wanted = _global(ctx, "pool.wanted", I64)  # workers that may join the current job
     is_open = _global(ctx, "pool.open", I64)  # 1 while the caller still accepts helpers
     nworkers = _global(ctx, "pool.nworkers", I64)
+    jobs = _global(ctx, "pool.jobs", I64)  # jobs the pool ran
+    busy_calls = _global(ctx, "pool.busy", I64)  # calls that found it busy (ran alone)
+    slots = ir.ArrayType(I64, MAX_WORKERS + 1)
+    chunks_by = _global(ctx, "pool.chunks", slots)  # chunks taken: [0] callers, [1 + w] worker w
 
     pause = ctx.declare("llvm.x86.sse2.pause", VOID, []) if _is_x86() else None
     lock = ctx.declare("pthread_mutex_lock", I32, [PTR])
@@ -97,10 +113,12 @@ def build_pool_module() -> str:
     create = ctx.declare("pthread_create", I32, [PTR, PTR, PTR, PTR])
     detach = ctx.declare("pthread_detach", I32, [I64])
 
-    # run_chunks(): take chunks until none are left.
-    rc = ir.Function(m, ir.FunctionType(VOID, []), name="pool.run_chunks")
+    # run_chunks() -> chunks taken: take chunks until none are left.
+    rc = ir.Function(m, ir.FunctionType(I64, []), name="pool.run_chunks")
     rc.linkage = "internal"
     b = ir.IRBuilder(rc.append_basic_block("entry"))
+    taken = b.alloca(I64)
+    b.store(i64(0), taken)
     fn = b.inttoptr(b.load(job_fn, typ=I64), TASK_FN.as_pointer())
     args = b.inttoptr(b.load(job_args, typ=I64), PTR)
     n = b.load(job_n, typ=I64)
@@ -118,9 +136,14 @@ def build_pool_module() -> str:
     hi = b.add(lo, chunk)
     hi = b.select(b.icmp_signed("<", hi, n), hi, n)
     b.call(fn, [args, lo, hi])
+    b.store(b.add(b.load(taken, typ=I64), i64(1)), taken)
     b.branch(head)
     b.position_at_end(done)
-    b.ret_void()
+    b.ret(b.load(taken, typ=I64))
+
+    def count_chunks(b, slot, n):  # only the slot's own thread writes it
+        p = b.gep(chunks_by, [i64(0), slot], inbounds=True)
+        b.store(b.add(b.load(p, typ=I64), n), p)
 
     # worker(arg): index = arg. Sleeps until a new job it may join is open; joins by counting
     # itself in ``active`` (under the lock), takes chunks, and signals when it was the last.
@@ -161,7 +184,7 @@ def build_pool_module() -> str:
     b.store(g, seen)
     b.atomic_rmw("add", active, i64(1), "seq_cst")
     b.call(unlock, [mu])
-    b.call(rc, [])
+    count_chunks(b, b.add(my_index, i64(1)), b.call(rc, []))
     left = b.atomic_rmw("sub", active, i64(1), "seq_cst")
     last = b.icmp_signed("==", left, i64(1))
     with b.if_then(last):
@@ -179,6 +202,7 @@ def build_pool_module() -> str:
     got = b.call(trylock, [submit_mu])
     b.cbranch(b.icmp_signed("!=", got, ir.Constant(I32, 0)), busy, go)
     b.position_at_end(busy)
+    b.atomic_rmw("add", busy_calls, i64(1), "monotonic")
     b.ret(ir.Constant(I32, 0))
     b.position_at_end(go)
     want = b.sub(nth_, i64(1))
@@ -213,7 +237,8 @@ def build_pool_module() -> str:
     b.store_atomic(b.add(b.load(gen, typ=I64), i64(1)), gen, "release", 8)  # spinning workers read it
     b.call(broadcast, [cv_start])
     b.call(unlock, [mu])
-    b.call(rc, [])
+    count_chunks(b, i64(0), b.call(rc, []))
+    b.store(b.add(b.load(jobs, typ=I64), i64(1)), jobs)  # under submit_mu
     # close the job to late helpers, then wait for the ones that joined (never for a worker
     # that is still asleep: on a busy machine it may not run for a while)
     wl = pf.append_basic_block("wait")
@@ -238,6 +263,33 @@ def build_pool_module() -> str:
     b.call(unlock, [mu])
     b.call(unlock, [submit_mu])
     b.ret(ir.Constant(I32, 1))
+
+    # stats(out, n) -> entries written: [workers, jobs, busy, chunks[0], ..., chunks[workers]]
+    st = ir.Function(m, ir.FunctionType(I64, [PTR, I64]), name=STATS_SYMBOL)
+    out, cap = st.args
+    b = ir.IRBuilder(st.append_basic_block("entry"))
+    nw = b.load(nworkers, typ=I64)
+    vals = [nw, b.load_atomic(jobs, "monotonic", 8, typ=I64), b.load_atomic(busy_calls, "monotonic", 8, typ=I64)]
+    total = b.add(nw, i64(len(vals) + 1))
+    total = b.select(b.icmp_signed("<", total, cap), total, cap)
+    for k, v in enumerate(vals):
+        with b.if_then(b.icmp_signed("<", i64(k), total)):
+            b.store(v, b.gep(out, [i64(k)], source_etype=I64))
+    with for_range(b, i64(len(vals)), total, "slot") as k:
+        v = b.load(b.gep(chunks_by, [i64(0), b.sub(k, i64(len(vals)))], inbounds=True), typ=I64)
+        b.store(v, b.gep(out, [k], source_etype=I64))
+    b.ret(total)
+
+    # after_fork(): in a forked child, which has none of the workers: no workers, fresh locks
+    # and condition variables (zero is their default initialization), counters from zero
+    af = ir.Function(m, ir.FunctionType(VOID, []), name=RESET_SYMBOL)
+    b = ir.IRBuilder(af.append_basic_block("entry"))
+    for g in (submit_mu, mu, cv_start, cv_done):
+        b.store(ir.Constant(blob, None), g)
+    for g in (nworkers, active, wanted, is_open, jobs, busy_calls):
+        b.store(i64(0), g)
+    b.store(ir.Constant(slots, None), chunks_by)
+    b.ret_void()
     return str(m)
 
 
@@ -250,6 +302,38 @@ class _Pool:
         self.object_code = bytes(object_code)
         self.obj = LoadedObject(self.object_code, [SYMBOL])
         self.address = self.obj.address(SYMBOL)
+        # absent from the pool code that files saved by older versions carry
+        self._stats = self._optional(STATS_SYMBOL, ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64))
+        self._reset = self._optional(RESET_SYMBOL, ctypes.CFUNCTYPE(None))
+
+    def _optional(self, name, proto):
+        addr = self.obj.global_address(name)  # 0 where the code has no such symbol
+        return proto(addr) if addr else None
+
+    def stats(self) -> Optional["PoolStats"]:
+        if self._stats is None:
+            return None
+        buf = (ctypes.c_int64 * (MAX_WORKERS + 4))()
+        n = self._stats(ctypes.addressof(buf), len(buf))
+        v = list(buf[:n])
+        return PoolStats(v[0], v[1], v[2], tuple(v[3:]))
+
+    def after_fork_in_child(self) -> None:
+        if self._reset is not None:
+            self._reset()
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    """The pool's counters since it started (in a forked child: since the fork)."""
+    workers: int  # worker threads started
+    jobs: int  # parallel loops the pool ran
+    busy: int  # parallel loops that found the pool busy and ran on their caller alone
+    chunks: Tuple[int, ...]  # chunks taken: [0] by calling threads, [1 + w] by worker w
+
+    @property
+    def worker_chunks(self) -> int:
+        return sum(self.chunks[1:])
 
 
 _lock = threading.Lock()
@@ -265,6 +349,23 @@ def pool_address(object_code=None) -> int:
         if _pool is None:
             _pool = _Pool(object_code)
         return _pool.address
+
+
+def pool_stats() -> Optional[PoolStats]:
+    """The process-wide pool's counters (None before it exists, or for the pool code of a file
+    saved by an hlo without them)."""
+    return _pool.stats() if _pool is not None else None
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()  # another thread may have held it at the fork
+    if _pool is not None:
+        _pool.after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def pool_object_code() -> bytes:

@@ -8,7 +8,8 @@ opens it in the background (``hlo.load`` does, for a program with matrix product
 ``Lt.plan(params)`` builds, once per distinct params dict and pointer alignment, a
 ``MatmulPlan``: the matmul descriptor (compute / scale type, transposes, epilogue), the four
 matrix layouts (column-major; batched strided) and the algorithm cuBLASLt's heuristic picks
-for them. ``MatmulPlan.run(a, b, c, bias, d, workspace, stream)`` is one ``cublasLtMatmul``.
+for them (the fastest of its candidates on this device where it offers several, timed once
+a process: ``cublaslt_tune``). ``MatmulPlan.run(a, b, c, bias, d, workspace, stream)`` is one ``cublasLtMatmul``.
 What ``params`` holds is the contract documented in ``hlo.backends.cuda.gemm``.
 
 Enum values are those of ``cublasLt.h`` / ``cublas_api.h`` / ``library_types.h`` (CUDA 12 and
@@ -21,7 +22,7 @@ import ctypes
 import threading
 from typing import Dict, Optional, Tuple
 
-from . import driver
+from . import cublaslt_tune, driver
 from .errors import CublasError, CudaUnavailableError
 
 # cudaDataType_t (library_types.h)
@@ -302,23 +303,32 @@ class MatmulPlan:
                             CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES),
                            align[:4]):
             _set(sp, pref, attr, ctypes.c_uint32(a), "cublasLtMatmulPreferenceSetAttribute")
-        result = (ctypes.c_uint8 * _HEURISTIC_RESULT_BYTES)()
+        want = cublaslt_tune.CANDIDATES if cublaslt_tune.ENABLED else 1
+        result = (ctypes.c_uint8 * (_HEURISTIC_RESULT_BYTES * want))()
         count = ctypes.c_int(0)
         lt.ctx.make_current()
         st = lib.cublasLtMatmulAlgoGetHeuristic(lt.handle, desc, self.a_desc, self.b_desc, self.c_desc,
-                                                self.d_desc, pref, 1, result, ctypes.byref(count))
-        if st != 0 or count.value < 1:
+                                                self.d_desc, pref, want, result, ctypes.byref(count))
+        base = ctypes.addressof(result)
+        # each result: algo (64 bytes), workspaceSize (size_t), state (cublasStatus_t), ...
+        found = [base + i * _HEURISTIC_RESULT_BYTES for i in range(count.value if st == 0 else 0)
+                 if ctypes.c_int.from_address(base + i * _HEURISTIC_RESULT_BYTES + 72).value == 0]
+        if not found:
             name = _STATUS.get(st, f"cublasStatus {st}")
             raise CublasError(f"cuBLASLt has no algorithm for this matrix product ({name}, "
                               f"{count.value} found): {describe(p)}", "cublasLtMatmulAlgoGetHeuristic", name)
         self._result = result
-        self.algo = ctypes.addressof(result)  # the algo is the first 64 bytes of the result
-        self.workspace_size = ctypes.c_size_t.from_address(ctypes.addressof(result) + 64).value
         scale = ctypes.c_double if p["scale"] == "f64" else ctypes.c_float
         self._alpha = scale(float(p.get("alpha", 1.0)))
         self._beta = scale(float(p.get("beta", 0.0)))
         self.alpha = ctypes.addressof(self._alpha)
         self.beta = ctypes.addressof(self._beta)
+        sizes = [ctypes.c_size_t.from_address(r + 64).value for r in found]
+        key = (lt.ctx.device, _freeze(p), tuple(align), workspace_bytes)
+        pick = cublaslt_tune.fastest(self, key, found, sizes)
+        self.candidates = len(found)
+        self.algo = found[pick]  # the algo is the first 64 bytes of the result
+        self.workspace_size = sizes[pick]
 
     def _layout(self, lib, m: dict, batch: int):
         lay = ctypes.c_void_p()
@@ -334,14 +344,31 @@ class MatmulPlan:
                  "cublasLtMatrixLayoutSetAttribute")
         return lay
 
+    def set_bias(self, bias: int) -> None:
+        """Point the descriptor at the bias vector ``bias`` (a device address)."""
+        if bias != self._bias.value:
+            self._bias.value = bias
+            _set(self.lib.cublasLtMatmulDescSetAttribute, self.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                 self._bias, "cublasLtMatmulDescSetAttribute")
+
+    def operand_bytes(self) -> Dict[str, int]:
+        """Bytes each of A, B, C (when the product has one), D and the bias span."""
+        p = self.params
+        batch = int(p.get("batch", 1))
+        out = {n: _matrix_bytes(p[n], batch) for n in ("a", "b", "c", "d") if n in p}
+        if self.has_bias:
+            out["bias"] = int(p["m"]) * ITEMSIZE[p.get("bias_dtype", p["d"]["dtype"])]
+        return out
+
+    def describe(self) -> str:
+        return describe(self.params)
+
     def run(self, a: int, b: int, c: int, bias: int, d: int, workspace: int, stream: int) -> None:
         """One ``cublasLtMatmul`` (D = alpha op(A) op(B) + beta C, then the epilogue) queued on
         ``stream`` (a raw handle). ``c`` is D when the product has no C operand."""
         lib = self.lib
         if self.has_bias and bias != self._bias.value:
-            self._bias.value = bias
-            _set(lib.cublasLtMatmulDescSetAttribute, self.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                 self._bias, "cublasLtMatmulDescSetAttribute")
+            self.set_bias(bias)
         st = lib.cublasLtMatmul(self.lt.handle, self.desc, self.alpha, a, self.a_desc, b, self.b_desc,
                                 self.beta, c, self.c_desc, d, self.d_desc, self.algo, workspace,
                                 self.workspace_size, stream)
@@ -358,6 +385,13 @@ class MatmulPlan:
 
     def __del__(self):
         self._release()
+
+
+def _matrix_bytes(m: dict, batch: int) -> int:
+    """Bytes a (batched, column-major) matrix of the params spans."""
+    rows, cols, ld = int(m["rows"]), int(m["cols"]), int(m["ld"])
+    one = ld * (cols - 1) + rows
+    return (one + int(m.get("batch_stride", 0) or 0) * (batch - 1)) * ITEMSIZE[m["dtype"]]
 
 
 def describe(p: dict) -> str:

@@ -1,7 +1,7 @@
-"""The CPU backend at both x86 vector widths: the generated GEMM compiled for this machine and
-for an AVX2-only CPU (Haswell, 256-bit vectors; LLVM emits it here and this machine runs it),
-and the ``.hlox`` CPU-feature check refusing AVX-512 code on an AVX2-only machine (the host's
-features faked with ``standing_in``)."""
+"""The CPU backend at both x86 vector widths: the generated GEMM and the elementwise kernels
+compiled for this machine and for an AVX2-only CPU (Haswell, 256-bit vectors; LLVM emits it
+here and this machine runs it), and the ``.hlox`` CPU-feature check refusing AVX-512 code on an
+AVX2-only machine (the host's features faked with ``standing_in``)."""
 from __future__ import annotations
 
 import re
@@ -10,15 +10,24 @@ import numpy as np
 import pytest
 
 from hlo.runtime.cpu import target as T
-from cpu_helpers import compile_text
+from cpu_helpers import binary_src, check, compile_text, unary_src
+from test_cpu_fusion import LAYERNORM, SOFTMAX
 
 # An AVX2-only x86-64 CPU: Haswell's features, none of AVX-512's.
 AVX2_FEATURES = ("+64bit,+cmov,+cx8,+fxsr,+mmx,+sahf,+sse,+sse2,+sse3,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16,+avx,+avx2,+fma,+f16c,"
                  "+bmi,+bmi2,+lzcnt,+movbe,+xsave,+fsgsbase,+rdrnd")
 
 
+# A Sapphire Rapids-like AVX-512 CPU (what LLVM tunes to prefer 256-bit vectors).
+AVX512_FEATURES = AVX2_FEATURES + ",+avx512f,+avx512dq,+avx512cd,+avx512bw,+avx512vl,+avx512bf16,+amx-tile"
+
+
 def _avx2():
     return T.CpuTarget(T.host().triple, "haswell", AVX2_FEATURES)
+
+
+def _avx512():
+    return T.CpuTarget(T.host().triple, "sapphirerapids", AVX512_FEATURES)
 
 
 def _plus(t):
@@ -97,26 +106,88 @@ def test_generated_gemm_at_each_vector_width(monkeypatch, which, m, k, n, bt, ba
 
 
 def test_avx512_code_is_refused_on_an_avx2_only_machine(tmp_path):
-    """A ``.hlox`` compiled here with AVX-512 code is refused, before linking, on a machine
-    with AVX2 only (faked), with a LoadError naming what is missing; AVX2 code compiled here
-    loads on both."""
-    import hlo
+    """A ``.hlox`` compiled with AVX-512 code is refused, before linking, on a machine with AVX2
+    only, with a LoadError naming what is missing; AVX2 code loads on both. On an AVX-512
+    machine the AVX2 machine is faked; on an AVX2 one the file is compiled standing in for an
+    AVX-512 CPU (LLVM emits it; nothing runs it) and this machine refuses it."""
     import hlo.numpy as hnp
     from hlo import aot
     from hlo.runtime import hlox
+    from hlo.runtime.cpu.thread_pool import pool_address
     h = T.host()
-    if "avx512f" not in _plus(h):
-        pytest.skip("this CPU has no AVX-512: nothing to refuse")
+    if not h.triple.startswith("x86_64") or not {"avx2", "fma"} <= _plus(h):
+        pytest.skip("not an x86-64 CPU with AVX2")
+    native = "avx512f" in _plus(h)
+    wide, narrow = (h, _avx2()) if native else (_avx512(), h)
     x = np.arange(64 * 48, dtype=np.float32).reshape(64, 48) / 100
     w = np.ones((48, 40), np.float32)
     f = lambda x, w: hnp.tanh(x @ w)
+    pool_address()  # the process's worker pool, compiled for this machine (not a stand-in)
     path = tmp_path / "avx512.hlox"
-    aot.compile(f, x, w, target="cpu").save(path)
-    with T.standing_in(_avx2()):
-        with pytest.raises(hlox.LoadError, match=r"512-bit vectors\) with features this one \(haswell, 256-bit vectors\) lacks: avx512f, "):
+    with T.standing_in(wide):
+        aot.compile(f, x, w, target="cpu").save(path)
+    with T.standing_in(narrow):
+        with pytest.raises(hlox.LoadError, match=re.escape(
+                f"512-bit vectors) with features this one ({narrow.cpu}, 256-bit vectors) lacks: avx512f, ")):
             aot.load(path)
         path2 = tmp_path / "avx2.hlox"
         aot.compile(f, x, w, target="cpu").save(path2)
     np.testing.assert_allclose(aot.load(path2)(x, w), np.tanh(x @ w), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(aot.load(path)(x, w), np.tanh(x @ w), rtol=1e-5, atol=1e-5)
-    assert hlo is not None
+    if native:
+        np.testing.assert_allclose(aot.load(path)(x, w), np.tanh(x @ w), rtol=1e-5, atol=1e-5)
+    else:
+        with pytest.raises(hlox.LoadError, match="lacks: avx512f, "):
+            aot.load(path)
+
+
+def _f32(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+# (source, inputs, whether its kernels go through a math routine)
+_KERNELS = {
+    "tanh": (unary_src("tanh", "f32[70,33]"), [_f32(70, 33)], True),
+    "softmax": (SOFTMAX.format(n=6, m=300), [_f32(6, 300)], True),
+    "divide": (binary_src("divide", "f32[70,33]"), [_f32(70, 33), _f32(70, 33, seed=1) + 4], False),
+    "layernorm": (LAYERNORM.format(n=9, m=130, inv=1.0 / 130), [_f32(9, 130) + 3, _f32(130), _f32(130)], False),
+}
+
+
+@pytest.mark.parametrize("which", _targets())
+@pytest.mark.parametrize("kernel", list(_KERNELS))
+def test_math_routine_kernels_ask_for_the_widest_vectors(which, kernel):
+    """On an AVX-512 CPU a kernel whose elements go through a math routine (exp, tanh: long
+    polynomial chains that keep the vector ALUs busy) asks LLVM for 512-bit vectors (LLVM tunes
+    Intel's AVX-512 CPUs to prefer 256 bits) and gets them; one bound by memory or the divider
+    (a division, layernorm) keeps LLVM's choice, as does every kernel on an AVX2 CPU. Results
+    match the interpreter at each width, on 1 and 2 threads."""
+    from hlo.backends.cpu.target import compile_ir
+    src, args, heavy = _KERNELS[kernel]
+    target = T.host() if which == "host" else _avx2()
+    wide = heavy and target.vector_bits > 256
+    with T.standing_in(target):
+        exe = compile_text(src)
+        kernels = [line for line in exe.ir_text.splitlines()
+                   if line.startswith("define") and '@"k.' in line and '.task"' not in line]
+        assert kernels
+        for line in kernels:
+            assert ('"prefer-vector-width"' in line) == wide, line
+        if wide:
+            _, mod, _ = compile_ir(exe.ir_text)
+            assert f"<{target.vector_bits // 32} x float>" in str(mod)
+        for threads in (1, 2):
+            check(src, args, rtol=2e-6, atol=1e-6, threads=threads)
+
+
+def test_an_avx2_cpu_refuses_code_built_for_avx512():
+    """The feature check by itself, on any machine: code built for an AVX-512 CPU is refused by
+    an AVX2-only one with a LoadError (TargetMismatchError) that names avx512f first; code built
+    for the AVX2 CPU is accepted by the AVX-512 one (it has every feature the code needs)."""
+    from hlo.runtime import hlox
+    with pytest.raises(hlox.LoadError, match=r"^the file was compiled for a CPU \(sapphirerapids, 512-bit "
+                       r"vectors\) with features this one \(haswell, 256-bit vectors\) lacks: avx512f, "
+                       r".*; compile it again here$") as e:
+        _avx2().check_loadable(_avx512().manifest_entry(), "the file")
+    assert isinstance(e.value, hlox.TargetMismatchError)
+    _avx512().check_loadable(_avx2().manifest_entry(), "the file")
+    _avx2().check_loadable(_avx2().manifest_entry(), "the file")

@@ -44,8 +44,9 @@ def compiled():
 def test_workload_compiles_to_ptx(case, compiled):
     c, _ = compiled[case.name]
     ptx = c.as_text("ptx")
-    assert ".target sm_" in ptx and ".entry" in ptx
-    if ptxas_path() is not None:
+    kernels = c._artifact.executable.kernels  # none where cuBLASLt computes everything
+    assert ".target sm_" in ptx and (".entry" in ptx) == bool(kernels)
+    if ptxas_path() is not None and kernels:
         assert c._artifact.executable.cubins, "ptxas did not assemble the PTX"
 
 

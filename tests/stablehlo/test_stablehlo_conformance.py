@@ -64,10 +64,10 @@ func.func @wrong() {
 }
 """
 UNSUPPORTED = """\
-func.func @philox() {
-  %0 = stablehlo.constant dense<[1, 2]> : tensor<2xui64>
-  %1:2 = "stablehlo.rng_bit_generator"(%0) {rng_algorithm = #stablehlo<rng_algorithm PHILOX>} : (tensor<2xui64>) -> (tensor<2xui64>, tensor<4xui32>)
-  check.expect_eq_const %1#1, dense<[1, 2, 3, 4]> : tensor<4xui32>
+func.func @cholesky() {
+  %0 = stablehlo.constant dense<[[4.0, 2.0], [2.0, 5.0]]> : tensor<2x2xf32>
+  %1 = stablehlo.cholesky %0, lower = true : tensor<2x2xf32>
+  check.expect_almost_eq_const %1, dense<[[2.0, 0.0], [1.0, 2.0]]> : tensor<2x2xf32>
   func.return
 }
 """
@@ -111,7 +111,7 @@ def test_cli_reports_each_outcome_and_ends_with_the_summary(tmp_path):
     failed = [ln for ln in lines if ": failed:" in ln]
     assert len(failed) == 1 and failed[0].startswith("mixed.mlir:") and "@wrong" in failed[0]
     assert "index [1]: 4.0 (actual) vs 5.0 (expected)" in failed[0]
-    assert any("unsupported: stablehlo.rng_bit_generator (algorithm PHILOX" in ln for ln in lines)
+    assert any("unsupported: stablehlo.cholesky (" in ln for ln in lines)
     assert "export: 1 of 1 passing tests export, verify with jaxlib and re-import identically" in lines
 
 
@@ -205,3 +205,115 @@ def test_runner_called_after_load_stablehlo_does_not_hang(tmp_path):
                        timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "['failed', 'passed', 'unsupported']"
+
+
+PROBED_LOOP = """\
+func.func @probe_loop() {
+  %zero = stablehlo.constant dense<0> : tensor<i64>
+  %one = stablehlo.constant dense<1> : tensor<i64>
+  %three = stablehlo.constant dense<3> : tensor<i64>
+  %first = interpreter.probe %three, probe_id = "sum" : tensor<i64>
+  %i, %s = stablehlo.while(%a = %zero, %b = %zero) : tensor<i64>, tensor<i64>
+  cond {
+    %c = stablehlo.compare LT, %a, %three : (tensor<i64>, tensor<i64>) -> tensor<i1>
+    stablehlo.return %c : tensor<i1>
+  } do {
+    %sq = stablehlo.multiply %a, %a : tensor<i64>
+    %n = stablehlo.add %b, %sq : tensor<i64>
+    %p = interpreter.probe %n, probe_id = "sum" : tensor<i64>
+    %a1 = stablehlo.add %a, %one : tensor<i64>
+    stablehlo.return %a1, %p : tensor<i64>, tensor<i64>
+  }
+  %e0 = stablehlo.constant dense<3> : tensor<i64>
+  %e2 = stablehlo.constant dense<{v2}> : tensor<i64>
+  %e3 = stablehlo.constant dense<5> : tensor<i64>
+  check.expect_serialized_eq %e0, probe_id = "sum" : tensor<i64>
+  check.expect_serialized_eq %e2, probe_id = "sum", iter = 2 : tensor<i64>
+  check.expect_serialized_eq %e3, probe_id = "sum", iter = {it3} : tensor<i64>
+  func.return
+}
+"""
+PROBED_TOP = """\
+func.func @probe_top() {
+  %0 = stablehlo.constant dense<[1.5, -2.0]> : tensor<2xf32>
+  %1 = stablehlo.multiply %0, %0 : tensor<2xf32>
+  %2 = interpreter.probe %1, probe_id = "sq/0" : tensor<2xf32>
+  %3 = stablehlo.constant dense<[2.25, {v}]> : tensor<2xf32>
+  check.expect_serialized_eq %3, probe_id = "sq/0" : tensor<2xf32>
+  func.return
+}
+"""
+
+
+def _fill(text, **values):
+    for k, v in values.items():
+        text = text.replace("{" + k + "}", v)
+    return text
+
+
+@pytest.mark.parametrize("target", ["interpreter", "cpu"])
+def test_probe_records_are_computed_and_checked(tmp_path, target):
+    """interpreter.probe records (at the top and in a while body: records 0..3 are 3, 0, 1, 5)
+    are results of the compiled test; a wrong value or a missing iteration fails it."""
+    folder = _folder(tmp_path, [_fill(PROBED_LOOP, v2="1", it3="3"), _fill(PROBED_TOP, v="4.0"),
+                                _fill(PROBED_LOOP, v2="2", it3="3"), _fill(PROBED_LOOP, v2="1", it3="4"),
+                                _fill(PROBED_TOP, v="4.5")])
+    results = [run_case(c, Options(target=target, check_export=True)) for c in discover(folder)]
+    assert [r.status for r in results] == ["passed", "passed", "failed", "failed", "failed"]
+    assert all(r.export == "ok" for r in results[:2])
+    assert "index []: 1 (actual) vs 2 (expected)" in results[2].message
+    assert "probe 'sum' has no record at iteration 4" in results[3].message
+    assert "index [1]: 4.0 (actual) vs 4.5 (expected)" in results[4].message
+
+
+PRINTED = """\
+// RUN: stablehlo-translate --interpret --split-input-file %s | FileCheck %s
+// RUN: stablehlo-translate --interpret --interpreter-print-dense --split-input-file %s | FileCheck %s --check-prefix=CHECK-DENSE
+
+func.func @printed() -> (tensor<2x2xi8>, tensor<3xf16>, tensor<i1>) {
+  // CHECK:      tensor<2x2xi8> {
+  // CHECK-NEXT:   [
+  // CHECK-NEXT:     [2, 4],
+  // CHECK-NEXT:     [6, {last}]
+  // CHECK-NEXT:   ]
+  // CHECK-NEXT: }
+  // CHECK-DENSE{LITERAL}: dense<[[2, 4], [6, {last}]]> : tensor<2x2xi8>
+  %0 = stablehlo.constant dense<[[1, 2], [3, 4]]> : tensor<2x2xi8>
+  %1 = stablehlo.add %0, %0 : tensor<2x2xi8>
+  // CHECK:      tensor<3xf16> {
+  // CHECK-NEXT:   [5.000000e-01, 5.000000e-01, 5.000000e-01]
+  // CHECK-DENSE: dense<5.000000e-01> : tensor<3xf16>
+  %2 = stablehlo.constant dense<0.25> : tensor<3xf16>
+  %3 = stablehlo.add %2, %2 : tensor<3xf16>
+  // CHECK: tensor<i1> {true}
+  // CHECK-DENSE: dense<true> : tensor<i1>
+  %4 = stablehlo.constant dense<true> : tensor<i1>
+  func.return %1, %3, %4 : tensor<2x2xi8>, tensor<3xf16>, tensor<i1>
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["interpreter", "cpu"])
+def test_printed_results_are_filechecked(tmp_path, target):
+    """A test without check ops whose RUN lines FileCheck the interpreter's printed results
+    (plain and --interpreter-print-dense) passes when hlo's results print as the patterns say,
+    and fails on a wrong value, under either prefix."""
+    results = []
+    for last, name in [("8", "right"), ("9", "wrong")]:
+        d = tmp_path / name
+        d.mkdir()
+        (d / "printed.mlir").write_text(_fill(PRINTED, last=last))
+        results += [run_case(c, Options(target=target)) for c in discover(str(d))]
+    assert [r.status for r in results] == ["passed", "failed"]
+    assert "CHECK-NEXT at line 8: '[6, 9]' not found" in results[1].message
+    assert "+1 more failing checks" in results[1].message  # the CHECK-DENSE run fails too
+
+
+def test_filecheck_next_must_be_on_the_following_line():
+    from hlo.conformance_filecheck import Directive, filecheck
+    out = "tensor<2xi8> {\n  [1, 2]\n}\n"
+    ok = [Directive(False, "tensor<2xi8> {", 1), Directive(True, "[1,  2]", 2), Directive(True, "}", 3)]
+    assert filecheck(out, ok, "CHECK") is None
+    skipped = [Directive(False, "tensor<2xi8> {", 1), Directive(True, "}", 2)]
+    assert "not on the line after line 1" in filecheck(out, skipped, "CHECK")
+    assert "'[2, 1]' not found" in filecheck(out, [Directive(False, "[2, 1]", 1)], "CHECK")

@@ -1,6 +1,6 @@
 """StableHLO ops that the importer writes with hlo's own ops (``hlo.ir.decompositions``):
 triangular_solve (every flag combination, complex adjoint, batches), fft (all four kinds, 1 to
-3 dimensions, odd and even lengths) and rng_bit_generator (THREE_FRY, bit-exact with XLA),
+3 dimensions, odd and even lengths) and rng_bit_generator (THREE_FRY, PHILOX and DEFAULT, bit-exact with XLA),
 imported from jax's lowering and run on the interpreter and on the CPU against jax/numpy; the
 decomposed programs export and re-import identically."""
 import numpy as np
@@ -92,24 +92,70 @@ def test_fft(target, kind, shape, lengths):
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-10, atol=1e-10)
 
 
+RNG_SHAPES = [((), np.uint32), ((7,), np.uint32), ((3, 5), np.uint32), ((4, 6), np.uint64),
+              ((5,), np.uint8), ((3, 3), np.uint16), ((2, 2), np.uint64), ((3,), np.uint64),
+              ((0,), np.uint32)]
+RNG_ALGORITHMS = ["RNG_THREE_FRY", "RNG_PHILOX", "RNG_DEFAULT"]
+
+
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("shape,dtype", [((), np.uint32), ((7,), np.uint32), ((3, 5), np.uint32),
-                                         ((4, 6), np.uint64), ((5,), np.uint8), ((3, 3), np.uint16),
-                                         ((2, 2), np.uint64)])
-def test_rng_bit_generator_three_fry_is_bit_exact(target, shape, dtype):
+@pytest.mark.parametrize("algorithm", RNG_ALGORITHMS)
+@pytest.mark.parametrize("shape,dtype", RNG_SHAPES)
+def test_rng_bit_generator_is_bit_exact(target, algorithm, shape, dtype):
     key = np.array([1, 4, 0xFFFFFFFF, 1], np.uint32)
 
     def f(k):
-        return lax.rng_bit_generator(k, shape, dtype=dtype, algorithm=lax.RandomAlgorithm.RNG_THREE_FRY)
+        return lax.rng_bit_generator(k, shape, dtype=dtype, algorithm=getattr(lax.RandomAlgorithm, algorithm))
 
     got, want = _run(f, (key,), target)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
 
 
-def test_other_rng_algorithms_are_refused_by_name():
-    def f(k):
-        return lax.rng_bit_generator(k, (4,), dtype=np.uint32, algorithm=lax.RandomAlgorithm.RNG_PHILOX)
-    text = jax.jit(f).lower(np.zeros(4, np.uint32)).as_text()
-    with pytest.raises(hlo.ir.stablehlo.UnsupportedError, match="PHILOX"):
+def _xla(text, *args):
+    """Run StableHLO text through jaxlib's XLA CPU compiler (results as their unsigned bits)."""
+    import jax.extend
+    from jax._src.lib import xla_client as xc
+    backend = jax.extend.backend.get_backend("cpu")
+    with jax.enable_x64(True):
+        exe = backend.compile_and_load(text, xc.DeviceList(tuple(jax.devices("cpu"))))
+        return [np.asarray(o) for o in exe.execute([jax.device_put(a) for a in args])]
+
+
+_RNG = """func.func @main(%s: tensor<{n}xui64>) -> (tensor<{n}xui64>, tensor<{shape}x{et}>) {{
+  %0:2 = "stablehlo.rng_bit_generator"(%s) {{rng_algorithm = #stablehlo<rng_algorithm {alg}>}} : (tensor<{n}xui64>) -> (tensor<{n}xui64>, tensor<{shape}x{et}>)
+  return %0#0, %0#1 : tensor<{n}xui64>, tensor<{shape}x{et}>
+}}"""
+
+
+def _bits(x):
+    x = np.asarray(x)
+    return x.view(f"u{x.dtype.itemsize}")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("alg,state", [("PHILOX", [7, 0xFFFFFFFFFFFFFFFE, 3]),
+                                       ("PHILOX", [2**63 + 5, 2**64 - 3, 2**64 - 1]),
+                                       ("PHILOX", [2**64 - 1, 2**64 - 2]), ("DEFAULT", [5, 9, 2**64 - 1]),
+                                       ("THREE_FRY", [3, 2**64 - 2])])
+@pytest.mark.parametrize("shape,et", [("5x3", "i32"), ("3", "f64"), ("2x3", "f32"), ("5", "i16"),
+                                      ("3", "i64"), ("7", "ui8")])
+def test_rng_bit_generator_matches_xla_on_any_state_and_type(target, alg, state, shape, et):
+    """A u64[3] PHILOX state holds a 128-bit counter (low, high): blocks past 2^64 carry into
+    high, and high wraps; signed and float outputs are the bits reinterpreted. XLA's CPU
+    compiler run on the same StableHLO text is the reference."""
+    s = np.array(state, np.uint64)
+    text = _RNG.format(n=len(state), shape=shape, et=et, alg=alg)
+    want = _xla(text, s)
+    got = hlo.load_stablehlo(text).compile(target=target)(s)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(_bits(g), _bits(w))
+
+
+def test_rng_bit_generator_refuses_bad_states_by_name():
+    text = """func.func @main(%s: tensor<3xui64>) -> tensor<4xui32> {
+  %0:2 = "stablehlo.rng_bit_generator"(%s) {rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>} : (tensor<3xui64>) -> (tensor<3xui64>, tensor<4xui32>)
+  return %0#1 : tensor<4xui32>
+}"""
+    with pytest.raises(hlo.ir.stablehlo.UnsupportedError, match=r"THREE_FRY takes a u64\[2\] state"):
         import_module(text)

@@ -165,7 +165,6 @@ UNSUPPORTED = {
     "tensor<?xf32>": "func.func @main(%a: tensor<?xf32>) -> tensor<?xf32> {\n return %a : tensor<?xf32>\n}",
     "!stablehlo.token": "func.func @main() -> !stablehlo.token {\n %0 = stablehlo.after_all : !stablehlo.token\n return %0 : !stablehlo.token\n}",
     "stablehlo.cholesky": "func.func @main(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {\n %0 = stablehlo.cholesky %a, lower = true : tensor<4x4xf32>\n return %0 : tensor<4x4xf32>\n}",
-    "stablehlo.rng_bit_generator": "func.func @main(%s: tensor<2xui64>) -> tensor<4xui32> {\n %0:2 = \"stablehlo.rng_bit_generator\"(%s) {rng_algorithm = #stablehlo<rng_algorithm PHILOX>} : (tensor<2xui64>) -> (tensor<2xui64>, tensor<4xui32>)\n return %0#1 : tensor<4xui32>\n}",
     "stablehlo.custom_call @foo": "func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n %0 = stablehlo.custom_call @foo(%a) : (tensor<4xf32>) -> tensor<4xf32>\n return %0 : tensor<4xf32>\n}",
     "check.expect_eq_const": "func.func @main() {\n %0 = stablehlo.constant dense<1> : tensor<i32>\n check.expect_eq_const %0, dense<1> : tensor<i32>\n func.return\n}",
     "tuple<tensor<4xf32>>": "func.func @main(%a: tensor<4xf32>) -> tuple<tensor<4xf32>> {\n %t = stablehlo.tuple %a : tuple<tensor<4xf32>>\n return %t : tuple<tensor<4xf32>>\n}",
