@@ -211,8 +211,11 @@ def round_f32_to(b: ir.IRBuilder, x: ir.Value, et: ElementType) -> ir.Value:
 
 def load_reg(b: ir.IRBuilder, ptr: ir.Value, et: ElementType, align: Optional[int] = None) -> ir.Value:
     """Load one element from memory and return it in register form."""
-    mt = mem_type(et)
-    v = b.load(ptr, typ=mt, align=align or storage_align(et))
+    return from_storage(b, b.load(ptr, typ=mem_type(et), align=align or storage_align(et)), et)
+
+
+def from_storage(b: ir.IRBuilder, v: ir.Value, et: ElementType) -> ir.Value:
+    """A loaded storage-form element (``mem_type``) in register form."""
     if et.is_pred:
         return b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
     if et.name == "f16":
@@ -226,20 +229,25 @@ def load_reg(b: ir.IRBuilder, ptr: ir.Value, et: ElementType, align: Optional[in
     return v
 
 
+def to_storage(b: ir.IRBuilder, v: ir.Value, et: ElementType) -> ir.Value:
+    """A register-form element in storage form (``mem_type``), as ``store_reg`` writes it."""
+    if et.is_pred:
+        return b.zext(v, I8)
+    if et.name == "f16":
+        return b.fptrunc(v, F16)
+    if et.name == "bf16":
+        return f32_to_bf16_bits(b, v)
+    if et.is_sub_byte:
+        return b.zext(v, I8)
+    if is_small_float(et):
+        return small_float.encode(b, v, et)
+    return v
+
+
 def store_reg(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, et: ElementType,
               align: Optional[int] = None) -> ir.Instruction:
     """Store a register-form value to memory in storage form; returns the store."""
-    if et.is_pred:
-        v = b.zext(v, I8)
-    elif et.name == "f16":
-        v = b.fptrunc(v, F16)
-    elif et.name == "bf16":
-        v = f32_to_bf16_bits(b, v)
-    elif et.is_sub_byte:
-        v = b.zext(v, I8)
-    elif is_small_float(et):
-        v = small_float.encode(b, v, et)
-    return b.store(v, ptr, align=align or storage_align(et))
+    return b.store(to_storage(b, v, et), ptr, align=align or storage_align(et))
 
 
 def reg_to_bits(b: ir.IRBuilder, v: ir.Value, et: ElementType) -> ir.Value:

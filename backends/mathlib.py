@@ -112,13 +112,12 @@ def log_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return _select_nan(b, x, res)
 
 
-def _div_estimate(b: ir.IRBuilder, p: ir.Value, q: ir.Value) -> ir.Value:
-    """p / q for our own approximations, whose divisor is finite and bounded away from zero:
-    ``arcp ninf`` lets the x86 backend use a reciprocal estimate and one Newton step in vector
-    loops (about 1 ulp). Only for internal divisions (a user's ``divide`` stays correctly
-    rounded), and only where measured faster: logistic 6.7 -> 6.0 ms on f32[4096,4096], while
-    tanh's got slower (3.7 -> 4.1 ms: its divide overlaps the polynomials' FMAs)."""
-    return b.fdiv(p, q, flags=("arcp", "ninf"))
+def _div_estimate(ctx: ModuleContext, b: ir.IRBuilder, p: ir.Value, q: ir.Value, fn: str) -> ir.Value:
+    """p / q inside our own approximation ``fn``, whose divisor is finite, normal and bounded
+    away from zero: the target's ``MathPolicy.quotient`` (an estimate of about 1 ulp where it
+    measured faster, else the correctly rounded division). Only for internal divisions: a
+    user's ``divide`` stays correctly rounded."""
+    return ctx.math.quotient(ctx, b, p, q, fn)
 
 
 def tanh_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
@@ -134,14 +133,14 @@ def tanh_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
                            4.89352455891786e-03])
     q = _poly(ctx, b, x2, [1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
                            4.89352518554385e-03])
-    return b.fmul(b.fdiv(p, q), xc)
+    return b.fmul(_div_estimate(ctx, b, p, q, "tanh"), xc)
 
 
 def logistic_f32(ctx: ModuleContext, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     # e = exp(-|x|) never overflows: 1/(1+e) for x >= 0, e/(1+e) for x < 0 (keeps subnormal
     # results accurate where 1/(1+exp(-x)) would give 0).
     e = exp_f32(ctx, b, b.fneg(ctx.math.call(ctx, b, "fabs", [x])))
-    r = _div_estimate(b, _c(1.0), b.fadd(_c(1.0), e))
+    r = _div_estimate(ctx, b, _c(1.0), b.fadd(_c(1.0), e), "logistic")
     return b.select(b.fcmp_ordered(">=", x, _c(0.0)), r, b.fmul(e, r))
 
 
@@ -188,6 +187,17 @@ class MathPolicy:
 
     name = "llvm"
     RULES: dict = {}
+    # own approximations whose internal division ``quotient`` estimates (the others divide
+    # correctly rounded)
+    ESTIMATED_DIVISIONS = frozenset()
+
+    def quotient(self, ctx, b: ir.IRBuilder, p: ir.Value, q: ir.Value, fn: str) -> ir.Value:
+        """p / q inside the own approximation ``fn`` (see ``_div_estimate``). Here: ``arcp
+        ninf`` lets the x86 backend use a reciprocal estimate and one Newton step in vector
+        loops (about 1 ulp)."""
+        if fn not in self.ESTIMATED_DIVISIONS:
+            return b.fdiv(p, q)
+        return b.fdiv(p, q, flags=("arcp", "ninf"))
 
     def rule(self, fn: str, width: int) -> str:
         r = self.RULES.get(fn)
@@ -232,6 +242,9 @@ class CpuMath(MathPolicy):
     or LLVM's vector library does, the C math library for the rest."""
 
     name = "cpu"
+    # measured on f32[4096,4096]: logistic 6.7 -> 6.0 ms with the estimate, while tanh's got
+    # slower (3.7 -> 4.1 ms: its divide overlaps the polynomials' FMAs)
+    ESTIMATED_DIVISIONS = frozenset({"logistic"})
     RULES = {"exp": (OWN, INTRINSIC), "log": (OWN, INTRINSIC), "tanh": (OWN, LIBM),
              "logistic": (OWN, OWN), "expm1": (LIBM, LIBM), "log1p": (LIBM, LIBM),
              "cbrt": (LIBM, LIBM), "tan": (LIBM, LIBM), "atan2": (LIBM, LIBM),
@@ -245,6 +258,19 @@ class LibdeviceMath(MathPolicy):
     exp/log/tanh/logistic keep the shared polynomials (exp <= 1.5 ulp, the others <= 5)."""
 
     name = "libdevice"
+    # the correctly rounded division is a reciprocal, two refinements and a range check with a
+    # slow-path branch (about 12 instructions); the estimate is 4
+    ESTIMATED_DIVISIONS = frozenset({"logistic", "tanh"})
+
+    def quotient(self, ctx, b: ir.IRBuilder, p: ir.Value, q: ir.Value, fn: str) -> ir.Value:
+        """``rcp.approx.ftz`` of q (1 ulp; q is normal here) and one Newton step on the
+        quotient: p*r + r*(p - q*(p*r)), within about an ulp."""
+        if fn not in self.ESTIMATED_DIVISIONS or q.type != F32:
+            return super().quotient(ctx, b, p, q, fn)
+        r = b.call(ctx.declare("llvm.nvvm.rcp.approx.ftz.f", F32, [F32]), [q])
+        y = b.fmul(p, r)
+        e = _fma(ctx, b, b.fneg(q), y, p)
+        return _fma(ctx, b, e, r, y)
     RULES = {"exp": (OWN, LIBDEVICE), "log": (OWN, LIBDEVICE), "tanh": (OWN, LIBDEVICE),
              "logistic": (OWN, OWN), "expm1": (LIBDEVICE, LIBDEVICE),
              "log1p": (LIBDEVICE, LIBDEVICE), "cbrt": (LIBDEVICE, LIBDEVICE),

@@ -41,6 +41,12 @@ class Options:
     # (TensorFloat-32 tensor cores); hlo.config's matmul_precision. The gemm planner
     # (hlo.backends.cuda.gemm.plan_dot's ``precision``) takes it; cpu and the interpreter ignore it.
     matmul_precision: str = "highest"
+    # Merge matrix products that read the same LHS into one product and slices (pass
+    # ``dot-merger``). None: the target's default (on for cuda, whose cuBLASLt runs one wide
+    # product better than several narrow ones; off for cpu and interpreter).
+    dot_merger: Optional[bool] = None
+    # ... for products of at most this many result elements each (a larger one fills the GPU).
+    dot_merger_max_elements: int = 1 << 22
 
     @classmethod
     def from_any(cls, x: Any) -> "Options":
@@ -88,12 +94,18 @@ class Options:
             return bool(self.row_prologue)
         return bool(target_defaults(target).get("row_prologue", False))
 
+    def dot_merger_for(self, target: str) -> bool:
+        if self.dot_merger is not None:
+            return bool(self.dot_merger)
+        return bool(target_defaults(target).get("dot_merger", False))
+
 
 # What each target kind changes from the defaults (a target's ``pass_options()``,
 # ``hlo.runtime.target``, hands these out): cpu and the interpreter fuse a row-wise prologue
-# into a dot's operand; cuda does not.
-TARGET_DEFAULTS = {"interpreter": {"row_prologue": True}, "cpu": {"row_prologue": True},
-                   "cuda": {"row_prologue": False}}
+# into a dot's operand, cuda does not; cuda merges products that share their LHS.
+TARGET_DEFAULTS = {"interpreter": {"row_prologue": True, "dot_merger": False},
+                   "cpu": {"row_prologue": True, "dot_merger": False},
+                   "cuda": {"row_prologue": False, "dot_merger": True}}
 
 
 def target_defaults(kind: str) -> dict:

@@ -4,6 +4,7 @@ Per target (``interpreter``, ``cpu``, ``cuda``) the same order runs:
 
     simplify (until nothing changes, at most SIMPLIFY_ROUNDS rounds):
         inline, canonicalize, algebraic-simplifier, constant-folding, cse, dce
+    dot-merger                                        (on for cuda: Options.dot_merger)
     layout-assignment
     fusion, multi-output-fusion, horizontal-fusion   (when Options.fusion)
     cse, dce                                          (tidy fused regions)
@@ -11,7 +12,8 @@ Per target (``interpreter``, ``cpu``, ``cuda``) the same order runs:
     buffer-assignment
 
 Targets differ in what fusion may do: cpu and the interpreter fuse a row-wise normalization
-into a dot's operand (``Options.row_prologue``), cuda does not. The input module is not
+into a dot's operand (``Options.row_prologue``), cuda does not; cuda merges products that share
+their LHS (``Options.dot_merger``), the others do not. The input module is not
 changed (it is cloned). The module is verified after every pass that changed it
 (``Options.verify``; ``"all"`` also after passes that report no change), including that every
 fusion op is a valid fusion of its kind; each pass is timed, and so is each verification; with a dump directory
@@ -83,7 +85,7 @@ def pipeline_passes(target: str, options: Options) -> Tuple[List[str], List[str]
     check_target(target)
     off = options.disabled_passes
     simplify = [n for n in SIMPLIFY if n not in off]
-    rest = ["layout-assignment"] + (FUSION if options.fusion else []) + TIDY + ["schedule"]
+    rest = ["dot-merger", "layout-assignment"] + (FUSION if options.fusion else []) + TIDY + ["schedule"]
     rest = [n for n in rest if n not in off] + ["buffer-assignment"]
     return simplify, rest
 

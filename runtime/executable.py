@@ -319,7 +319,9 @@ def _resolve_library(name: str) -> str:
         from hlo.backends.cpu.blas import find_blas
         b = find_blas()
         if b is None:
-            raise RuntimeError("this executable calls a BLAS, but none was found (numpy's bundled "
-                               "OpenBLAS or the scipy-openblas wheels); recompile with HLO_CPU_GEMM=generated")
+            from hlo.backends.cpu.blas import BLAS_PACKAGE
+            raise RuntimeError(f"this executable calls a BLAS (compiled with HLO_CPU_GEMM=blas), but "
+                               f"none is installed here (the optional {BLAS_PACKAGE}: pip install "
+                               f"'hlo[blas]'); or recompile it without HLO_CPU_GEMM=blas")
         return b.path
     raise ValueError(f"the executable names the library {name!r}; hlo links only: blas")

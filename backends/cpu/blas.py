@@ -1,10 +1,9 @@
-"""Finding an optimized BLAS that ships as a pip dependency, for dot_general's fast path.
+"""The optional BLAS behind ``HLO_CPU_GEMM=blas``: OpenBLAS from the ``scipy-openblas32`` /
+``scipy-openblas64`` wheels (``pip install 'hlo[blas]'``).
 
-Looked for, in order: the ``scipy-openblas32`` / ``scipy-openblas64`` wheels (if installed),
-then the OpenBLAS bundled inside numpy's own wheel (numpy is a dependency of hlo, so this is
-always there on the platforms numpy ships wheels for). ``HLO_CPU_GEMM=generated`` turns the
-BLAS path off and runs every product on the generated tiled GEMM (``gemm_tiled.py``; for
-measurements, and the path on a numpy without a bundled BLAS).
+Every float product runs on the generated GEMM (``gemm_tiled.py``) unless ``HLO_CPU_GEMM=blas``
+asks for this BLAS (to compare the two). numpy's own bundled OpenBLAS (``numpy.libs``) is not
+used: it is no dependency that hlo declares, only a private part of numpy's wheel.
 """
 from __future__ import annotations
 
@@ -15,6 +14,9 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
+# The optional dependency that provides the BLAS (the ``blas`` extra of hlo's pyproject).
+BLAS_PACKAGE = "scipy-openblas32"
+
 
 @dataclass(frozen=True)
 class Blas:
@@ -22,32 +24,31 @@ class Blas:
     sgemm: str
     dgemm: str
     int_bits: int  # width of BLAS integer arguments (32 or 64)
-    set_threads_local: Optional[str]  # openblas_set_num_threads_local, if exported
+    set_threads: Optional[str]  # OpenBLAS's thread-count setter and getter, where exported
+    get_threads: Optional[str]
 
 
 def _candidates():
-    for mod, bits in (("scipy_openblas32", 32), ("scipy_openblas64", 64)):
+    for mod in ("scipy_openblas32", "scipy_openblas64"):
         try:
             m = __import__(mod)
             d = m.get_lib_dir()
-            for p in sorted(glob.glob(os.path.join(d, "*openblas*"))):
-                yield p
         except Exception:
-            pass
-    try:
-        import numpy
-        base = os.path.dirname(numpy.__file__)
-        for pat in ("../numpy.libs/*openblas*", ".dylibs/*openblas*", "../numpy.libs/*.dll"):
-            for p in sorted(glob.glob(os.path.join(base, pat))):
-                yield os.path.normpath(p)
-    except Exception:
-        pass
+            continue
+        for p in sorted(glob.glob(os.path.join(d, "*openblas*"))):
+            yield p
+
+
+def find_blas() -> Optional[Blas]:
+    """The installed BLAS, or None (also under ``HLO_CPU_GEMM=generated``, which turns it off
+    for the process's compilations while it is set)."""
+    if os.environ.get("HLO_CPU_GEMM", "").strip().lower() == "generated":
+        return None
+    return _search()
 
 
 @functools.lru_cache(maxsize=None)
-def find_blas() -> Optional[Blas]:
-    if os.environ.get("HLO_CPU_GEMM", "").lower() == "generated":
-        return None
+def _search() -> Optional[Blas]:
     for path in _candidates():
         try:
             lib = ctypes.CDLL(path)
@@ -58,6 +59,12 @@ def find_blas() -> Optional[Blas]:
                            ("cblas_sgemm64_", "cblas_dgemm64_", 64),
                            ("cblas_sgemm", "cblas_dgemm", 32)):
             if hasattr(lib, s) and hasattr(lib, d):
-                stl = "openblas_set_num_threads_local" if hasattr(lib, "openblas_set_num_threads_local") else None
-                return Blas(path, s, d, bits, stl)
+                found = lambda names: next((n for n in names if hasattr(lib, n)), None)
+                return Blas(path, s, d, bits, found(_SET_THREADS), found(_GET_THREADS))
     return None
+
+
+_SET_THREADS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+                "openblas_set_num_threads")
+_GET_THREADS = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
+                "openblas_get_num_threads")

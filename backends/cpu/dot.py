@@ -13,18 +13,23 @@ C^T = B^T A^T instead.
 
 Floats run the generated register-tiled GEMM (``gemm_tiled.py``), split over our thread pool
 by (batch, row block, column block) items, with an output fusion's epilogue applied to each
-block right after it is computed. With AVX-512 tiles and cache blocking it is faster than
-numpy's bundled OpenBLAS on every product shape of the seed workloads, on one and two threads,
-both with this machine's OPENBLAS_CORETYPE=Haswell / OPENBLAS_L2_SIZE=512 and without them
-(AVX-512 Xeon, one thread, minimum CPU time, GFLOP/s generated / OpenBLAS as set / unset:
-1024x512x512 182/116/152, 1024x2048x512 168/113/148, 32x512x256 151/94/114, 128x784x512
-170/103/139, 128x512x10 74/51/70, 16384x512x512 148/99/147; the one exception, 512x128x10 with
-A transposed, 70/60/117, is 1.3 MFLOP). ``blas`` (``blas.py``, one ?gemm call per item, BLAS
-kept to one thread inside each) runs only when ``HLO_CPU_GEMM=blas`` asks for it.
+block right after it is computed; a narrow product whose A has contiguous rows runs as
+C^T = B^T A^T (``_computed_transposed``). Every seed workload product alone, one thread, GFLOP/s
+of CPU time, generated / numpy's OpenBLAS with this machine's OPENBLAS_CORETYPE=Haswell
+OPENBLAS_L2_SIZE=512 / without them (AVX-512 Xeon, shared and loaded, ``bench/gemm_shapes.py``):
+1024x512x512 159/108/167, ffn1 1024x512x2048 166/111/171, ffn2 1024x2048x512 153/111/157,
+attention 128 x 64x64x64 156/85/162, 32x512x1024 160/93/101, 32x1024x512 151/94/109,
+32x512x256 157/95/119, 128x784x512 181/114/149, 128x512x10 91/55/77, 512x128x10 (A^T)
+122/64/125, 128x10x512 (B^T) 111/70/81, 784x128x512 (A^T) 192/114/167, 16384x512x512
+174/109/160: ahead of OpenBLAS as the machine sets it everywhere, within a few percent of its
+best (unset) on the large square products. ``blas`` (``blas.py``: the optional scipy-openblas32,
+one ?gemm call per item, BLAS kept to one thread inside each) runs only when
+``HLO_CPU_GEMM=blas`` asks for it.
 
 ``HLO_CPU_GEMM=generated`` (the default, also ``auto``) selects the generated kernel and
-``HLO_CPU_GEMM=blas`` BLAS (for measurements; ``python -m hlo.backends.cpu.gemm_profile``
-times a workload's kernels next to numpy's BLAS). Integers and pred use a generated i-k-j loop
+``HLO_CPU_GEMM=blas`` the optional BLAS (an error naming the package where it is not
+installed; ``python -m hlo.backends.cpu.gemm_profile`` times a workload's kernels next to
+numpy's own BLAS). Integers and pred use a generated i-k-j loop
 kernel over canonical copies.
 """
 from __future__ import annotations
@@ -36,10 +41,11 @@ import numpy as np
 import llvmlite.ir as ir
 
 from hlo.ir.core import Region, Value
-from hlo.ir.types import TensorType, f32 as F32_T, f64 as F64_T
+from hlo.ir.types import TensorType, bf16 as BF16_T, f32 as F32_T, f64 as F64_T
+from hlo.runtime.cpu import target as _target
 from .. import llvm_util as U, scalar_ops
 from ..llvm_util import F32, F64, I32, PTR, for_range, i64
-from .blas import find_blas
+from .blas import BLAS_PACKAGE, find_blas
 from .kernels import (Codegen, KernelBuilder, Root, collect_reads, emit_loop_kernel,
                       make_emitter)
 from .gemm_tiled import emit_tiled_gemm, register_tile, supports as tiled_supports, vector_lanes
@@ -115,7 +121,10 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
     else:
         comp = out.dtype
         kind = "loop"
-    what = f"dot_general [{Bn}x{M}x{K}] x [{Bn}x{K}x{N}] {et}->{out.dtype} ({kind})"
+    # bf16 x bf16 on a CPU with vdpbf16ps: operands stay bf16, pairs of k per instruction
+    pairs = kind == "tiled" and et.name == "bf16" and rhs.dtype.name == "bf16" and bf16_pairs()
+    in_comp = BF16_T if pairs else comp
+    what = f"dot_general [{Bn}x{M}x{K}] x [{Bn}x{K}x{N}] {et}->{out.dtype} ({kind}{', bf16 pairs' if pairs else ''})"
     if out.type.size == 0:
         return False
     if K == 0 or Bn * M * N == 0:
@@ -126,7 +135,7 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
     def canonical(v: Value, groups_plain, canon_shape) -> MatrixView:
         """A row-major [B, R, C] copy of an operand (in the compute type)."""
         t = v.type
-        ct = TensorType(canon_shape, comp)
+        ct = TensorType(canon_shape, in_comp)
         ref = lw.scratch(ct.nbytes)
         groups = [[(d, t.shape[d]) for d in g] for g in groups_plain]
         lw.steps.append(emit_loop_kernel(cg, [Root(v, ref, ct, _group_index_fn(groups, t.rank))], env,
@@ -136,10 +145,14 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
     def operand(v: Value, groups, canon_shape, role) -> MatrixView:
         """The operand read in place when it is a strided view of a buffer a GEMM can read,
         else a canonical copy."""
-        if kind != "loop" and v.dtype == comp:
+        if kind != "loop" and v.dtype == in_comp:
             mv = matrix_view(v, env, *groups)
-            if mv is not None and _readable(kind, mv, role):
+            if mv is not None and _readable(kind, mv, role) and not (pairs and mv.cs not in (1, None)):
                 return mv
+        if role == "a" and kind == "tiled" and not pairs and _narrow(comp, M, N):
+            # copied as A^T ([B, K, M]), so that the product runs transposed (see there)
+            return canonical(v, [groups[0], groups[2], groups[1]],
+                             (canon_shape[0], canon_shape[2], canon_shape[1])).transposed()
         return canonical(v, groups, canon_shape)
 
     A = operand(lhs, [lb, lfree, lc], (Bn, M, K), "a")
@@ -168,9 +181,15 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
             fused = True
         if kind == "blas":
             lw.steps.append(_blas_kernel(cg, blas, comp, C, A, Bv, Bn, M, N, K, what, epi))
+        elif not pairs and _computed_transposed(comp, A, M, N):
+            lw.steps.append(emit_tiled_gemm(
+                cg, comp, C.transposed(), Bv.transposed(), A.transposed(), Bn, N, M, K,
+                _blocks(cg, Bn, N, M, K), what + ", as C^T = B^T A^T", epi,
+                lambda kb, em, e, c, bi, m0, rows, n0, cols:
+                    _block_epilogue(kb, em, e, c, bi, n0, cols, m0, rows)))
         else:
             lw.steps.append(emit_tiled_gemm(cg, comp, C, A, Bv, Bn, M, N, K, _blocks(cg, Bn, M, N, K), what,
-                                            epi, _block_epilogue))
+                                            epi, _block_epilogue, pairs=pairs))
     else:
         lw.steps.append(_loop_gemm_kernel(cg, comp, C.ref, A.ref, Bv.ref, Bn, M, N, K, what))
     if not direct:
@@ -193,13 +212,54 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
     return fused
 
 
+# A narrow product (N under a panel, its vectors at most this full) whose A has its rows
+# contiguous (A^T in memory, as in the backward pass's h^T @ dlogits, or A copied so when it
+# needs a copy anyway, e.g. a fused ReLU mask) is computed as
+# C^T = B^T A^T: vectors along M, every lane used, B^T's few rows as the register tile's rows,
+# A^T's rows filling the panels in place; C is written by columns (scatter). One thread, AVX-512
+# Xeon, 512 x 128 x 10: 83 -> 111-121 GFLOP/s of CPU time (numpy's OpenBLAS with no OPENBLAS_*
+# variables: 96-136 across runs; with them 64).
+TRANSPOSE_MAX_LANE_USE = 0.75
+
+
+def _narrow(comp, M: int, N: int) -> bool:
+    """Whether a product would rather run as C^T = B^T A^T, given A's rows contiguous."""
+    _, nv = register_tile()
+    w = vector_lanes(comp)
+    use = N / (-(-N // w) * w)
+    return N < nv * w and use <= TRANSPOSE_MAX_LANE_USE and M >= nv * w
+
+
+def _computed_transposed(comp, A: MatrixView, M: int, N: int) -> bool:
+    return _narrow(comp, M, N) and A.rs == 1 and A.cs is not None
+
+
 def choose_gemm(blas, Bn: int, M: int, N: int, K: int) -> str:
-    """Which kernel runs a floating-point product: the generated "tiled" GEMM, faster than
-    every BLAS measured on every product shape of the seed workloads (see the module
-    docstring), unless ``HLO_CPU_GEMM=blas`` asks for the BLAS (for measurements)."""
-    if gemm_mode() == "blas" and blas is not None:
-        return "blas"
-    return "tiled"
+    """Which kernel runs a floating-point product: the generated "tiled" GEMM (see the module
+    docstring), unless ``HLO_CPU_GEMM=blas`` asks for the optional BLAS (``blas.py``)."""
+    if gemm_mode() != "blas":
+        return "tiled"
+    if blas is None:
+        raise RuntimeError(
+            f"HLO_CPU_GEMM=blas, but no BLAS is installed: the BLAS path needs the optional "
+            f"dependency {BLAS_PACKAGE} (pip install 'hlo[blas]'); numpy's bundled OpenBLAS is "
+            f"not used. Unset HLO_CPU_GEMM to run the generated GEMM.")
+    return "blas"
+
+
+# CPUs (LLVM names, by prefix) whose vdpbf16ps multiplies bf16 pairs faster than widening to
+# f32 and using FMAs: AMD Zen 4 / Zen 5 run it at the FMA's instruction rate, twice its
+# flops. Not Intel's: on this project's AVX-512 Xeon (Sapphire Rapids class) one vdpbf16ps
+# took ~5 FMAs' time, and 1024 x 512 x 512 ran at 59 GFLOP/s in pairs against 158 widened.
+BF16_PAIRS_CPUS = ("znver",)
+
+
+def bf16_pairs() -> bool:
+    """Whether bf16 x bf16 products run on vdpbf16ps (AVX-512 BF16, 512-bit vectors, a CPU of
+    ``BF16_PAIRS_CPUS``); elsewhere their operands are widened to f32 copies first."""
+    h = _target.host()
+    return (h.vector_bits == 512 and h.has("avx512bf16")
+            and h.cpu.startswith(BF16_PAIRS_CPUS))
 
 
 def gemm_mode() -> str:

@@ -17,7 +17,10 @@ panel, MR broadcasts of A, MR*NV fused multiply-adds. The tile follows the targe
 width (``register_tile``): 6 x 4 zmm on AVX-512 (24 accumulators of the 32 registers), 6 x 2
 ymm on AVX2 (12 of 16). Row tails run one tile of the rows left; the columns left after the
 whole panels run as one narrower panel whose last vector is masked (``llvm.masked.load`` /
-``store``; N = 10 products went 10-13 -> 70-74 GFLOP/s on one thread).
+``store``; N = 10 products went 10-13 -> 70-74 GFLOP/s on one thread), with taller tiles of as
+many accumulators (``tile_rows``: 24 x 1 zmm), read from B in place when B is no wider than a
+panel (one thread, AVX-512 Xeon: 128 x 512 x 10 79 -> 93 GFLOP/s, 512 x 128 x 10 with A
+transposed 71 -> 99; numpy's OpenBLAS with no OPENBLAS_* variables 83 and 104).
 
 Blocking (cache sizes from ``hlo.runtime.cpu.target.cache_bytes``): the contraction runs in
 equal blocks of KC rows so that the panel (KC x NV vectors) stays in L1, each block after the
@@ -61,9 +64,24 @@ TILES = {512: (6, 4), 256: (6, 2), 128: (6, 2)}
 # 512 on one thread 101 -> 160-169 GFLOP/s). Smaller panels are read from L2 at the same
 # speed, and blocking costs compile time (the tiles' loads of C: linear_relu's kernel 50 -> 66 ms).
 PANEL_BLOCK_L2_FRACTION = 1 / 8
+# Products of at most SMALL_ITEM_TILES register tiles of rows (simple_mlp's and linear_relu's 32
+# rows) block their contraction so the panel stays in L1 whatever its size, and fill their
+# panels as they compute even from B's rows a page apart. One thread, GFLOP/s of CPU time,
+# before -> after: 32 x 1024 x 512 139 -> 160-165, 32 x 512 x 1024 136 -> 164, 32 x 512 x 256
+# 162 -> 171. Not for taller products: 128 x 784 x 512 gained 181 -> 195, but its blocked tiles
+# (loads of C) in a second shared body nearly doubled the train step's backend compile time
+# (348 -> 628 ms); ffn1 (1024 x 512 x 2048, one thread) would re-copy B per chunk: 187 -> 161.
+SMALL_ITEM_TILES = 8
 # A chunk's rows of A (MC x KC) and, when the contraction is blocked, its rows of C (MC x
 # columns) stay in L2 while the panels pass over them: at most L2_FRACTION of the core's L2.
 L2_FRACTION = 0.5
+
+
+# A panel narrower than NV vectors (a product's last columns, all of a narrow product such as
+# N = 10) runs taller tiles with the same number of accumulators: rows = MR * NV // nv, at most
+# NARROW_MAX_ROWS. With 6 rows of one vector, the 6 FMA chains per k (4-cycle latency, 2 FMA
+# pipes) left a quarter of the FMA slots empty.
+NARROW_MAX_ROWS = 24
 
 
 def register_tile(target=None):
@@ -72,11 +90,18 @@ def register_tile(target=None):
     return TILES.get(bits, TILES[128])
 
 
-def k_block(K: int, NV: int, W: int, itemsize: int) -> Tuple[int, int]:
+def tile_rows(nv: int, target=None) -> int:
+    """Rows of the register tile of a panel of ``nv`` vectors (``nv`` <= NV)."""
+    MR, NV = register_tile(target)
+    return max(MR, min(NARROW_MAX_ROWS, MR * NV // max(1, nv)))
+
+
+def k_block(K: int, NV: int, W: int, itemsize: int, in_l1: bool = False) -> Tuple[int, int]:
     """(KC, number of blocks): the contraction in equal blocks whose panels fit in L1 (one
-    block while the whole panel takes at most ``PANEL_BLOCK_L2_FRACTION`` of L2)."""
+    block while the whole panel takes at most ``PANEL_BLOCK_L2_FRACTION`` of L2, unless
+    ``in_l1``)."""
     row = NV * W * itemsize
-    if K * row <= cache_bytes(2, 1 << 20) * PANEL_BLOCK_L2_FRACTION:
+    if K * row <= cache_bytes(2, 1 << 20) * PANEL_BLOCK_L2_FRACTION and not in_l1:
         return K, 1
     nk = max(1, -(-K * row // cache_bytes(1, 32 << 10)))
     return -(-K // nk), nk
@@ -107,9 +132,10 @@ def vector_lanes(comp) -> int:
 
 
 def supports(A: MatrixView, Bv: MatrixView, C: MatrixView) -> bool:
-    """The kernel writes C's rows as vectors (contiguous columns); it reads B's rows as vectors
-    when B's columns are contiguous, else (a transposed B, e.g. attention's k^T) it gathers
-    them into the packed panel."""
+    """The kernel writes C's rows as vectors (contiguous columns; ``dot.lower_dot`` also has it
+    write a transposed product's C by scattered columns); it reads B's rows as vectors when
+    B's columns are contiguous, else (a transposed B, e.g. attention's k^T) it gathers them
+    into the packed panel."""
     return C.cs in (1, None)
 
 
@@ -149,12 +175,29 @@ def _k_loop(b: ir.IRBuilder, K, init: List[ir.Value], step) -> List[ir.Value]:
 CORE_PREFIX = "hlo.gemm_core"
 
 
+class _BFloat(ir.types.Type):
+    """LLVM's ``bfloat`` (llvmlite has no such type): the element of vdpbf16ps's operands."""
+
+    def _to_string(self):
+        return "bfloat"
+
+    def __eq__(self, other):
+        return isinstance(other, _BFloat)
+
+    def __hash__(self):
+        return hash("bfloat")
+
+
+BFLOAT = _BFloat()
+
+
 class _Core:
     """The shared register-tiled body: C[m0:m1, n0:n1] (+)= A[m0:m1, 0:kc] x B[0:kc, n0:n1]
     (offsets oa, ob, oc into A, B, C; strides as arguments), B's panels in ``panel`` (room for
-    ``G`` panels of ``pstride`` vectors). ``mode``: "contig" (B's columns contiguous; argument
-    ``fill`` != 0, for B's rows less than a page apart: the first tile of each panel copies it
-    as it computes; else up to G panels are copied row by row of B first) or "gather" (B's
+    ``G`` panels of ``pstride`` vectors). ``mode``: "contig" (B's columns contiguous; bit 0 of
+    argument ``fill``, for B's rows less than a page apart: the first tile of each panel copies
+    it as it computes, else up to G panels are copied row by row of B first; bit 1, for B's
+    rows no longer than a panel: the column-tail panel reads B in place) or "gather" (B's
     columns strided: copied element by element). ``acc`` != 0: add to C (a later block of a
     blocked contraction). What the products never ask for (filling, packing, adding to C) is
     left out. The body is emitted by ``emit`` once every product has added the row and column
@@ -162,37 +205,41 @@ class _Core:
     """
 
     ARGS = ("C", "A", "B", "panel", "oa", "ob", "oc", "m0", "m1", "n0", "n1", "kc", "acc",
-            "pstride", "G", "rsA", "csA", "ldb", "csB", "ldc", "fill")
+            "pstride", "G", "rsA", "csA", "ldb", "csB", "ldc", "fill", "csC")
 
-    def __init__(self, cg, comp, mode: str):
+    def __init__(self, cg, comp, mode: str, c_strided: bool = False, variant: str = ""):
         self.cg, self.comp, self.mode, self.has_acc = cg, comp, mode, False
-        name = cg.ctx.unique(f"{CORE_PREFIX}.{comp.name}.{mode}")
+        self.c_strided = c_strided
+        name = cg.ctx.unique(f"{CORE_PREFIX}.{comp.name}.{mode}{'.cstrided' if c_strided else ''}"
+                             f"{'.' + variant if variant else ''}")
         fnty = ir.FunctionType(U.VOID, [U.PTR] * 4 + [I64] * (len(self.ARGS) - 4))
         self.fn = ir.Function(cg.ctx.module, fnty, name=name)
         self.fn.linkage = "internal"
         self.fn.attributes.add("noinline")
         for a in self.fn.args[:4]:
             a.add_attribute("noalias")   # C is never A's or B's buffer (dot.lower_dot)
-        self.row_counts, self.col_counts, self.fills = set(), set(), set()
+        self.row_counts, self.col_counts, self.fills, self.directs = set(), set(), set(), set()
+        self.tail_rows = {}
 
     def call(self, b, *args):
         b.call(self.fn, [a if isinstance(a, ir.Value) else i64(a) for a in args])
 
     def emit(self):
         _emit_core(self.cg, self.comp, self.fn, self.mode, self.has_acc, self.row_counts,
-                   self.col_counts, self.fills)
+                   self.col_counts, self.fills, self.directs, self.c_strided, self.tail_rows)
 
 
-def _core_for(cg, comp, mode: str) -> _Core:
-    key = ("gemm_core", comp.name, mode)
+def _core_for(cg, comp, mode: str, c_strided: bool = False, variant: str = "") -> _Core:
+    key = ("gemm_core", comp.name, mode, c_strided, variant)
     core = cg.shared.get(key)
     if core is None:
-        core = cg.shared[key] = _Core(cg, comp, mode)
+        core = cg.shared[key] = _Core(cg, comp, mode, c_strided, variant)
     return core
 
 
 def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: int, M: int, N: int,
-                    K: int, blocks: Tuple[int, int], what: str, epi=None, epilogue_fn=None):
+                    K: int, blocks: Tuple[int, int], what: str, epi=None, epilogue_fn=None,
+                    pairs: bool = False):
     """A kernel over (batch, row block, column block) items: each chunk of an item's rows runs
     the shared body (``_Core``), a block of the contraction at a time, then ``epilogue_fn``
     (``dot._block_epilogue``) on the chunk while it is in cache."""
@@ -218,20 +265,47 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
     MB, NB = blocks
     mblocks, nblocks = -(-M // MB), -(-N // NB)
     per_batch = mblocks * nblocks
-    KC, NK = k_block(K, NV, W, comp.itemsize)
-    G = 1
-    mode = "contig" if b_contig else "gather"
-    fill = int(b_contig and FILL_PREFETCH_ROWS > 0 and ldb * comp.itemsize < PANEL_GROUP_MIN_STRIDE)
-    if b_contig and ldb * comp.itemsize >= PANEL_GROUP_MIN_STRIDE:
-        G = max(1, min(PANEL_GROUP, PANEL_GROUP_BYTES // (KC * NV * W * comp.itemsize)))
-    core = _core_for(cg, comp, mode)
+    G, small = 1, False
+    if pairs:   # bf16 operands: panels of k pairs, one vdpbf16ps per pair (see _emit_core)
+        assert b_contig and A.cs in (1, None), "bf16 pairs read A's and B's rows as runs"
+        KC, NK = k_block(K, NV, W, 2)
+        KC += KC % 2 if NK > 1 else 0   # blocks of whole pairs
+        NK = -(-K // KC)
+        mode, fill = "bf16", 0
+    else:
+        KC, NK = k_block(K, NV, W, comp.itemsize)
+        # a product of a few row tiles: its panels are blocked to stay in L1 (and filled as
+        # they compute), where otherwise each of its few tiles streams them from L2
+        if NK == 1 and M <= SMALL_ITEM_TILES * MR:
+            kc1, nk1 = k_block(K, NV, W, comp.itemsize, in_l1=True)
+            small = nk1 > 1
+            if small:
+                KC, NK = kc1, nk1
+        mode = "contig" if b_contig else "gather"
+        fill = int(b_contig and FILL_PREFETCH_ROWS > 0 and
+                   (ldb * comp.itemsize < PANEL_GROUP_MIN_STRIDE or small))
+        if b_contig and not fill and ldb * comp.itemsize >= PANEL_GROUP_MIN_STRIDE:
+            G = max(1, min(PANEL_GROUP, PANEL_GROUP_BYTES // (KC * NV * W * comp.itemsize)))
+    c_strided = C.cs not in (1, None)
+    # products that block for a small item get a core of their own: the loads of C that a
+    # blocked contraction needs would otherwise go into every tile of the shared one
+    core = _core_for(cg, comp, mode, c_strided, "small" if small else "")
     core.has_acc |= NK > 1
     # the row counts of a chunk and the column counts of an item: the core holds a tile for each
     MC = chunk_rows(MR, KC, NB, NK, comp.itemsize)
-    core.row_counts |= {h for hb in {min(MB, M - m0) for m0 in range(0, M, MB)}
-                        for h in ({min(MC, hb)} | ({hb % MC} if hb > MC and hb % MC else set()))}
-    core.col_counts |= {min(NB, N - n0) for n0 in range(0, N, NB)}
+    rows = {h for hb in {min(MB, M - m0) for m0 in range(0, M, MB)}
+            for h in ({min(MC, hb)} | ({hb % MC} if hb > MC and hb % MC else set()))}
+    cols = {min(NB, N - n0) for n0 in range(0, N, NB)}
+    core.row_counts |= rows
+    core.col_counts |= cols
+    for c in cols:   # a column tail's (taller) tiles only for the rows of products that have it
+        if c % (NV * W):
+            core.tail_rows.setdefault(c % (NV * W), set()).update(rows)
     core.fills.add(fill)
+    # B's rows no longer than a whole panel: the column-tail panel reads B in place
+    direct = int(b_contig and ldb <= NV * W and not pairs)
+    if any(c % (NV * W) for c in cols):
+        core.directs.add(direct)
     with b.goto_entry_block():
         bpanel = b.alloca(vty, size=i64(KC * NV * G), name="bpanel")
         bpanel.align = 64
@@ -246,7 +320,7 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
             left = b.sub(b.add(mb0, brows), m0)
             rows = b.select(b.icmp_signed("<", left, i64(MC)), left, i64(MC))
             m1 = b.add(m0, rows)
-            strides = (KC * NV, G, rsA, csA, ldb, csB, ldc, fill)
+            strides = (KC * NV, G, rsA, csA, ldb, csB, ldc, fill | direct << 1, C.cs or 0)
             if NK == 1:
                 core.call(b, Cp, Ap, Bp, bpanel, oa, ob, oc, m0, m1, n0, n1, K, 0, *strides)
             else:
@@ -265,7 +339,8 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
     return kb.finish(Bn * per_batch, flops >= GEMM_PARALLEL_MIN_FLOPS, what)
 
 
-def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, col_counts, fills):
+def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, col_counts, fills,
+               directs, c_strided: bool = False, tail_rows=None):
     """The body of a ``_Core`` (see there): tiles for the row and column counts given."""
     fty = F64 if comp.name == "f64" else F32
     W = vector_lanes(comp)
@@ -274,17 +349,28 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
     fma_v = cg.ctx.intrinsic("fma", vty, 3)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     (Cp, Ap, Bp, bpanel, oa0, ob0, oc, m0, m1, n0, n1, kc, acc, pstride, G,
-     rsA, csA, ldb, csB, ldc, fill) = fn.args
-    b_contig = mode == "contig"
+     rsA, csA, ldb, csB, ldc, fill, csC) = fn.args
+    pairs = mode == "bf16"   # A and B bf16 (i16 bits), C and the accumulators f32
+    b_contig = mode in ("contig", "bf16")
+    ety = U.I16 if pairs else fty   # A's and B's elements
+    if pairs:
+        ivty = ir.VectorType(U.I32, W)    # a panel vector: W columns x a pair of k (2 bf16 each)
+        bf_ty = ir.VectorType(BFLOAT, 2 * W)
+        dot2 = cg.ctx.declare(f"llvm.x86.avx512bf16.dpbf16ps.{32 * W}", vty, [vty, bf_ty, bf_ty])
+        zero_iv = ir.Constant(ivty, [ir.Constant(U.I32, 0)] * W)
     # whether the first tile of each whole panel copies it from B (else the panel is packed
     # first): known when every product of this core does the same, else the argument says
-    filling = (True if fills == {1} else False if fills == {0} else b.icmp_unsigned("!=", fill, i64(0)))
+    filling = (True if fills == {1} else False if fills == {0}
+               else b.icmp_unsigned("!=", b.and_(fill, i64(1)), i64(0)))
     zero_v = ir.Constant(vty, [ir.Constant(fty, 0.0)] * W)
     shuf0 = ir.Constant(ir.VectorType(ir.IntType(32), W), [ir.Constant(ir.IntType(32), 0)] * W)
     undef_v = ir.Constant(vty, ir.Undefined)
 
     def elem(base, off):
         return b.gep(base, [off], source_etype=fty)
+
+    def elem_in(base, off):   # an element of A or B
+        return b.gep(base, [off], source_etype=ety)
 
     if b_contig:
         prefetch = cg.ctx.declare("llvm.prefetch.p0", U.VOID, [U.PTR, U.I32, U.I32, U.I32])
@@ -310,6 +396,27 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
                             [vty, U.PTR, U.I32, mask.type])
         return b.call(fn, [value, ptr, align, mask])
 
+    if c_strided:
+        ivec = ir.VectorType(I64, W)
+        col_iota = [ir.Constant(ivec, [i64(v * W + l) for l in range(W)]) for v in range(NV)]
+
+        def splat_i(x):
+            return b.shuffle_vector(b.insert_element(ir.Constant(ivec, ir.Undefined), x, ir.Constant(U.I32, 0)),
+                                    ir.Constant(ivec, ir.Undefined), shuf0)
+
+    def strided(op, ptrs, lanes, value=None):
+        """``llvm.masked.gather`` / ``.scatter`` of the first ``lanes`` lanes (C's columns
+        strided: a product computed transposed, see ``dot.lower_dot``)."""
+        mask = ir.Constant(ir.VectorType(ir.IntType(1), W), [ir.Constant(ir.IntType(1), int(l < lanes))
+                                                              for l in range(W)])
+        align = ir.Constant(U.I32, comp.itemsize)
+        sfx = f"v{W}{'f64' if fty == F64 else 'f32'}.v{W}p0"
+        if op == "gather":
+            fn = cg.ctx.declare(f"llvm.masked.gather.{sfx}", vty, [ptrs.type, U.I32, mask.type, vty])
+            return b.call(fn, [ptrs, align, mask, zero_v])
+        fn = cg.ctx.declare(f"llvm.masked.scatter.{sfx}", U.VOID, [vty, ptrs.type, U.I32, mask.type])
+        return b.call(fn, [value, ptrs, align, mask])
+
     def tile(oa, ob, oc, i0, j0, mr: int, nv: int, packed: bool = False, fill: bool = False,
              lanes: int = 0):
         """C[i0:i0+mr, j0:j0+nv*W]; ``lanes``: only that many lanes of the last vector (a
@@ -323,25 +430,27 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
             ak = b.mul(k, csA)
             brow = b.add(b.add(ob, b.mul(k, ldb)), j0)
             if fill:
-                bvs = [b.load(elem(Bp, b.add(brow, i64(v * W))), typ=vty, align=comp.itemsize)
+                bvs = [b.load(elem_in(Bp, b.add(brow, i64(v * W))), typ=vty, align=comp.itemsize)
                        for v in range(nv)]
                 for v in range(nv):
                     b.store(bvs[v], panel_at(k, v))
                 ahead = b.add(k, i64(FILL_PREFETCH_ROWS))
                 last = b.sub(kc_cur[0], i64(1))
                 ahead = b.select(b.icmp_signed("<", ahead, kc_cur[0]), ahead, last)
-                src = elem(Bp, b.add(b.add(ob, b.mul(ahead, ldb)), j0))
+                src = elem_in(Bp, b.add(b.add(ob, b.mul(ahead, ldb)), j0))
                 span = nv * W * comp.itemsize
                 for off in sorted({0, span - 1}):  # the first and last line of the row's run
                     b.call(prefetch, [b.gep(src, [i64(off)], source_etype=U.I8)] + prefetch_args)
             elif packed:
                 bvs = [b.load(panel_at(k, v), typ=vty) for v in range(nv)]
             else:
-                bvs = [b.load(elem(Bp, b.add(brow, i64(v * W))), typ=vty, align=comp.itemsize)
+                bvs = [masked("load", elem_in(Bp, b.add(brow, i64(v * W))), lanes)
+                       if lanes and v == nv - 1 else
+                       b.load(elem_in(Bp, b.add(brow, i64(v * W))), typ=vty, align=comp.itemsize)
                        for v in range(nv)]
             out = []
             for r in range(mr):
-                a = b.load(elem(Ap, b.add(arow[r], ak)), typ=fty)
+                a = b.load(elem_in(Ap, b.add(arow[r], ak)), typ=fty)
                 a = b.shuffle_vector(b.insert_element(undef_v, a, ir.Constant(ir.IntType(32), 0)),
                                      undef_v, shuf0)
                 for v in range(nv):
@@ -353,7 +462,44 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
             for r in range(mr):
                 crow = b.add(b.add(oc, b.mul(b.add(i0, i64(r)), ldc)), j0)
                 for v in range(nv):
-                    out.append((elem(Cp, b.add(crow, i64(v * W))), lanes if v == nv - 1 else 0))
+                    n = lanes if v == nv - 1 else 0
+                    if c_strided:   # C's columns csC apart: a vector of W element pointers
+                        cols = b.add(b.mul(b.add(splat_i(j0), col_iota[v]), splat_i(csC)),
+                                     splat_i(b.add(oc, b.mul(b.add(i0, i64(r)), ldc))))
+                        ptrs = b.gep(Cp, [cols], source_etype=fty)
+                        ptrs.type = ir.VectorType(U.PTR, W)   # llvmlite types a vector GEP as scalar
+                        out.append((ptrs, n))
+                    else:
+                        out.append((elem(Cp, b.add(crow, i64(v * W))), n))
+            return out
+
+        def c_load(p, n):
+            if c_strided:
+                return strided("gather", p, n or W)
+            return masked("load", p, n) if n else b.load(p, typ=vty, align=comp.itemsize)
+
+        def c_store(p, n, value):
+            if c_strided:
+                strided("scatter", p, n or W, value)
+            elif n:
+                masked("store", p, n, value)
+            else:
+                b.store(value, p, align=comp.itemsize)
+
+        def pair_step(k, accs, odd=False):
+            """One pair of k (B's rows 2k, 2k+1 interleaved in panel row k): per row of the
+            tile, A's two elements broadcast as one i32; ``odd``: the contraction's last,
+            single k (A's second element taken as zero, the panel's is zero)."""
+            bvs = [b.bitcast(b.load(panel_at(k, v), typ=ivty), bf_ty) for v in range(nv)]
+            out = []
+            for r in range(mr):
+                at = elem_in(Ap, b.add(arow[r], b.mul(k, i64(2))))
+                a = b.zext(b.load(at, typ=U.I16), U.I32) if odd else b.load(at, typ=U.I32, align=2)
+                a = b.shuffle_vector(b.insert_element(ir.Constant(ivty, ir.Undefined), a, ir.Constant(U.I32, 0)),
+                                     ir.Constant(ivty, ir.Undefined), shuf0)
+                a = b.bitcast(a, bf_ty)
+                for v in range(nv):
+                    out.append(b.call(dot2, [accs[r * nv + v], a, bvs[v]]))
             return out
 
         init = [zero_v] * (mr * nv)
@@ -363,8 +509,7 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
             start = b.function.append_basic_block("cstart")
             b.cbranch(acc_cur[0], load_c, start)
             b.position_at_end(load_c)
-            loaded = [masked("load", p, n) if n else b.load(p, typ=vty, align=comp.itemsize)
-                      for p, n in c_ptrs()]
+            loaded = [c_load(p, n) for p, n in c_ptrs()]
             b.branch(start)
             b.position_at_end(start)
             phis = []
@@ -374,24 +519,36 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
                 ph.add_incoming(l, load_c)
                 phis.append(ph)
             init = phis
-        accs = _k_loop(b, kc_cur[0], init, step)
+        if pairs:
+            accs = _k_loop(b, b.lshr(kc_cur[0], i64(1)), init, pair_step)
+            pre = b.block
+            with b.if_then(b.trunc(kc_cur[0], ir.IntType(1))):   # an odd contraction
+                odd_block_accs = pair_step(b.lshr(kc_cur[0], i64(1)), accs, odd=True)
+                odd_end = b.block
+            merged = []
+            for x, y in zip(accs, odd_block_accs):
+                ph = b.phi(vty)
+                ph.add_incoming(x, pre)
+                ph.add_incoming(y, odd_end)
+                merged.append(ph)
+            accs = merged
+        else:
+            accs = _k_loop(b, kc_cur[0], init, step)
         for acc, (p, n) in zip(accs, c_ptrs()):
-            if n:
-                masked("store", p, n, acc)
-            else:
-                b.store(acc, p, align=comp.itemsize)
+            c_store(p, n, acc)
 
-    row_rems = sorted({r % MR for r in row_counts} - {0})
     fill_heights = sorted({r % MR or MR for r in row_counts})
-    any_full_rows = any(r >= MR for r in row_counts)
 
-    def row_tiles(oa, ob, oc, m0, m1, j0, nv, packed=False, filling=None, lanes=0):
-        """Row tiles of MR for the column panel at j0 and one tile of the 1..MR-1 rows left (a
-        tile per remainder that can occur, so a tail row keeps MR-way independent
+    def row_tiles(oa, ob, oc, m0, m1, j0, nv, packed=False, filling=None, lanes=0, mr=MR,
+                  counts=row_counts):
+        """Row tiles of ``mr`` for the column panel at j0 and one tile of the 1..mr-1 rows left
+        (a tile per remainder that can occur, so a tail row keeps mr-way independent
         accumulation chains where it can rather than one latency-bound chain per row).
         ``filling`` (an i1, run time): the panel is still to be copied; then the tail tile (or,
         with no tail, a first whole tile) runs first and copies it, else it runs last."""
-        rem = b.urem(b.sub(m1, m0), i64(MR))
+        row_rems = sorted({r % mr for r in counts} - {0})
+        any_full_rows = any(r >= mr for r in counts)
+        rem = b.urem(b.sub(m1, m0), i64(mr))
         start, tail = m0, rem
         if filling is True:
             first = b.select(b.icmp_unsigned("==", rem, i64(0)), i64(MR), rem)
@@ -405,8 +562,8 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
             tail = b.select(filling, i64(0), rem)
         full_end = m1 if tail is None else b.sub(m1, tail)
         if any_full_rows if filling is not True else any(r > MR for r in row_counts):
-            with for_range(b, i64(0), b.udiv(b.sub(full_end, start), i64(MR)), "it") as it:
-                tile(oa, ob, oc, b.add(start, b.mul(it, i64(MR))), j0, MR, nv, packed, lanes=lanes)
+            with for_range(b, i64(0), b.udiv(b.sub(full_end, start), i64(mr)), "it") as it:
+                tile(oa, ob, oc, b.add(start, b.mul(it, i64(mr))), j0, mr, nv, packed, lanes=lanes)
         if tail is not None:
             by_height(tail, row_rems, "tail", lambda r: tile(oa, ob, oc, full_end, j0, r, nv, packed, lanes=lanes))
 
@@ -432,6 +589,8 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
         are not contiguous. A group of panels is copied row by row of B, so each row of B is
         read as one run of G panels (one page walk, not G). ``lanes``: the last vector holds
         only that many columns (zeros after them)."""
+        if pairs:
+            return pack_pairs(ob, j0, nv, lanes)
         with for_range(b, i64(0), kc_cur[0], "pk") as k:
             src = b.add(ob, b.mul(k, ldb))
 
@@ -439,14 +598,14 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
                 for v in range(nv):
                     n = lanes if v == nv - 1 and lanes else W
                     if b_contig and n < W:
-                        x = masked("load", elem(Bp, b.add(b.add(src, jp0), i64(v * W))), n)
+                        x = masked("load", elem_in(Bp, b.add(b.add(src, jp0), i64(v * W))), n)
                     elif b_contig:
-                        x = b.load(elem(Bp, b.add(b.add(src, jp0), i64(v * W))), typ=vty, align=comp.itemsize)
+                        x = b.load(elem_in(Bp, b.add(b.add(src, jp0), i64(v * W))), typ=vty, align=comp.itemsize)
                     else:
                         x = zero_v if n < W else undef_v
                         for l in range(n):
                             col = b.add(jp0, i64(v * W + l))
-                            e = b.load(elem(Bp, b.add(src, b.mul(col, csB))), typ=fty)
+                            e = b.load(elem_in(Bp, b.add(src, b.mul(col, csB))), typ=fty)
                             x = b.insert_element(x, e, ir.Constant(ir.IntType(32), l))
                     b.store(x, panel_at(k, v, p))
             if npanels is None:
@@ -454,6 +613,34 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
             else:
                 with for_range(b, i64(0), npanels, "pg") as p:
                     one(p, b.add(j0, b.mul(p, i64(nv * W))))
+
+    def pack_pairs(ob, j0, nv, lanes):
+        """bf16: panel row p holds B's rows 2p and 2p+1 interleaved, column by column (a pair
+        per i32 lane: what vdpbf16ps multiplies by A's broadcast pair); a last single row is
+        paired with zeros."""
+        half = ir.VectorType(U.I16, W)
+        inter = ir.Constant(ir.VectorType(U.I32, 2 * W),
+                            [ir.Constant(U.I32, i // 2 + (W if i % 2 else 0)) for i in range(2 * W)])
+        zero_h = ir.Constant(half, [ir.Constant(U.I16, 0)] * W)
+        with for_range(b, i64(0), b.lshr(b.add(kc_cur[0], i64(1)), i64(1)), "pk") as p:
+            k0 = b.mul(p, i64(2))
+            has1 = b.icmp_signed("<", b.add(k0, i64(1)), kc_cur[0])
+            k1 = b.select(has1, b.add(k0, i64(1)), k0)     # a row that exists (zeroed below)
+            for v in range(nv):
+                n = lanes if v == nv - 1 and lanes else W
+                rows = []
+                for k in (k0, k1):
+                    ptr = elem_in(Bp, b.add(b.add(b.add(ob, b.mul(k, ldb)), j0), i64(v * W)))
+                    if n < W:
+                        mask = ir.Constant(ir.VectorType(ir.IntType(1), W),
+                                           [ir.Constant(ir.IntType(1), int(l < n)) for l in range(W)])
+                        ml = cg.ctx.declare(f"llvm.masked.load.v{W}i16.p0", half,
+                                            [U.PTR, U.I32, mask.type, half])
+                        rows.append(b.call(ml, [ptr, ir.Constant(U.I32, 2), mask, zero_h]))
+                    else:
+                        rows.append(b.load(ptr, typ=half, align=2))
+                hi = b.select(has1, rows[1], zero_h)
+                b.store(b.bitcast(b.shuffle_vector(rows[0], hi, inter), ivty), panel_at(p, v))
 
     def columns(oa, ob, oc, m0, m1, n0, n1, cols):
         panel = NV * W
@@ -478,9 +665,27 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
                   lambda r: tail_panel(oa, ob, oc, m0, m1, n_panels_end, r))
 
     def tail_panel(oa, ob, oc, m0, m1, j0, ncols):
+        """The columns after the whole panels: one narrower panel with taller tiles
+        (``tile_rows``), read from B in place when B's rows are contiguous and no longer than
+        a whole panel (B is then already one dense panel), else copied to the panel first."""
         nv, lanes = -(-ncols // W), ncols % W
-        pack(ob, j0, nv, lanes=lanes)
-        row_tiles(oa, ob, oc, m0, m1, j0, nv, True, lanes=lanes)
+        mr = tile_rows(nv)
+        counts = tail_rows[ncols]
+        direct = (True if directs == {1} else False if directs <= {0}
+                  else b.icmp_unsigned("!=", b.and_(fill, i64(2)), i64(0)))
+        if direct is True:
+            row_tiles(oa, ob, oc, m0, m1, j0, nv, False, lanes=lanes, mr=mr, counts=counts)
+            return
+        if direct is False:
+            pack(ob, j0, nv, lanes=lanes)
+            row_tiles(oa, ob, oc, m0, m1, j0, nv, True, lanes=lanes, mr=mr, counts=counts)
+            return
+        with b.if_else(direct) as (then, otherwise):
+            with then:
+                row_tiles(oa, ob, oc, m0, m1, j0, nv, False, lanes=lanes, mr=mr, counts=counts)
+            with otherwise:
+                pack(ob, j0, nv, lanes=lanes)
+                row_tiles(oa, ob, oc, m0, m1, j0, nv, True, lanes=lanes, mr=mr, counts=counts)
 
 
     columns(oa0, ob0, oc, m0, m1, n0, n1, b.sub(n1, n0))

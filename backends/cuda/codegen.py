@@ -139,7 +139,13 @@ class CudaCodegen(GpuCodegen, KernelEmitter):
         elif match is not None:
             notes.insert(0, f"epilogue not fused: {match.rest_reason}")
         c = env[match.c] if kw and match.c is not None else None
-        bias = env[match.bias] if kw and match.bias is not None else None
+        bias = None
+        if kw and match.bias is not None:
+            bias = env.get(match.bias)
+            if bias is None:  # computed in the fusion from its parameters (epilogue._from_buffers)
+                bias = lw.scratch(match.bias.type.nbytes)
+                lw.steps.append(emit_loop_kernel(self, [Root(match.bias, bias, _row_major(match.bias.type))],
+                                                 env, name="dot_bias", what=f"{what}: bias vector"))
         text = what + (f" ({'; '.join(notes)})" if notes else "")
         step = plan.library_call(refs[0], refs[1], out, c=c, bias=bias, what=text)
         return step, None, (match if kw else None)

@@ -16,8 +16,9 @@ itself with epilogue ``"DEFAULT"``.
 A candidate value qualifies when
 - its expression is ``[relu|gelu_tanh](sum of terms)`` where the terms are: the product exactly
   once (optionally times a constant: alpha), at most one bias (``broadcast_in_dim`` of a rank-1
-  buffer along one dimension), at most one C (a buffer of the result's shape and element type,
-  optionally times a constant: beta);
+  vector along one dimension: a buffer, or computed in the fusion from buffers without the
+  product, which the lowering then computes into scratch first), at most one C (a buffer of the
+  result's shape and element type, optionally times a constant: beta);
 - every value computed between it and the product is read only inside its own expression (the
   product's buffer then holds it, and nothing else needs the product itself).
 
@@ -218,8 +219,8 @@ def _linear(pre: Value, dot: Value, out_shape, out_dtype, buffers: Container[Val
                 raise NoMatch("the product is added twice")
             alpha = f
         elif x.op is not None and x.op.name == "broadcast_in_dim" and x not in buffers \
-                and x.op.operands[0] in buffers and x.op.operands[0].type.rank == 1 \
-                and len(x.op.attrs["broadcast_dimensions"]) == 1:
+                and x.op.operands[0].type.rank == 1 and len(x.op.attrs["broadcast_dimensions"]) == 1 \
+                and _from_buffers(x.op.operands[0], buffers, dot):
             if bias is not None:
                 raise NoMatch("two bias vectors are added")
             if f != 1.0:
@@ -239,6 +240,29 @@ def _linear(pre: Value, dot: Value, out_shape, out_dtype, buffers: Container[Val
     if alpha is None:
         raise NoMatch("the product is not one of the added terms")
     return alpha, (beta if c is not None else 0.0), c, bias, bias_dim, ops
+
+
+def _from_buffers(v: Value, buffers: Container[Value], dot: Value) -> bool:
+    """``v`` is a buffer, or computed in the fusion from buffers and constants without the
+    product (a bias vector the lowering computes into scratch before the product: the
+    concatenated biases of merged products)."""
+    if v in buffers:
+        return True
+    seen, stack = set(), [v]
+    while stack:
+        x = stack.pop()
+        if x is dot:
+            return False
+        op = x.op
+        if x in buffers or op is None or id(op) in seen:
+            if op is None and x not in buffers:
+                return False  # a region argument that is not a buffer
+            continue
+        if op.regions:
+            return False
+        seen.add(id(op))
+        stack.extend(op.operands)
+    return True
 
 
 def _name(v: Value) -> str:

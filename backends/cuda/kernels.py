@@ -8,21 +8,24 @@ non-coherent cache, ``ld.global.nc``).
 
 Kinds here (the lowering in ``lower.py`` picks one per op or fusion):
 
-* ``emit_loop_kernel``: one thread per output element, grid-stride over the output's physical
-  (row-major in its layout) positions, so consecutive threads touch consecutive addresses.
-  Fused producers are computed in place by the elemental emitter; ops whose element needs a loop
-  (reduce over major dimensions, i.e. column reductions; reduce_window, convolution, a generated
-  dot) run that loop per output element.
+* ``emit_loop_kernel``: a thread per output element, or per vector of consecutive elements
+  (16 bytes: ``Lanes``, ``LaneSource``), grid-stride over the output's physical (row-major in
+  its layout) positions, so consecutive threads touch consecutive addresses. Fused producers
+  are computed in place by the elemental emitter; ops whose element needs a loop (reduce over
+  major dimensions, i.e. column reductions; reduce_window, convolution, a generated dot) run
+  that loop per output element.
 * ``emit_reduce_kernel``: a reduction that reduces the physically minor dimension (row
   reduction, full reduction): a group of threads (a warp, or the whole block for long rows) per
   output element, each thread folding a strided part of the row, then a ``shfl.sync``
   butterfly within the warp and, for a block, one partial a warp through shared memory.
 * ``emit_row_kernel``: a region that reduces trailing dimensions and reads the results back per
   row (softmax, layer norm): a group per row computes each reduction cooperatively (every thread
-  ends with the row's value) and then the row's outputs, strided over the group.
+  ends with the row's value) and then the row's outputs, strided over the group; the row in
+  registers, moved in vectors.
 
-Launch shapes are a function of the device (``device.py``: SM count): grids are capped at
-as many blocks as the multiprocessors hold at once and grid-stride loops cover the rest.
+Vectorized kernels test their pointers' alignment at run time and keep a scalar path for
+misaligned ones. Grids cover the work once (``GpuCodegen.grid``; grid-stride loops take what
+is past ``MAX_GRID``); some kernels' unrolling depends on the device's SM count (``device.py``).
 """
 from __future__ import annotations
 
@@ -34,23 +37,34 @@ import llvmlite.ir as ir
 from hlo.ir.core import Value
 from hlo.ir.types import TensorType
 from hlo.runtime.steps import BufRef, Launch
-from .. import llvm_util as U, nvptx
+from .. import index_trace, llvm_util as U, nvptx
 from ..elemental import BufferSource, ElementalEmitter
 from ..kernel_emitter import kernel_buffers, root_values
 from ..llvm_util import I1, I32, I64, PTR, VOID, ModuleContext, for_range, i64
 
 BLOCK = 256  # threads a block
 WARP = 32
-THREADS_PER_SM = 2048  # resident threads a multiprocessor (sm_80, sm_90)
 # A row of at most this many elements is reduced by one warp, longer ones by a whole block.
 WARP_ROW_MAX = 1024
-# Loop kernels: elements a thread takes per iteration of its grid-stride loop (independent
-# loads in flight)
+# Loop kernels: elements a scalar thread takes per iteration of its grid-stride loop, and
+# vectors a vectorized one takes (independent loads in flight, all issued before any use)
 UNROLL = 4
+LOOP_VECTORS = 2
+# ... where the work fills the device this many times over (smaller kernels are short, and the
+# unrolled copies of the element's code only cost compile time)
+BIG_WAVES = 8
+# The widest global access of a thread (``ld.global.v4.f32``, ``.v2.f64``, 8 halves as v4.b32)
+# and the most elements a vector holds
+VEC_BYTES = 16
+MAX_VEC = 8
 # Row kernels keep a thread's part of the row in registers (read once) when it has at most this
 # many elements; a group of up to MAX_BLOCK threads shares a row.
-ROW_REGS = 16
+ROW_REGS = 32
 MAX_BLOCK = 1024
+# Grids cover their work once (a block's share ends, the hardware starts the next block), so a
+# kernel whose registers allow fewer resident blocks than the device's maximum loses no
+# partial wave; grid-stride loops take what is past this many blocks.
+MAX_GRID = 1 << 22
 FULL_MASK = ir.Constant(I32, -1)
 
 
@@ -73,12 +87,13 @@ class GpuCodegen:
         self.constants[k] = np.ascontiguousarray(arr)
         return BufRef("const", k, 0, int(arr.nbytes))
 
-    def grid(self, items: int, per_block: int = BLOCK, block: int = BLOCK) -> int:
-        """Blocks of ``block`` threads for ``items`` work items of ``per_block`` a block: enough
-        to cover them, at most as many as fill every multiprocessor (``THREADS_PER_SM`` resident
-        threads; grid-stride loops do the rest)."""
+    def grid(self, items: int, per_block: int = BLOCK) -> int:
+        """Blocks for ``items`` work items of ``per_block`` a block: enough to cover them once
+        (at most ``MAX_GRID``; grid-stride loops do the rest). Not capped at what the
+        multiprocessors hold at once: that depends on the registers ptxas gives the kernel, and a
+        grid-stride grid of more blocks than are resident runs a second, mostly idle wave."""
         need = max(1, -(-int(items) // per_block))
-        return max(1, min(need, self.device.sm_count * max(1, THREADS_PER_SM // block)))
+        return min(need, MAX_GRID)
 
     def shared_array(self, ty: ir.Type, count: int) -> ir.GlobalVariable:
         """A static shared-memory array of ``count`` elements of ``ty`` (one per call site)."""
@@ -135,9 +150,122 @@ class GpuKernel:
                       (int(block), 1, 1), int(shared_bytes), [], what)
 
 
-def make_emitter(kb: GpuKernel, reads: Sequence[Value], env: Dict[Value, BufRef]) -> ElementalEmitter:
-    sources = {v: BufferSource(kb.ptr(env[v]), v.type) for v in reads}
+def make_emitter(kb: GpuKernel, reads: Sequence[Value], env: Dict[Value, BufRef],
+                 lanes: Optional["Lanes"] = None) -> ElementalEmitter:
+    sources = {v: LaneSource(kb.ptr(env[v]), v.type, lanes) for v in reads}
     return ElementalEmitter(kb.cg.ctx, kb.b, sources)
+
+
+# ------------------------------------------------------------------------------------------
+# Vector accesses: groups of consecutive elements read and written 16 bytes at a time
+# ------------------------------------------------------------------------------------------
+
+def vector_dtype_ok(et) -> bool:
+    """Whether elements of ``et`` can be moved as an LLVM vector (not complex: a struct)."""
+    return not et.is_complex and isinstance(U.mem_type(et), (ir.IntType, ir.FloatType, ir.HalfType,
+                                                               ir.DoubleType))
+
+
+def minor_dim(t: TensorType) -> Optional[int]:
+    """The physically minor dimension of ``t`` that has more than one element (None: none)."""
+    return next((d for d in t.minor_to_major if t.shape[d] != 1), None)
+
+
+class Lanes:
+    """Index values of groups of ``vec`` consecutive elements along one dimension: a kernel
+    splits a group's index into one per element (``split``) and the buffers it reads
+    (``LaneSource``) recognize those values, so the group's elements of a buffer whose minor
+    dimension they run along come from one vector load."""
+
+    def __init__(self, vec: int):
+        self.vec = vec
+        self._lane: Dict[int, Tuple[ir.Value, int]] = {}  # id(index value) -> (lane 0's, lane)
+        self._keep: List[ir.Value] = []  # keeps the values alive so their ids stay unique
+
+    def split(self, b: ir.IRBuilder, idx: Sequence[ir.Value], dim: int) -> List[tuple]:
+        """The ``vec`` indices of the group whose first element is at ``idx`` (``idx[dim]`` a
+        multiple of ``vec``)."""
+        out, first = [], None
+        for t in range(self.vec):
+            v = b.add(idx[dim], i64(t))  # a fresh value each (lane 0's too), never reused
+            if first is None:
+                first = v
+            self._lane[id(v)] = (first, t)
+            self._keep.append(v)
+            out.append(tuple(idx[:dim]) + (v,) + tuple(idx[dim + 1:]))
+        return out
+
+    def lane(self, v: ir.Value) -> Optional[Tuple[ir.Value, int]]:
+        return self._lane.get(id(v))
+
+
+def vector_type(et, vec: int) -> ir.VectorType:
+    return ir.VectorType(U.mem_type(et), vec)
+
+
+def vector_align(et, vec: int) -> int:
+    return vec * U.storage_align(et)
+
+
+class LaneSource(BufferSource):
+    """A buffer that the elemental emitter reads; where the index is a lane of a ``Lanes``
+    group along the buffer's physically minor dimension (and no other index is a lane), the
+    group's elements are one vector load (cached in the emitter's frame) and each read takes
+    its element. Anywhere else (and always without ``lanes``), one element is loaded."""
+
+    def __init__(self, ptr: ir.Value, ttype: TensorType, lanes: Optional[Lanes]):
+        super().__init__(ptr, ttype)
+        self.lanes = lanes
+        self.dim = minor_dim(ttype)
+        self.vectorized = (lanes is not None and self.dim is not None and vector_dtype_ok(ttype.dtype)
+                           and ttype.shape[self.dim] % lanes.vec == 0)
+
+    def read(self, em: ElementalEmitter, idx) -> ir.Value:
+        hit = self.lanes.lane(idx[self.dim]) if self.vectorized else None
+        if hit is None or any(self.lanes.lane(i) for k, i in enumerate(idx) if k != self.dim):
+            return super().read(em, idx)
+        first, t = hit
+        key = ("vector", id(self), id(first)) + tuple(
+            ("c", i.constant) if isinstance(i, ir.Constant) else id(i)
+            for k, i in enumerate(idx) if k != self.dim and self.type.shape[k] != 1)
+        vec = em._lookup(key)
+        if vec is None:
+            base = tuple(first if k == self.dim else i for k, i in enumerate(idx))
+            vec = load_vector(em.b, self.ptr, self.type, base, self.lanes.vec)
+            em._keep.append(tuple(idx))
+            em.frames[-1][key] = vec
+        return U.from_storage(em.b, em.b.extract_element(vec, i32(t)), self.type.dtype)
+
+
+def load_vector(b: ir.IRBuilder, ptr: ir.Value, t: TensorType, idx, vec: int) -> ir.Value:
+    """The ``vec`` elements (storage form) of ``t`` from ``idx`` on along its minor dimension."""
+    p = U.elem_ptr(b, ptr, t.dtype, U.linear_offset(b, idx, U.strides_of(t)))
+    return b.load(p, typ=vector_type(t.dtype, vec), align=vector_align(t.dtype, vec))
+
+
+def store_vector(b: ir.IRBuilder, ptr: ir.Value, t: TensorType, idx, vals: Sequence[ir.Value]) -> None:
+    """Register-form ``vals`` to ``t`` from ``idx`` on along its minor dimension, one store."""
+    vt = vector_type(t.dtype, len(vals))
+    v = ir.Constant(vt, ir.Undefined)
+    for k, x in enumerate(vals):
+        v = b.insert_element(v, U.to_storage(b, x, t.dtype), i32(k))
+    p = U.elem_ptr(b, ptr, t.dtype, U.linear_offset(b, idx, U.strides_of(t)))
+    b.store(v, p, align=vector_align(t.dtype, len(vals)))
+
+
+def aligned_for(kb: "GpuKernel", buffers: Sequence[Tuple[ir.Value, TensorType]], vec: int) -> ir.Value:
+    """i1: every pointer is aligned for vectors of ``vec`` of its elements (a buffer from
+    another library may start anywhere: then the kernel takes its scalar path). Tested as
+    ``llvm.ptrmask(p, align - 1) == null``, which LLVM does not count as the pointer escaping
+    (a ``ptrtoint`` would: it then no longer infers the buffer read-only, and its loads lose
+    ``ld.global.nc``)."""
+    b = kb.b
+    mask = kb.cg.ctx.declare("llvm.ptrmask.p0.i64", PTR, [PTR, I64])
+    ok = ir.Constant(I1, 1)
+    for p, t in buffers:
+        low = b.call(mask, [p, i64(vector_align(t.dtype, vec) - 1)])
+        ok = b.and_(ok, b.icmp_unsigned("==", low, ir.Constant(PTR, None)))
+    return ok
 
 
 def physical_index(b: ir.IRBuilder, lin: ir.Value, t: TensorType) -> Tuple[ir.Value, ...]:
@@ -174,36 +302,118 @@ def store(b: ir.IRBuilder, ptr: ir.Value, t: TensorType, idx, val) -> None:
 
 def emit_loop_kernel(cg: GpuCodegen, roots, env: Dict[Value, BufRef], name: str = "loop",
                      what: str = "") -> Launch:
-    """One thread per element of the roots' common index space (``Root``s of the lowering)."""
+    """Every element of the roots' common index space (``Root``s of the lowering), in the
+    destination's physical order so that consecutive threads touch consecutive addresses.
+
+    Where the elements are plain numbers, the destination's minor dimension divides into
+    vectors (``loop_vector_width``) and the cone of fused producers has no inner loops, a thread
+    takes ``LOOP_VECTORS`` groups of ``vec`` consecutive elements per iteration: the operands read
+    at the destination's own index are loaded as vectors first (``ld.global.nc.v4.f32`` for
+    f32), then every element is computed and each root stored as one vector. Pointers are
+    checked at run time: a misaligned one (a view from another library) takes the scalar path,
+    ``UNROLL`` elements a thread, loads first too."""
     from hlo.backends.cpu.kernels import collect_reads
     t: TensorType = roots[0].dest_type
     reads, _ = collect_reads([r.value for r in roots], env)
     refs = [r.dest for r in roots] + [env[v] for v in reads]
     kb = GpuKernel(cg, name, refs, [True] * len(roots) + [False] * len(reads))
-    em = make_emitter(kb, reads, env)
     b = kb.b
     n = t.size
-    start, step = kb.thread_range()
+    vec = loop_vector_width(roots, reads)
+    lanes = Lanes(vec) if vec > 1 else None
+    em = make_emitter(kb, reads, env, lanes)
+    # operands every root reads only at its own index: loaded before anything is computed
+    stop = set(reads)
+    early = [v for v in reads if v.type.shape == t.shape and
+             tuple(v.type.minor_to_major) == tuple(t.minor_to_major) and
+             all(r.index_fn is None and index_trace.reads_at_identity(v, r.value, stop) for r in roots)]
+    big = n >= UNROLL * BLOCK * cg.device.sm_count
+    if vec == 1:
+        _loop_body(kb, em, roots, t, early, 1, None, UNROLL if big else 1)
+        return kb.finish(cg.grid(n, BLOCK * (UNROLL if big else 1)), BLOCK, what)
+    vstores = [vector_dtype_ok(r.dest_type.dtype) and minor_dim(r.dest_type) == minor_dim(t) for r in roots]
+    checked = [(kb.ptr(r.dest), r.dest_type) for r, ok in zip(roots, vstores) if ok]
+    checked += [(src.ptr, src.type) for src in em.sources.values() if src.vectorized]
+    groups = n // vec
+    per = LOOP_VECTORS if groups >= LOOP_VECTORS * BLOCK * cg.device.sm_count * BIG_WAVES else 1
+    with b.if_else(aligned_for(kb, checked, vec)) as (vector_path, scalar_path):
+        with vector_path:
+            _loop_body(kb, em, roots, t, early, vec, lanes, per, vstores)
+        with scalar_path:  # not unrolled: rare, and its code costs compile time
+            _loop_body(kb, em, roots, t, early, 1, None, 1)
+    return kb.finish(cg.grid(groups, BLOCK * per), BLOCK, what)
 
-    def element(lin):
+
+def loop_vector_width(roots, reads: Sequence[Value]) -> int:
+    """Elements a loop kernel's thread moves as one vector: ``VEC_BYTES`` of the widest
+    element among the roots and the operands of the index space's shape, halved until it
+    divides the minor dimension; 1 where a root is complex or the cone computes an op with an
+    inner loop (a reduction, window or product per element: its loads would not be the
+    group's)."""
+    from hlo.ir import ops as op_table
+    t = roots[0].dest_type
+    d = minor_dim(t)
+    if d is None or not all(vector_dtype_ok(r.dest_type.dtype) for r in roots):
+        return 1
+    inner = op_table.with_trait(op_table.INNER_LOOP, op_table.WHOLE_ARRAY)
+    read_set, seen, stack = set(reads), set(), [r.value for r in roots]
+    while stack:
+        v = stack.pop()
+        if v in seen or v in read_set or v.op is None:
+            continue
+        seen.add(v)
+        if v.op.regions or v.op.name in inner:
+            return 1
+        stack.extend(v.op.operands)
+    widest = max([r.dest_type.dtype.itemsize for r in roots] +
+                 [v.type.dtype.itemsize for v in reads if v.type.shape == t.shape and vector_dtype_ok(v.type.dtype)])
+    vec = min(MAX_VEC, VEC_BYTES // max(1, widest))
+    while vec > 1 and t.shape[d] % vec:
+        vec //= 2
+    return max(1, vec)
+
+
+def _loop_body(kb: GpuKernel, em: ElementalEmitter, roots, t: TensorType, early: Sequence[Value],
+               vec: int, lanes: Optional[Lanes], per: int, vstores: Sequence[bool] = ()) -> None:
+    """The grid-stride loop over groups of ``vec`` elements (``vec`` 1: single elements), ``per``
+    groups a thread an iteration (``BLOCK`` apart, so a warp's accesses are contiguous): full
+    iterations unguarded, then one guarded partial iteration."""
+    cg, b = kb.cg, kb.b
+    d = minor_dim(t)
+    groups = t.size // vec
+    step = b.mul(kb.sreg("nctaid.x"), i64(BLOCK * per))
+    start = b.add(b.mul(kb.sreg("ctaid.x"), i64(BLOCK * per)), kb.sreg("tid.x"))
+
+    def run(firsts):
         em.push()
-        idx = physical_index(b, lin, t)
-        for r, val in zip(roots, root_values(cg.ctx, b, em, roots, idx)):
-            store(b, kb.ptr(r.dest), r.dest_type, idx, val)
+        elems = []  # per group: the index of each of its elements
+        for g in firsts:
+            idx = physical_index(b, b.mul(g, i64(vec)) if vec > 1 else g, t)
+            elems.append(lanes.split(b, idx, d) if vec > 1 else [idx])
+        for lane_idx in elems:  # every load of the iteration first
+            for v in early:
+                em.at(v, lane_idx[0])
+        for lane_idx in elems:
+            vals = [root_values(cg.ctx, b, em, roots, ix) for ix in lane_idx]
+            for k, r in enumerate(roots):
+                if vec > 1 and vstores[k]:
+                    store_vector(b, kb.ptr(r.dest), r.dest_type, lane_idx[0], [v[k] for v in vals])
+                else:
+                    for ix, v in zip(lane_idx, vals):
+                        store(b, kb.ptr(r.dest), r.dest_type, ix, v[k])
         em.pop()
 
-    unroll = UNROLL if n >= UNROLL * BLOCK * cg.device.sm_count else 1
-    if unroll > 1:
-        # whole groups of ``unroll`` elements (a grid-stride apart) while they all exist, then
-        # one at a time
-        last = b.sub(i64(n), b.mul(step, i64(unroll - 1)))
-        with for_range(b, start, last, "e4", step=b.mul(step, i64(unroll))) as lin:
-            for k in range(unroll):
-                element(b.add(lin, b.mul(step, i64(k))) if k else lin)
-        start = lin  # the loop's exit value: where the single steps go on
-    with for_range(b, start, n, "e", step=step) as lin:
-        element(lin)
-    return kb.finish(cg.grid(n), BLOCK, what)
+    full_end = groups - (per - 1) * BLOCK
+    rest = start
+    if full_end > 0:
+        with for_range(b, start, full_end, "g", step=step) as g:
+            run([b.add(g, i64(k * BLOCK)) if k else g for k in range(per)])
+        rest = g  # the loop's exit value: where the partial iteration starts
+    if per > 1:
+        for k in range(per):
+            g = b.add(rest, i64(k * BLOCK))
+            with b.if_then(b.icmp_signed("<", g, i64(groups))):
+                run([g])
 
 
 # ------------------------------------------------------------------------------------------
@@ -311,7 +521,7 @@ class Group:
         self.lane_in_warp = b.urem(tid, i64(WARP))
 
     def grid(self, cg: "GpuCodegen", groups: int) -> int:
-        return cg.grid(groups, self.per_block, self.block)
+        return cg.grid(groups, self.per_block)
 
 
 def group_size(k: int) -> int:
@@ -453,56 +663,115 @@ def row_group(inner: int) -> Tuple[int, int, bool]:
 def emit_row_kernel(cg: GpuCodegen, k: int, reduces: Sequence[Value], outputs, env: Dict[Value, BufRef],
                     in_shape, name: str = "rows", what: str = "") -> Launch:
     """Rows are the first ``k`` dimensions of ``in_shape``; a group per row. Where the row fits
-    (``row_group``), each thread's elements (``lane + j * group``) are unrolled: every value
-    of the row, the input's elements and intermediates such as softmax's exponentials, is
-    computed once into registers and read back by the later reductions and the outputs."""
+    (``row_group``), each thread's elements are unrolled and every value of the row, the
+    input's elements and intermediates such as softmax's exponentials, is computed once into
+    registers and read back by the later reductions and the outputs: one read and one write of
+    the row. There a thread takes vectors of ``vec`` consecutive elements (``row_vector_width``;
+    group ``lane + j * size`` of the row), loaded before the first reduction; a misaligned
+    pointer takes the same kernel's scalar path, which streams the row (reads it once a
+    reduction and once for the outputs) in less code."""
     from hlo.backends.cpu.kernels import collect_reads
     reads, _ = collect_reads([v for v, _ in outputs], env)
     refs = [r for _, r in outputs] + [env[v] for v in reads]
     kb = GpuKernel(cg, name, refs, [True] * len(outputs) + [False] * len(reads))
-    em = make_emitter(kb, reads, env)
     b = kb.b
     O, I = tuple(in_shape[:k]), tuple(in_shape[k:])
     rows = int(np.prod(O)) if O else 1
     inner = int(np.prod(I)) if I else 1
     size, block, in_regs = row_group(inner)
+    vec = row_vector_width(in_shape, k, reads, [v for v, _ in outputs]) if in_regs else 1
+    lanes = Lanes(vec) if vec > 1 else None
+    em = make_emitter(kb, reads, env, lanes)
     g = Group(kb, size, block)
+    body = (kb, em, g, reduces, outputs, tuple(in_shape), k, in_regs)
+    if vec == 1:
+        _row_body(*body, 1, None)
+    else:
+        early = [v for v in reads if v.type.shape == tuple(in_shape) and em.sources[v].vectorized]
+        vstores = [v.type.shape == tuple(in_shape) and vector_dtype_ok(v.type.dtype)
+                   and minor_dim(v.type) == len(in_shape) - 1 for v, _ in outputs]
+        checked = [(kb.ptr(r), v.type) for (v, r), ok in zip(outputs, vstores) if ok]
+        checked += [(src.ptr, src.type) for src in em.sources.values() if src.vectorized]
+        with b.if_else(aligned_for(kb, checked, vec)) as (vector_path, scalar_path):
+            with vector_path:
+                _row_body(*body, vec, lanes, early, vstores)
+            with scalar_path:  # rare: the compact streaming form (the row read per pass)
+                _row_body(*body[:-1], False, 1, None)
+    return kb.finish(g.grid(cg, rows), g.block, what)
+
+
+def row_vector_width(in_shape, k: int, reads: Sequence[Value], outs: Sequence[Value]) -> int:
+    """Elements a row kernel's thread moves as one vector: ``VEC_BYTES`` of the widest element
+    among the row-shaped operands and outputs, halved until it divides the row's minor
+    dimension; 1 where the row has no dimension of its own or a value is complex."""
+    in_shape = tuple(in_shape)
+    if k >= len(in_shape):
+        return 1
+    full = [v for v in list(reads) + list(outs) if v.type.shape == in_shape]
+    if any(not vector_dtype_ok(v.type.dtype) for v in full):
+        return 1
+    widest = max([v.type.dtype.itemsize for v in full] or [4])
+    vec = min(MAX_VEC, VEC_BYTES // max(1, widest))
+    while vec > 1 and in_shape[-1] % vec:
+        vec //= 2
+    return max(1, vec)
+
+
+def _row_body(kb: GpuKernel, em: ElementalEmitter, g: Group, reduces, outputs, in_shape, k: int,
+              in_regs: bool, vec: int, lanes: Optional[Lanes], early: Sequence[Value] = (),
+              vstores: Sequence[bool] = ()) -> None:
+    cg, b = kb.cg, kb.b
+    O, I = tuple(in_shape[:k]), tuple(in_shape[k:])
+    rows = int(np.prod(O)) if O else 1
+    inner = int(np.prod(I)) if I else 1
+    size = g.size
     with for_range(b, g.index, rows, "row", step=g.stride) as f:
         em.push()
         ridx = row_major_index(b, f, O)
-        positions = None
+        positions = None  # (full index, in range) of each element this thread holds
+        groups = []  # (the indices of a group's elements, in range)
         if in_regs:
             positions = []
-            for j in range(-(-inner // size)):
+            nv = inner // vec
+            for j in range(-(-nv // size)):
                 e = b.add(g.lane, i64(j * size))
-                ok = b.icmp_unsigned("<", e, i64(inner))
-                if (j + 1) * size <= inner:
-                    ok = ir.Constant(I1, 1)  # every lane's element exists
+                if (j + 1) * size <= nv:
+                    ok = ir.Constant(I1, 1)  # every lane's group exists
                     ec = e
                 else:
-                    ec = b.select(ok, e, i64(inner - 1))  # read a valid element, drop it
-                positions.append((ridx + row_major_index(b, ec, I), ok))
+                    ok = b.icmp_unsigned("<", e, i64(nv))
+                    ec = b.select(ok, e, i64(nv - 1))  # read a valid group, drop it
+                full = ridx + row_major_index(b, b.mul(ec, i64(vec)) if vec > 1 else ec, I)
+                elems = lanes.split(b, full, len(in_shape) - 1) if vec > 1 else [full]
+                groups.append((elems, ok))
+                positions.extend((x, ok) for x in elems)
+            for elems, _ in groups:  # the row's loads, before the first reduction needs them
+                for v in early:
+                    em.at(v, elems[0])
         for r in reduces:  # each reduction once per row, in region order; all threads get it
             rop = r.op
             vals = coop_reduce(kb, em, g, rop, ridx, positions)
             for res, v in zip(rop.results, vals):
                 em._remember(res, ridx, v)
-        for v, ref in outputs:
+        for (v, ref), vstore in zip(outputs, list(vstores) or [False] * len(outputs)):
             if v.type.shape == O:
                 val = em.at(v, ridx)
                 with b.if_then(b.icmp_unsigned("==", g.lane, i64(0))):
                     store(b, kb.ptr(ref), v.type, ridx, val)
                 continue
-            if positions is not None:
-                for full, ok in positions:
-                    val = em.at(v, full)
+            if in_regs:
+                for elems, ok in groups:
+                    vals = [em.at(v, x) for x in elems]
                     with b.if_then(ok):
-                        store(b, kb.ptr(ref), v.type, full, val)
+                        if vstore:
+                            store_vector(b, kb.ptr(ref), v.type, elems[0], vals)
+                        else:
+                            for x, val in zip(elems, vals):
+                                store(b, kb.ptr(ref), v.type, x, val)
                 continue
-            with for_range(b, g.lane, inner, "c", step=g.size) as c:
+            with for_range(b, g.lane, inner, "c", step=size) as c:
                 em.push()
                 full = ridx + row_major_index(b, c, I)
                 store(b, kb.ptr(ref), v.type, full, em.at(v, full))
                 em.pop()
         em.pop()
-    return kb.finish(g.grid(cg, rows), g.block, what)

@@ -1,11 +1,10 @@
 """One BLAS thread while a BLAS-calling executable runs, and the user's setting back after.
 
 Our parallel kernels call ?gemm from every pool thread at once, each on its own block, so the
-BLAS must not start threads of its own inside them. OpenBLAS's thread count is process-wide
-(``openblas_set_num_threads_local`` sets the global count too, despite its name), so it is set
-to 1 around a whole call and restored when the last concurrent call ends. Setting it inside
-the kernels, as each thread's calls began and ended, raced between the threads and could leave
-numpy's own matrix products on one thread after an hlo call (2x slower).
+BLAS must not start threads of its own inside them. OpenBLAS's thread count is process-wide, so
+it is set to 1 around a whole call and restored when the last concurrent call ends. Setting it
+inside the kernels, as each thread's calls began and ended, raced between the threads and could
+leave the BLAS's other users (scipy, when it shares the library) on one thread after an hlo call.
 """
 from __future__ import annotations
 
@@ -17,18 +16,20 @@ _lock = threading.Lock()
 _depth = 0          # calls running now
 _saved = 0          # the count before the first of them
 _setter: Optional[object] = None
+_getter: Optional[object] = None
 _resolved = False
 
 
 def _set_fn():
-    global _setter, _resolved
+    global _setter, _getter, _resolved
     if not _resolved:
         from hlo.backends.cpu.blas import find_blas
         b = find_blas()
-        if b is not None and b.set_threads_local:
-            f = getattr(ctypes.CDLL(b.path), b.set_threads_local)
-            f.argtypes, f.restype = [ctypes.c_int], ctypes.c_int
-            _setter = f
+        if b is not None and b.set_threads and b.get_threads:
+            lib = ctypes.CDLL(b.path)
+            _setter, _getter = getattr(lib, b.set_threads), getattr(lib, b.get_threads)
+            _setter.argtypes, _setter.restype = [ctypes.c_int], None
+            _getter.argtypes, _getter.restype = [], ctypes.c_int
         _resolved = True
     return _setter
 
@@ -39,7 +40,8 @@ def enter() -> None:
     with _lock:
         f = _set_fn()
         if _depth == 0 and f is not None:
-            _saved = f(1)
+            _saved = _getter()
+            f(1)
         _depth += 1
 
 

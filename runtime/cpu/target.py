@@ -44,6 +44,10 @@ class CpuTarget(Target):
         256 with AVX/AVX2, else 128."""
         return _vector_bits(_plus(self.features))
 
+    def has(self, feature: str) -> bool:
+        """Whether code for this CPU may use LLVM feature ``feature`` (e.g. "avx512bf16")."""
+        return feature in _plus(self.features)
+
     def describe(self) -> str:
         return f"{self.triple} cpu={self.cpu} vector={self.vector_bits}bit"
 

@@ -1,5 +1,5 @@
-"""An executable that calls the BLAS leaves the BLAS's thread count as it found it (numpy's own
-products keep their threads), also after concurrent calls from several Python threads."""
+"""An executable that calls the BLAS leaves the BLAS's thread count as it found it (its other
+users keep their threads), also after concurrent calls from several Python threads."""
 import ctypes
 import threading
 
@@ -12,14 +12,9 @@ from hlo.backends.cpu.blas import find_blas
 
 def _get_threads():
     b = find_blas()
-    if b is None or not b.set_threads_local:
+    if b is None or not b.get_threads:
         return None
-    lib = ctypes.CDLL(b.path)
-    for name in ("openblas_get_num_threads", "scipy_openblas_get_num_threads64_",
-                 "scipy_openblas_get_num_threads"):
-        if hasattr(lib, name):
-            return getattr(lib, name)
-    return None
+    return getattr(ctypes.CDLL(b.path), b.get_threads)
 
 
 def test_blas_thread_count_is_restored(monkeypatch):

@@ -127,10 +127,6 @@ def test_attention_products_read_head_views_in_place():
     assert_close(exe.run(args)[0], interpret(parse_module(ATTENTION), args)[0], rtol=1e-5, atol=1e-5)
 
 
-needs_blas = pytest.mark.skipif(find_blas() is None, reason="the generated GEMM reads canonical copies")
-
-
-@needs_blas
 def test_head_views_need_no_operand_copies():
     """The strided views are read where they are: no canonical copy kernels for q, k, v."""
     from cpu_helpers import compile_text
@@ -157,8 +153,7 @@ func @main(%a: f32[6,8], %b: f32[8,7]) -> (f32[7,6]) {
 """
     rng = np.random.default_rng(4)
     check(src, [_rand(rng, "f32", (6, 8)) * 0.3, _rand(rng, "f32", (8, 7)) * 0.3], rtol=1e-5, atol=1e-6)
-    if find_blas() is not None:
-        assert "dot result" not in compile_text(src).steps_text
+    assert "dot result" not in compile_text(src).steps_text
 
 
 # ------------------------------------------------------------------------------------------
@@ -403,6 +398,29 @@ def test_bad_gemm_setting_is_a_clear_error(monkeypatch):
         check(MATRIX_TIMES_BATCH, [np.zeros((4, 5), np.float32), np.zeros((2, 4, 3), np.float32)])
 
 
+def test_blas_setting_without_a_blas_is_a_clear_error(monkeypatch):
+    """HLO_CPU_GEMM=blas where the optional BLAS (scipy-openblas32) is not installed: an error
+    that names it, not a silent fall-back (numpy's bundled OpenBLAS is never used)."""
+    import hlo.backends.cpu.dot as dot
+    monkeypatch.setenv("HLO_CPU_GEMM", "blas")
+    monkeypatch.setattr(dot, "find_blas", lambda: None)
+    with pytest.raises(RuntimeError, match=r"scipy-openblas32 \(pip install 'hlo\[blas\]'\)"):
+        check(MATRIX_TIMES_BATCH, [np.zeros((4, 5), np.float32), np.zeros((2, 4, 3), np.float32)])
+
+
+def test_find_blas_is_not_cached_off(monkeypatch):
+    """A first search under HLO_CPU_GEMM=generated (BLAS off) leaves the BLAS to a later one."""
+    from hlo.backends.cpu import blas
+    blas._search.cache_clear()
+    monkeypatch.setenv("HLO_CPU_GEMM", "generated")
+    assert blas.find_blas() is None
+    monkeypatch.setenv("HLO_CPU_GEMM", "blas")
+    assert blas.find_blas() == blas._search()
+    if blas._search() is None:
+        pytest.skip(f"no BLAS installed ({blas.BLAS_PACKAGE})")
+    assert "numpy.libs" not in blas.find_blas().path
+
+
 def test_gemm_profile_times_each_kernel():
     """The profiling tool compiles each top-level op alone and reports the product's shape."""
     from hlo.backends.cpu.gemm_profile import profile, report
@@ -446,3 +464,33 @@ func @main(%a: {_t(lt, [5, 3, 20])}, %b: {_t(rt, [3, 17, 20])}) -> ({_t(ot, [3, 
     args = [mk(lt, (5, 3, 20)), mk(rt, (3, 17, 20))]
     tol = {"f16": 2e-2, "bf16": 5e-2, "f32": 1e-5, "s32": 0}[ot]
     check(src, args, rtol=tol, atol=tol)
+
+
+def test_small_items_keep_their_panels_in_l1(monkeypatch):
+    """A product of a few row tiles (M = 32) blocks its contraction so each panel stays in
+    L1, and fills its panels as it computes even with B's rows a page apart; a tall product
+    keeps the whole contraction (its panel in L2) and copies panels in groups."""
+    import hlo.backends.cpu.gemm_tiled as gt
+    from hlo.backends.cpu.dot import vector_lanes
+    from hlo.ir.types import f32
+    from cpu_helpers import compile_text
+    monkeypatch.setenv("HLO_CPU_GEMM", "generated")
+    sizes = {1: 32 << 10, 2: 1 << 20}
+    monkeypatch.setattr(gt, "cache_bytes", lambda level, default: sizes.get(level, default))
+    _, nv = gt.register_tile()
+    row = nv * vector_lanes(f32) * 4
+    k = 4 * sizes[1] // row        # the whole panel: 4 x L1, at most an eighth of L2
+    for m, small in ((32, True), (3000, False)):
+        src = f"""module @m
+
+func @main(%a: {_t("f32", [m, k])}, %b: {_t("f32", [k, 1024])}) -> ({_t("f32", [m, 1024])}) {{
+  %0 = dot_general(%a, %b) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]}} : {_t("f32", [m, 1024])}
+  return(%0)
+}}
+"""
+        exe = compile_text(src, threads=1)
+        assert ("cload" in exe.ir_text) == small and ("fill" in exe.ir_text) == small
+        if small:
+            rng = np.random.default_rng(3)
+            a, b = _rand(rng, "f32", (m, k)), _rand(rng, "f32", (k, 1024))
+            np.testing.assert_allclose(exe.run([a, b])[0], a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)

@@ -101,7 +101,8 @@ def test_generated_gemm_at_each_vector_width(monkeypatch, which, m, k, n, bt, ba
             np.testing.assert_allclose(got, ref, rtol=2e-4, atol=2e-4 * np.sqrt(k))
     widths = {int(w) for w in re.findall(r"call <(\d+) x float> @\"?llvm\.fma\.v", exe.ir_text)}
     assert widths == {lanes}, f"FMA vector widths {widths}, expected <{lanes} x float>"
-    assert ("cload" in exe.ir_text) == blocked
+    # forced, or chosen for a small item (its panel kept in L1: SMALL_ITEM_TILES)
+    assert "cload" in exe.ir_text or not blocked
     assert exe.manifest["target"]["cpu"] == target.cpu
 
 
@@ -191,3 +192,116 @@ def test_an_avx2_cpu_refuses_code_built_for_avx512():
     assert isinstance(e.value, hlox.TargetMismatchError)
     _avx512().check_loadable(_avx2().manifest_entry(), "the file")
     _avx2().check_loadable(_avx2().manifest_entry(), "the file")
+
+
+@pytest.mark.parametrize("which", _targets())
+@pytest.mark.parametrize("blocked", [False, True])
+def test_narrow_panels_at_each_vector_width(monkeypatch, which, blocked):
+    """Panels narrower than the register tile run taller tiles (``tile_rows``) and read a B
+    no wider than a panel in place; a narrow product whose A has contiguous rows (A^T in
+    memory: the train step's h^T @ dlogits; or copied so, a fused ReLU) is computed as
+    C^T = B^T A^T, C written by scattered columns, its fused epilogue (ReLU, + bias) applied per
+    transposed block. Next to
+    them a product whose column tail is packed (B's rows past a panel: both kinds of tail in
+    one shared body); row counts that leave every kind of row tail; 1 and 2 threads;
+    ``blocked``: contractions in blocks, each after the first adding to C (gathered for C^T)."""
+    import hlo.backends.cpu.gemm_tiled as gt
+    from hlo.backends.cpu.gemm_tiled import register_tile, tile_rows
+    monkeypatch.setenv("HLO_CPU_GEMM", "generated")
+    if blocked:
+        monkeypatch.setattr(gt, "PANEL_BLOCK_L2_FRACTION", 0.0)
+    k1 = 1300 if blocked else 128
+    src = f"""module @m
+
+func @main(%h: f32[{k1},77], %d: f32[{k1},10], %w: f32[77,10], %x: f32[53,40], %v: f32[40,150], %c: f32[10]) -> (f32[77,10], f32[128,10], f32[53,150]) {{
+  %0 = fusion(%h, %d, %c) {{kind = "output"}} : f32[77,10] {{
+    ^fused(%p0: f32[{k1},77], %p1: f32[{k1},10], %p2: f32[10]):
+      %t = dot_general(%p0, %p1) {{lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [0]}} : f32[77,10]
+      %z = constant dense<0.0> : f32[]
+      %zb = broadcast_in_dim(%z) {{broadcast_dimensions = []}} : f32[77,10]
+      %r = maximum(%t, %zb) : f32[77,10]
+      %cb = broadcast_in_dim(%p2) {{broadcast_dimensions = [1]}} : f32[77,10]
+      %y = add(%r, %cb) : f32[77,10]
+      return(%y)
+  }}
+  %1 = fusion(%h, %w) {{kind = "output"}} : f32[128,10] {{
+    ^fused(%q0: f32[{k1},77], %q1: f32[77,10]):
+      %hs = slice(%q0) {{start_indices = [0, 0], limit_indices = [128, 77], strides = [1, 1]}} : f32[128,77]
+      %z1 = constant dense<0.0> : f32[]
+      %zb1 = broadcast_in_dim(%z1) {{broadcast_dimensions = []}} : f32[128,77]
+      %hr = maximum(%hs, %zb1) : f32[128,77]
+      %u = dot_general(%hr, %q1) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]}} : f32[128,10]
+      return(%u)
+  }}
+  %2 = dot_general(%x, %v) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]}} : f32[53,150]
+  return(%0, %1, %2)
+}}
+"""
+    rng = np.random.default_rng(11)
+    shapes = ((k1, 77), (k1, 10), (77, 10), (53, 40), (40, 150), (10,))
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    h, d, w, x, v, c = [a.astype(np.float64) for a in args]
+    refs = [np.maximum(h.T @ d, 0) + c, np.maximum(h[:128], 0) @ w, x @ v]
+    target = T.host() if which == "host" else _avx2()
+    with T.standing_in(target):
+        MR, NV = register_tile()
+        assert tile_rows(NV) == MR and tile_rows(1) > MR
+        for threads in (1, 2):
+            exe = compile_text(src, threads=threads)
+            for got, ref in zip(exe.run(args), refs):
+                np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.sqrt(k1))
+            # both narrow products transposed: the second's fused ReLU copied as A^T
+            assert exe.steps_text.count("as C^T = B^T A^T") == 2 and "scatter" in exe.ir_text
+            assert "cload" in exe.ir_text or not blocked
+
+
+@pytest.mark.parametrize("m,k,n,ta,tb,out,blocked", [
+    (13, 9, 37, False, False, "f32", False),     # odd contraction: a last single k
+    (6, 33, 16, False, True, "bf16", False),     # B transposed (a copy), a bf16 result
+    (25, 2, 3, True, False, "f32", False),       # A transposed (a copy), a narrow column tail
+    (130, 1301, 200, False, False, "f32", True),  # blocked contraction (whole pairs per block)
+    (64, 70, 1030, False, False, "bf16", False),  # B's rows a page apart, tails
+])
+def test_bf16_products_in_pairs(monkeypatch, m, k, n, ta, tb, out, blocked):
+    """bf16 x bf16 on vdpbf16ps (``dot.bf16_pairs``: a CPU with AVX-512 BF16 where it pays;
+    stood in for here when this machine has the feature) against float64 numpy, with a fused
+    ReLU; the same program for a CPU without the pairs widens to f32 and agrees."""
+    import ml_dtypes
+    import hlo.backends.cpu.gemm_tiled as gt
+    from hlo.backends.cpu.dot import bf16_pairs
+    h = T.host()
+    if not (h.vector_bits == 512 and h.has("avx512bf16")):
+        pytest.skip("this CPU has no AVX-512 BF16")
+    monkeypatch.setenv("HLO_CPU_GEMM", "generated")
+    if blocked:
+        monkeypatch.setattr(gt, "PANEL_BLOCK_L2_FRACTION", 0.0)
+    ash, bsh = ([k, m] if ta else [m, k]), ([n, k] if tb else [k, n])
+    src = f"""module @m
+
+func @main(%a: bf16[{ash[0]},{ash[1]}], %b: bf16[{bsh[0]},{bsh[1]}]) -> ({out}[{m},{n}]) {{
+  %0 = dot_general(%a, %b) {{lhs_contracting_dimensions = [{0 if ta else 1}], rhs_contracting_dimensions = [{1 if tb else 0}]}} : {out}[{m},{n}]
+  %z = constant dense<0.0> : {out}[]
+  %zb = broadcast_in_dim(%z) {{broadcast_dimensions = []}} : {out}[{m},{n}]
+  %1 = maximum(%0, %zb) : {out}[{m},{n}]
+  return(%1)
+}}
+"""
+    rng = np.random.default_rng(m + k + n)
+    a = rng.standard_normal(ash).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal(bsh).astype(ml_dtypes.bfloat16)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ref = np.maximum((a64.T if ta else a64) @ (b64.T if tb else b64), 0)
+    # products of bf16 are exact in f32; the sum's f32 rounding and a bf16 result's rounding
+    tol = (2 ** -7 if out == "bf16" else 1e-5) * np.sqrt(k) * np.abs(ref).max()
+    results = {}
+    for cpu in ("znver4", "other"):
+        with T.standing_in(T.CpuTarget(h.triple, cpu if cpu == "znver4" else h.cpu, h.features)):
+            assert bf16_pairs() == (cpu == "znver4" or h.cpu.startswith("znver"))
+            for threads in (1, 2):
+                exe = compile_text(src, threads=threads)
+                got = exe.run([a, b])[0]
+                assert got.dtype == (np.float32 if out == "f32" else ml_dtypes.bfloat16)
+                np.testing.assert_allclose(got.astype(np.float64), ref, rtol=0, atol=tol)
+            assert ("dpbf16ps" in exe.ir_text) == bf16_pairs()
+            results[cpu] = got.astype(np.float64)
+    np.testing.assert_allclose(results["znver4"], results["other"], rtol=0, atol=tol)

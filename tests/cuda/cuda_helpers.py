@@ -61,3 +61,71 @@ def check(src: str, args, rtol=0.0, atol=0.0, **kw):
         else:
             assert_close(g, r, what=f"output {i}")
     return got
+
+
+# Row kernels' programs: softmax and layer norm (with gamma, beta) over the last axis of an
+# {et}[{n},{m}], read and written in the storage type {et}, computed in f32 (``row_src``)
+ROW_SOFTMAX = """module @m
+func @main(%arg0: {et}[{n},{m}]) -> ({et}[{n},{m}]) {{
+  %x = convert(%arg0) : f32[{n},{m}]
+  %0 = constant dense<-inf> : f32[]
+  %1 = reduce(%x, %0) {{dimensions = [1]}} : f32[{n}] {{
+    ^body(%2: f32[], %3: f32[]):
+      %4 = maximum(%2, %3) : f32[]
+      return(%4)
+  }}
+  %5 = broadcast_in_dim(%1) {{broadcast_dimensions = [0]}} : f32[{n},{m}]
+  %6 = subtract(%x, %5) : f32[{n},{m}]
+  %7 = exponential(%6) : f32[{n},{m}]
+  %8 = constant dense<0.0> : f32[]
+  %9 = reduce(%7, %8) {{dimensions = [1]}} : f32[{n}] {{
+    ^body(%10: f32[], %11: f32[]):
+      %12 = add(%10, %11) : f32[]
+      return(%12)
+  }}
+  %13 = broadcast_in_dim(%9) {{broadcast_dimensions = [0]}} : f32[{n},{m}]
+  %14 = divide(%7, %13) : f32[{n},{m}]
+  %15 = convert(%14) : {et}[{n},{m}]
+  return(%15)
+}}
+"""
+
+ROW_LAYERNORM = """module @m
+func @main(%arg0: {et}[{n},{m}], %arg1: f32[{m}], %arg2: f32[{m}]) -> ({et}[{n},{m}]) {{
+  %x = convert(%arg0) : f32[{n},{m}]
+  %0 = constant dense<0.0> : f32[]
+  %1 = reduce(%x, %0) {{dimensions = [1]}} : f32[{n}] {{
+    ^body(%2: f32[], %3: f32[]):
+      %4 = add(%2, %3) : f32[]
+      return(%4)
+  }}
+  %5 = constant dense<{inv}> : f32[]
+  %6 = broadcast_in_dim(%5) {{broadcast_dimensions = []}} : f32[{n}]
+  %7 = multiply(%1, %6) : f32[{n}]
+  %8 = broadcast_in_dim(%7) {{broadcast_dimensions = [0]}} : f32[{n},{m}]
+  %9 = subtract(%x, %8) : f32[{n},{m}]
+  %10 = multiply(%9, %9) : f32[{n},{m}]
+  %11 = reduce(%10, %0) {{dimensions = [1]}} : f32[{n}] {{
+    ^body(%12: f32[], %13: f32[]):
+      %14 = add(%12, %13) : f32[]
+      return(%14)
+  }}
+  %15 = multiply(%11, %6) : f32[{n}]
+  %16 = constant dense<1e-05> : f32[]
+  %17 = broadcast_in_dim(%16) {{broadcast_dimensions = []}} : f32[{n}]
+  %18 = add(%15, %17) : f32[{n}]
+  %19 = sqrt(%18) : f32[{n}]
+  %20 = broadcast_in_dim(%19) {{broadcast_dimensions = [0]}} : f32[{n},{m}]
+  %21 = divide(%9, %20) : f32[{n},{m}]
+  %22 = broadcast_in_dim(%arg1) {{broadcast_dimensions = [1]}} : f32[{n},{m}]
+  %23 = multiply(%21, %22) : f32[{n},{m}]
+  %24 = broadcast_in_dim(%arg2) {{broadcast_dimensions = [1]}} : f32[{n},{m}]
+  %25 = add(%23, %24) : f32[{n},{m}]
+  %26 = convert(%25) : {et}[{n},{m}]
+  return(%26)
+}}
+"""
+
+
+def row_src(tmpl: str, et: str, n: int, m: int) -> str:
+    return tmpl.format(et=et, n=n, m=m, inv=repr(float(np.float32(1.0 / m))))

@@ -7,8 +7,8 @@ against the reference interpreter."""
 import numpy as np
 import pytest
 
-from cuda_helpers import check, compile_src
-from hlo.backends.cuda.kernels import ROW_REGS, WARP, row_group
+from cuda_helpers import ROW_SOFTMAX, check, compile_src, row_src
+from hlo.backends.cuda.kernels import MAX_BLOCK, ROW_REGS, WARP, row_group
 
 rng = np.random.default_rng(7)
 
@@ -81,35 +81,11 @@ func @main(%arg0: f32[3,3000]) -> (f32[3], s32[3]) {
     check(src, [rng.standard_normal((3, 3000)).astype(np.float32)])
 
 
-SOFTMAX = """module @m
-func @main(%arg0: f32[{n},{m}]) -> (f32[{n},{m}]) {{
-  %0 = constant dense<-inf> : f32[]
-  %1 = reduce(%arg0, %0) {{dimensions = [1]}} : f32[{n}] {{
-    ^body(%2: f32[], %3: f32[]):
-      %4 = maximum(%2, %3) : f32[]
-      return(%4)
-  }}
-  %5 = broadcast_in_dim(%1) {{broadcast_dimensions = [0]}} : f32[{n},{m}]
-  %6 = subtract(%arg0, %5) : f32[{n},{m}]
-  %7 = exponential(%6) : f32[{n},{m}]
-  %8 = constant dense<0.0> : f32[]
-  %9 = reduce(%7, %8) {{dimensions = [1]}} : f32[{n}] {{
-    ^body(%10: f32[], %11: f32[]):
-      %12 = add(%10, %11) : f32[]
-      return(%12)
-  }}
-  %13 = broadcast_in_dim(%9) {{broadcast_dimensions = [0]}} : f32[{n},{m}]
-  %14 = divide(%7, %13) : f32[{n},{m}]
-  return(%14)
-}}
-"""
-
-
-@pytest.mark.parametrize("n,m", [(37, 100), (9, 700), (5, 5000), (3, 40000), (2, 33)])
+@pytest.mark.parametrize("n,m", [(37, 100), (9, 700), (5, 5000), (3, 70001), (2, 33)])
 def test_softmax_row_kernel(n, m):
     size, block, in_regs = row_group(m)
-    assert (size == WARP) == (m <= WARP * ROW_REGS) and in_regs == (m <= 32768)
-    src = SOFTMAX.format(n=n, m=m)
+    assert (size == WARP) == (m <= WARP * ROW_REGS) and in_regs == (m <= 2 * ROW_REGS * MAX_BLOCK)
+    src = row_src(ROW_SOFTMAX, "f32", n, m)
     x = rng.standard_normal((n, m)).astype(np.float32) * 3
     x[1, m // 2] = np.nan
     prog = compile_src(src)

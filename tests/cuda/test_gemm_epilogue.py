@@ -59,6 +59,11 @@ CASES = [
     # part of the epilogue: the residual after the activation stays a loop kernel
     ("gelu_then_residual", lambda xp, x, w, b: gelu_tanh(x @ w + b, xp) + x, [(64, 128), (128, 128), (128,)],
      "epilogue GELU_BIAS; the rest is a loop kernel: a term is added to an activation's result", 1),
+    # a bias vector computed in the fusion (scaled, or the concatenated biases of products the
+    # dot-merger pass merged): one small kernel computes it into scratch before the product
+    ("scaled_bias", lambda xp, x, w, b: x @ w + 2.0 * b, [(16, 32), (32, 24), (24,)], "epilogue BIAS)", 1),
+    ("concatenated_bias", lambda xp, x, w, b: x @ w + xp.concatenate([b[:12] * 3.0, b[12:]]),
+     [(16, 32), (32, 24), (24,)], "epilogue BIAS)", 1),
     ("erf_gelu", lambda xp, x, w, b: erf_gelu(x @ w + b, xp) if xp is np else hlo.nn.gelu(x @ w + b, approximate=False),
      [(64, 96), (96, 128), (128,)], "epilogue BIAS; the rest is a loop kernel", 1),
 ]
@@ -108,9 +113,7 @@ def _one_call(fn, shapes, dt="f32"):
 
 
 @pytest.mark.parametrize("fn,shapes,reason", [
-    # cuBLASLt adds the bias as it is: a scaled one is computed first, in the fusion
-    (lambda xp, x, w, b: x @ w + 2.0 * b, [(16, 32), (32, 24), (24,)],
-     "the term broadcast_in_dim at test_gemm_epilogue.py"),
+    # a term computed in the fusion that is not a vector
     (lambda xp, x, w, b: x @ w + 2.0 * b[None, :], [(16, 32), (32, 24), (24,)], "computed in the fusion"),
     # C is a buffer of the result's type, not an expression
     (lambda xp, x, w, r: x @ w + r * r, [(16, 32), (32, 24), (16, 24)],
