@@ -13,9 +13,10 @@ import os
 import sys
 import types
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Optional, Tuple
 
-from hlo.ir import Location
+if TYPE_CHECKING:  # the IR is imported where a Location is made: loading a saved program needs none
+    from hlo.ir.core import Location
 
 
 def _package_dirs() -> Tuple[str, ...]:
@@ -60,6 +61,7 @@ class SourceLocation:
         return f"{os.path.basename(self.file)}:{self.line}"
 
     def ir(self) -> Location:
+        from hlo.ir.core import Location
         return Location(os.path.basename(self.file), self.line)
 
 
@@ -85,6 +87,7 @@ def ir_location() -> Optional[Location]:
     f = user_frame(sys._getframe(1))
     if f is None:
         return None
+    from hlo.ir.core import Location
     return Location(os.path.basename(f.f_code.co_filename), f.f_lineno)
 
 

@@ -29,11 +29,11 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from hlo.ir.types import BY_NAME
 from . import output_pool
 from .cpu import blas_threads
 from .cpu.loader import LoadedObject, load_library
 from .hlox import TargetMismatchError
+from .signature import ArgumentError, Signature, _Sig, _type_str  # noqa: F401  (their old home)
 
 FORMAT_VERSION = 1
 _RUN_SIG = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
@@ -50,29 +50,6 @@ def c_strides(shape, dtype) -> tuple:
         out.append(step)
         step *= d
     return tuple(reversed(out))
-
-
-class ArgumentError(TypeError):
-    """Arguments of the wrong number, shape or dtype for an executable."""
-
-
-def _type_str(dtype_name: str, shape) -> str:
-    return f"{dtype_name}[{','.join(str(d) for d in shape)}]"
-
-
-class _Sig:
-    __slots__ = ("dtype", "shape", "name", "perm", "phys_shape", "nbytes")
-
-    def __init__(self, d):
-        self.name = d["dtype"]
-        self.dtype = BY_NAME[d["dtype"]].np_dtype
-        self.shape = tuple(d["shape"])
-        lay = d.get("layout")
-        default = tuple(range(len(self.shape) - 1, -1, -1))
-        # Physical order (major -> minor) when the layout is not row-major.
-        self.perm = None if lay is None or tuple(lay) == default else tuple(reversed(lay))
-        self.phys_shape = self.shape if self.perm is None else tuple(self.shape[p] for p in self.perm)
-        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 
 
 def _layout_probe() -> bool:
@@ -100,7 +77,7 @@ class _HostSite:
     buffer's layout), calls the callback, writes the checked results into the result buffers."""
 
     def __init__(self, d):
-        from hlo.ir.types import TensorType
+        from hlo.ir.types import BY_NAME, TensorType
         self.callback_id = int(d["callback_id"])
         self.n_in = int(d["operands"])
         self.where = str(d.get("where", ""))
@@ -126,23 +103,6 @@ class _HostSite:
                 dst = self._view(buffers[self.n_in + k], s)
                 dst[...] = o if s.perm is None else o.transpose(s.perm)
 _PY_SIG = ctypes.CFUNCTYPE(None, ctypes.py_object, ctypes.py_object, ctypes.c_void_p, ctypes.c_int64)
-
-
-class Signature:
-    """What every target's executable says about itself: its kernels and the types it takes
-    and returns (``manifest``, ``_in`` and ``_out`` lists of ``_Sig``)."""
-
-    @property
-    def kernels(self) -> List[str]:
-        return list(self.manifest.get("kernels", []))
-
-    @property
-    def input_types(self) -> List[str]:
-        return [_type_str(s.name, s.shape) for s in self._in]
-
-    @property
-    def output_types(self) -> List[str]:
-        return [_type_str(s.name, s.shape) for s in self._out]
 
 
 class Executable(Signature):

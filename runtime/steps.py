@@ -126,6 +126,23 @@ class Switch:
 Step = Union[KernelCall, Launch, LibraryCall, HostCall, Copy, While, Switch]
 
 
+def walk_steps(steps):
+    """Every step of ``steps``, those inside While and Switch bodies too (depth first)."""
+    for st in steps:
+        yield st
+        if isinstance(st, While):
+            yield from walk_steps(st.cond)
+            yield from walk_steps(st.body)
+        elif isinstance(st, Switch):
+            for b in st.branches:
+                yield from walk_steps(b)
+
+
+def calls_library(steps, library: str) -> bool:
+    """Whether any step (at any depth) is a ``LibraryCall`` into ``library``."""
+    return any(isinstance(st, LibraryCall) and st.library == library for st in walk_steps(steps))
+
+
 def describe_steps(steps, depth=0) -> List[str]:
     ind = "  " * depth
     out = []

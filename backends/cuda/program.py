@@ -81,21 +81,34 @@ class CudaProgram:
 
     # -- running ---------------------------------------------------------------------------
 
+    def prepare(self) -> None:
+        """Start readying GPU 0 in the background (``hlo.load`` calls it): the driver's context
+        and, where the program has matrix products, the cuBLASLt library. The first call then
+        waits only for what is still under way; a failure there is raised by the first call."""
+        from hlo.runtime.cuda import cublaslt, driver
+        from hlo.runtime.steps import calls_library
+        driver.start_context(0)
+        if calls_library(self.steps, "cublaslt"):
+            cublaslt.start_loading()
+
     def executable(self):
         """The runtime's ``CudaExecutable`` for this program on device 0 (created on first use):
         the cubin for the device's architecture when the program has one, else the PTX (the
         driver compiles it). Without a CUDA device: ``CudaUnavailableError`` saying so."""
         if self._runtime is None:
+            from hlo.runtime.cuda import driver
             from hlo.runtime.cuda.errors import CudaUnavailableError
-            from .device import present_device
-            if not present_device():
+            from hlo.runtime.cuda.executable import CudaExecutable, encode_constants
+            try:
+                ctx = driver.get_context(0)
+            except CudaUnavailableError:
+                from .device import present_device
+                if present_device():
+                    raise
                 raise CudaUnavailableError(
                     f"no CUDA device is present: this program was compiled for target 'cuda' "
                     f"({self.arch}) and needs an NVIDIA GPU and its driver to run; compile it for "
-                    "target='cpu' to run it here")
-            from hlo.runtime.cuda import driver
-            from hlo.runtime.cuda.executable import CudaExecutable, encode_constants
-            ctx = driver.get_context(0)
+                    "target='cpu' to run it here") from None
             m = dict(self.manifest)
             m["target"] = {**m["target"], "name": "cuda"}
             m["constants"] = encode_constants([np.ascontiguousarray(c).tobytes() for c in self.constants])

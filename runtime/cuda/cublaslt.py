@@ -1,8 +1,10 @@
 """A small ctypes binding to cuBLASLt: the matrix products of ``LibraryCall("cublaslt",
 "matmul", ...)`` steps.
 
-The library is found with ``cuda.pathfinder.load_nvidia_dynamic_lib("cublasLt")`` (the
-toolkit's or the ``nvidia-cublas`` wheel's). ``Lt(ctx)`` is one handle per context.
+The library is found in an NVIDIA wheel, by soname, or else with
+``cuda.pathfinder.load_nvidia_dynamic_lib("cublasLt")`` (``_open_library``); ``start_loading``
+opens it in the background (``hlo.load`` does, for a program with matrix products).
+``Lt(ctx)`` is one handle per context.
 ``Lt.plan(params)`` builds, once per distinct params dict and pointer alignment, a
 ``MatmulPlan``: the matmul descriptor (compute / scale type, transposes, epilogue), the four
 matrix layouts (column-major; batched strided) and the algorithm cuBLASLt's heuristic picks
@@ -101,23 +103,58 @@ _lib = None
 _lib_lock = threading.Lock()
 
 
+# cuBLASLt's sonames, newest first, and where NVIDIA's wheels put each (``nvidia/<dir>/lib``)
+_SONAMES = (("libcublasLt.so.13", "cu13"), ("libcublasLt.so.12", "cublas"))
+
+
+def _open_library() -> ctypes.CDLL:
+    """Open cuBLASLt without importing cuda.pathfinder where that can be helped (its import
+    takes about 45 ms): the copy in an NVIDIA wheel beside this interpreter's packages (torch's,
+    or ``nvidia-cublas``), then the soname through the dynamic loader's own search (a copy the
+    process has already loaded, LD_LIBRARY_PATH, the loader cache), then
+    ``cuda.pathfinder.load_nvidia_dynamic_lib`` (conda, CUDA_HOME, ...)."""
+    import importlib.util
+    import os
+    try:
+        spec = importlib.util.find_spec("nvidia")
+        roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    except (ImportError, ValueError):
+        roots = []
+    for soname, folder in _SONAMES:
+        for root in roots:
+            path = os.path.join(root, folder, "lib", soname)
+            if os.path.exists(path):
+                try:
+                    return ctypes.CDLL(path)
+                except OSError:
+                    pass
+    for soname, _ in _SONAMES:
+        try:
+            return ctypes.CDLL(soname)
+        except OSError:
+            pass
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+        path = load_nvidia_dynamic_lib("cublasLt").abs_path
+    except ImportError as e:
+        raise CudaUnavailableError(f"cuBLASLt (libcublasLt) was not found, and cuda-pathfinder, "
+                                   f"which looks further, is not installed (pip install 'hlo[cuda]'): "
+                                   f"{e}") from None
+    except Exception as e:
+        raise CudaUnavailableError(f"cuBLASLt (libcublasLt) was not found: {e}") from None
+    return ctypes.CDLL(path)
+
+
 def library() -> ctypes.CDLL:
-    """The cuBLASLt shared library with the signatures used here."""
+    """The cuBLASLt shared library with the signatures used here (opened once; a caller while
+    another thread opens it waits for that)."""
     global _lib
     if _lib is not None:
         return _lib
     with _lib_lock:
         if _lib is not None:
             return _lib
-        try:
-            from cuda.pathfinder import load_nvidia_dynamic_lib
-            path = load_nvidia_dynamic_lib("cublasLt").abs_path
-        except ImportError as e:
-            raise CudaUnavailableError(f"cuBLASLt is found through cuda-pathfinder (pip install "
-                                       f"'hlo[cuda]'): {e}") from None
-        except Exception as e:
-            raise CudaUnavailableError(f"cuBLASLt (libcublasLt) was not found: {e}") from None
-        lib = ctypes.CDLL(path)
+        lib = _open_library()
         P, I, U64, I64, SZ = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_int64, ctypes.c_size_t
         sigs = {
             "cublasLtCreate": [P], "cublasLtDestroy": [P],
@@ -138,6 +175,14 @@ def library() -> ctypes.CDLL:
         lib.cublasLtGetVersion.argtypes = []
         _lib = lib
         return lib
+
+
+def start_loading() -> Optional[threading.Thread]:
+    """Begin opening the library in the background (the dynamic loader maps and relocates a
+    few hundred MB: tens of ms without the GIL); ``library()`` waits for it."""
+    if _lib is None:
+        return driver.in_background(library, name="hlo-cublaslt-load")
+    return None
 
 
 def version() -> int:
@@ -170,7 +215,10 @@ class Lt:
              workspace_bytes: int = WORKSPACE_BYTES) -> "MatmulPlan":
         """The plan for ``params`` (cached: the heuristic runs once per shape and alignment).
         ``align``: the byte alignment the A, B, C, D and bias pointers have
-        (``pointer_alignment``)."""
+        (``pointer_alignment``). The process's first plan also pays cuBLASLt's one-time
+        set-up (about 70 ms on an H200); storing the chosen algorithm in a saved file would
+        not avoid it: measured there, ``cublasLtMatmulAlgoCheck`` of a stored algorithm took
+        as long, and without either the first ``cublasLtMatmul`` did."""
         key = (_freeze(params), align, workspace_bytes)
         p = self._plans.get(key)
         if p is None:

@@ -6,6 +6,8 @@ themselves are imported on the first ``get_context()``, so this module imports a
 - ``get_context(device)``: the device's primary context (one per device, retained once and
   shared with torch / jax / cupy, which use it too), with its compute capability, name and
   memory; ``Context.make_current()`` makes it current in the calling thread.
+  ``start_context(device)`` begins creating it in a background thread (``hlo.load`` does), so
+  that the driver's ~0.2 s of set-up overlaps loading; ``get_context`` then waits for it.
 - ``check(ret, call)``: every driver call's result goes through it (or through the inline
   ``is not OK`` test on hot paths, which then calls ``fail``): a failure raises a ``CudaError``
   naming the call and the CUresult's name and text, never a bare code.
@@ -30,6 +32,7 @@ OK = None  # CUresult.CUDA_SUCCESS
 
 _lock = threading.Lock()
 _contexts = {}
+_starting = {}  # device -> the thread start_context began
 
 # PTX ISA version -> the CUDA release that introduced it (driver needed to JIT it).
 PTX_ISA_CUDA = {
@@ -257,15 +260,49 @@ def fmt_bytes(n: int) -> str:
 
 
 def get_context(device: int = 0) -> Context:
-    """The primary context of ``device`` (created once per process), current in this thread."""
+    """The primary context of ``device`` (created once per process), current in this thread.
+    While ``start_context`` is creating it in the background, this waits for that; where the
+    background attempt failed, this makes its own and raises the error itself."""
     ctx = _contexts.get(device)
     if ctx is None:
-        with _lock:
-            ctx = _contexts.get(device)
-            if ctx is None:
-                ctx = _contexts[device] = Context(device)
+        ctx = _create_context(device)
     ctx.make_current()
     return ctx
+
+
+def _create_context(device: int) -> Context:
+    with _lock:
+        ctx = _contexts.get(device)
+        if ctx is None:
+            ctx = _contexts[device] = Context(device)
+        return ctx
+
+
+def in_background(fn, *args, name: str) -> threading.Thread:
+    """Run ``fn(*args)`` in a thread of its own, started now, whose failure is dropped: it only
+    does early what a later call does anyway (and waits for, through the same lock), and that
+    call, where the work failed, does it again and raises the error in its caller's thread.
+    Not a daemon: an exiting interpreter waits for it rather than cutting a driver call short."""
+    def run():
+        try:
+            fn(*args)
+        except BaseException:  # the later call raises it (see above)
+            pass
+    t = threading.Thread(target=run, name=name)
+    t.start()
+    return t
+
+
+def start_context(device: int = 0) -> Optional[threading.Thread]:
+    """Begin creating ``device``'s context in the background (importing the bindings, cuInit,
+    retaining the primary context: about 0.2 s on an H200, spent in the driver without the GIL),
+    so that a first ``get_context`` finds it made or waits for the rest. None if it exists."""
+    if device in _contexts:
+        return None
+    t = _starting.get(device)
+    if t is None or not t.is_alive():
+        t = _starting[device] = in_background(_create_context, device, name=f"hlo-cuda-context-{device}")
+    return t
 
 
 def _done(res, call: str) -> bool:

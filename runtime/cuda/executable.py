@@ -54,8 +54,8 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from hlo.runtime.executable import ArgumentError, Signature, _Sig as _CpuSig, _type_str
-from hlo.runtime.steps import LibraryCall, Launch, Switch, While, steps_from_json
+from hlo.runtime.signature import ArgumentError, Signature, _Sig as _CpuSig, _type_str
+from hlo.runtime.steps import Launch, calls_library, steps_from_json, walk_steps
 
 from . import driver, graph, interop, program
 from .array import BufferPool, Completion, DeviceArray, DeviceBuffer, layout_strides, strides_match
@@ -126,24 +126,12 @@ class Manifest:
                 raise ValueError(f"input {i} is aliased to two outputs")
             self.aliases[o] = i
         known = set(self.kernels)
-        for st in _walk_steps(self.steps):
+        for st in walk_steps(self.steps):
             if isinstance(st, Launch) and known and st.name not in known:
                 raise ValueError(f"step launches {st.name!r}, which is not among the kernels "
                                  f"{sorted(known)}")
-        self.uses_cublaslt = any(isinstance(st, LibraryCall) and st.library == "cublaslt"
-                                 for st in _walk_steps(self.steps))
+        self.uses_cublaslt = calls_library(self.steps, "cublaslt")
         self.raw = m
-
-
-def _walk_steps(steps):
-    for st in steps:
-        yield st
-        if isinstance(st, While):
-            yield from _walk_steps(st.cond)
-            yield from _walk_steps(st.body)
-        elif isinstance(st, Switch):
-            for b in st.branches:
-                yield from _walk_steps(b)
 
 
 # Objects that calls keep alive until their work is done (arguments whose memory another
