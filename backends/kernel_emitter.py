@@ -85,6 +85,44 @@ def kernel_buffers(refs: Sequence[BufRef], writes: Sequence[bool]) -> Tuple[List
     return uniq, wr, alone
 
 
+# Which materialized values does a fused computation read? (Every backend's kernels ask.)
+
+def fused_ops(roots: Sequence[Value], env: Dict[Value, BufRef]) -> Tuple[List[Value], list, int]:
+    """What computing ``roots`` elementally involves: the values with a buffer (in ``env``) that
+    it reads, the ops computed on the way, and the number of ops inside their regions."""
+    seen = set()
+    reads: List[Value] = []
+    ops = []
+    inner_ops = 0
+    stack = list(roots)
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v in env:
+            reads.append(v)
+            continue
+        op = v.op
+        if op is None:
+            continue  # a scalar-region argument bound at emission time
+        ops.append(op)
+        stack.extend(op.operands)
+        if op.regions:
+            inner = op.defined_inside()
+            for r in op.regions:
+                for o in r.walk():
+                    inner_ops += 1
+                    stack.extend(x for x in o.operands if x not in inner)
+                stack.extend(x for x in r.outputs if x not in inner)
+    return reads, ops, inner_ops
+
+
+def fused_reads(roots: Sequence[Value], env: Dict[Value, BufRef]) -> List[Value]:
+    """The values with a buffer (in ``env``) that computing ``roots`` elementally reads."""
+    return fused_ops(roots, env)[0]
+
+
 def physical_order(t: TensorType) -> List[int]:
     """Logical dimensions from the physically major to the minor one."""
     return list(reversed(t.minor_to_major))

@@ -33,7 +33,7 @@ from hlo.ir.core import Value
 from hlo.ir.types import TensorType
 from .. import llvm_util as U
 from ..elemental import BufferSource, ElementalEmitter
-from ..kernel_emitter import Root, kernel_buffers, physical_order, root_values
+from ..kernel_emitter import Root, fused_ops, kernel_buffers, physical_order, root_values
 from ..llvm_util import I64, PTR, SCALAR_LOOP, VOID, ModuleContext, for_range, i64, prefer_vector_width
 from .program import BufRef, KernelCall, TASK_FN
 
@@ -132,41 +132,6 @@ class KernelBuilder:
         tb.ret_void()
         self.cg.tasks[self.name] = task
         return KernelCall(self.name, list(self.refs), list(self.writes), extent, True, what)
-
-
-# ------------------------------------------------------------------------------------------
-# Which materialized values does a fused computation read?
-# ------------------------------------------------------------------------------------------
-
-def fused_ops(roots: Sequence[Value], env: Dict[Value, BufRef]) -> Tuple[List[Value], list, int]:
-    """What computing ``roots`` elementally involves: the values with a buffer (in ``env``) that
-    it reads, the ops computed on the way, and the number of ops inside their regions."""
-    seen = set()
-    reads: List[Value] = []
-    ops = []
-    inner_ops = 0
-    stack = list(roots)
-    while stack:
-        v = stack.pop()
-        if v in seen:
-            continue
-        seen.add(v)
-        if v in env:
-            reads.append(v)
-            continue
-        op = v.op
-        if op is None:
-            continue  # a scalar-region argument bound at emission time
-        ops.append(op)
-        stack.extend(op.operands)
-        if op.regions:
-            inner = op.defined_inside()
-            for r in op.regions:
-                for o in r.walk():
-                    inner_ops += 1
-                    stack.extend(x for x in o.operands if x not in inner)
-                stack.extend(x for x in r.outputs if x not in inner)
-    return reads, ops, inner_ops
 
 
 def collect_reads(roots: Sequence[Value], env: Dict[Value, BufRef]) -> Tuple[List[Value], int]:

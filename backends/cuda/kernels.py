@@ -39,7 +39,7 @@ from hlo.ir.types import TensorType
 from hlo.runtime.steps import BufRef, Launch
 from .. import index_trace, llvm_util as U, nvptx
 from ..elemental import BufferSource, ElementalEmitter
-from ..kernel_emitter import kernel_buffers, root_values
+from ..kernel_emitter import fused_reads, kernel_buffers, root_values
 from ..llvm_util import I1, I32, I64, PTR, VOID, ModuleContext, for_range, i64
 
 BLOCK = 256  # threads a block
@@ -312,9 +312,8 @@ def emit_loop_kernel(cg: GpuCodegen, roots, env: Dict[Value, BufRef], name: str 
     f32), then every element is computed and each root stored as one vector. Pointers are
     checked at run time: a misaligned one (a view from another library) takes the scalar path,
     ``UNROLL`` elements a thread, loads first too."""
-    from hlo.backends.cpu.kernels import collect_reads
     t: TensorType = roots[0].dest_type
-    reads, _ = collect_reads([r.value for r in roots], env)
+    reads = fused_reads([r.value for r in roots], env)
     refs = [r.dest for r in roots] + [env[v] for v in reads]
     kb = GpuKernel(cg, name, refs, [True] * len(roots) + [False] * len(reads))
     b = kb.b
@@ -609,9 +608,8 @@ def _from_shared(b, v, t):
 def emit_reduce_kernel(cg: GpuCodegen, op, dests: Sequence[BufRef], env: Dict[Value, BufRef],
                        what: str = "") -> Launch:
     """A reduce op (its inputs possibly fused producers) with a group per output element."""
-    from hlo.backends.cpu.kernels import collect_reads
     res = [r for r in op.results]
-    reads, _ = collect_reads(list(op.operands), env)
+    reads = fused_reads(list(op.operands), env)
     refs = list(dests) + [env[v] for v in reads]
     kb = GpuKernel(cg, "reduce", refs, [True] * len(dests) + [False] * len(reads))
     em = make_emitter(kb, reads, env)
@@ -670,8 +668,7 @@ def emit_row_kernel(cg: GpuCodegen, k: int, reduces: Sequence[Value], outputs, e
     group ``lane + j * size`` of the row), loaded before the first reduction; a misaligned
     pointer takes the same kernel's scalar path, which streams the row (reads it once a
     reduction and once for the outputs) in less code."""
-    from hlo.backends.cpu.kernels import collect_reads
-    reads, _ = collect_reads([v for v, _ in outputs], env)
+    reads = fused_reads([v for v, _ in outputs], env)
     refs = [r for _, r in outputs] + [env[v] for v in reads]
     kb = GpuKernel(cg, name, refs, [True] * len(outputs) + [False] * len(reads))
     b = kb.b

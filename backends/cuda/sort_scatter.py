@@ -19,6 +19,7 @@ from hlo.ir.core import Value
 from hlo.runtime.steps import BufRef
 from .. import llvm_util as U
 from ..llvm_util import I64, for_range, i64
+from ..kernel_emitter import fused_reads
 from ..sort_scatter import merge_sort, scatter_copy_inputs, scatter_update, sort_shape
 from .kernels import (BLOCK, GpuKernel, make_emitter, physical_index,
                       row_major_index, store)
@@ -28,14 +29,13 @@ RANK_SORT_MAX = 4096
 
 
 def lower_sort(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> None:
-    from hlo.backends.cpu.kernels import collect_reads
     cg = lw.cg
     t = op.operands[0].type
     if t.size == 0:
         return
     r = t.rank
     dim, n, others, slices = sort_shape(op)
-    reads, _ = collect_reads(list(op.operands), env)
+    reads = fused_reads(list(op.operands), env)
     rank_sort = n <= RANK_SORT_MAX
     scratch = [] if rank_sort else [lw.scratch(8 * n * slices), lw.scratch(8 * n * slices)]
     refs = list(dests) + [env[v] for v in reads] + scratch
@@ -105,7 +105,6 @@ def lower_sort(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> Non
 
 
 def lower_scatter(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> None:
-    from hlo.backends.cpu.kernels import collect_reads
     cg = lw.cg
     if not scatter_copy_inputs(lw, op, dests, env):
         return
@@ -118,7 +117,7 @@ def lower_scatter(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> 
     iwd = list(a.get("inserted_window_dims", ()))
     ib = list(a.get("input_batching_dims", ()))
     sdod = list(a["scatter_dims_to_operand_dims"])
-    reads, _ = collect_reads([indices] + list(updates), env)
+    reads = fused_reads([indices] + list(updates), env)
     refs = list(dests) + [env[v] for v in reads]
     kb = GpuKernel(cg, "scatter", refs, [True] * nin + [False] * len(reads))
     em = make_emitter(kb, reads, env)
