@@ -8,8 +8,8 @@ opens it in the background (``hlo.load`` does, for a program with matrix product
 ``Lt.plan(params)`` builds, once per distinct params dict and pointer alignment, a
 ``MatmulPlan``: the matmul descriptor (compute / scale type, transposes, epilogue), the four
 matrix layouts (column-major; batched strided) and the algorithm cuBLASLt's heuristic picks
-for them (the fastest of its candidates on this device where it offers several, timed once
-a process: ``cublaslt_tune``). ``MatmulPlan.run(a, b, c, bias, d, workspace, stream)`` is one ``cublasLtMatmul``.
+for them (with ``HLO_CUBLASLT_AUTOTUNE=1``, the fastest of its candidates on this device,
+timed once a process: ``cublaslt_tune``). ``MatmulPlan.run(a, b, c, bias, d, workspace, stream)`` is one ``cublasLtMatmul``.
 What ``params`` holds is the contract documented in ``hlo.backends.cuda.gemm``.
 
 Enum values are those of ``cublasLt.h`` / ``cublas_api.h`` / ``library_types.h`` (CUDA 12 and
