@@ -371,8 +371,9 @@ def _blas_kernel(cg, blas, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, B
 
 def _block_epilogue(kb, em, epi, c_ref, bi, m0, rows, n0, cols):
     """The output fusion's root over one C block (rows m0.., cols n0.. of batch bi), in place."""
-    from .kernels import _store
+    from .kernels import _store, interleave_for
     root, env2, (nb, nl, nr) = epi
+    _, nops = collect_reads([root], env2)
     b = kb.b
     shape = root.type.shape
     groups = [list(range(nb)), list(range(nb, nb + nl)), list(range(nb + nl, nb + nl + nr))]
@@ -392,7 +393,7 @@ def _block_epilogue(kb, em, epi, c_ref, bi, m0, rows, n0, cols):
     with for_range(b, m0, b.add(m0, rows), "em") as m:
         em.push()
         midx = split(m, groups[1])
-        with for_range(b, n0, b.add(n0, cols), "en") as n:
+        with for_range(b, n0, b.add(n0, cols), "en", interleave=interleave_for(nops)) as n:
             em.push()
             idx = tuple(bidx + midx + split(n, groups[2]))
             _store(b, em, kb.ptr(c_ref), root.type, idx, em.at(root, idx))

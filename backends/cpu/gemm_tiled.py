@@ -49,7 +49,7 @@ import llvmlite.ir as ir
 from .. import llvm_util as U
 from ..llvm_util import F32, F64, I64, for_range, i64
 from .gemm_view import MatrixView, block_item
-from .kernels import KernelBuilder, collect_reads, make_emitter
+from .kernels import KernelBuilder, collect_reads, make_emitter, vector_bits_for
 from hlo.runtime.cpu import target as _target
 from hlo.runtime.cpu.target import cache_bytes
 
@@ -107,11 +107,18 @@ def k_block(K: int, NV: int, W: int, itemsize: int, in_l1: bool = False) -> Tupl
     return -(-K // nk), nk
 
 
-def chunk_rows(MR: int, KC: int, cols: int, nk: int, itemsize: int) -> int:
-    """Rows per chunk: A's MC x KC (and C's MC x cols when the contraction is blocked) in L2."""
+def chunk_rows(MR: int, KC: int, cols: int, nk: int, itemsize: int, rows: int = 0) -> int:
+    """Rows per chunk: A's MC x KC (and C's MC x cols when the contraction is blocked) in L2;
+    the ``rows`` of a block in chunks of equal height (whole register tiles), not full chunks
+    and a sliver of a few rows (1024 rows in 510 + 510 + 4: the last chunk packed B again for
+    4 rows' work)."""
     per_row = (KC + (cols if nk > 1 else 0)) * itemsize
     budget = int(cache_bytes(2, 1 << 20) * L2_FRACTION)
-    return max(MR, budget // max(1, per_row) // MR * MR)
+    mc = max(MR, budget // max(1, per_row) // MR * MR)
+    if rows > mc:
+        n = -(-rows // mc)
+        mc = -(-(-(-rows // n)) // MR) * MR
+    return mc
 
 
 # When B's rows are PANEL_GROUP_MIN_STRIDE bytes apart or more (a page: N >= 1024 f32), each
@@ -253,7 +260,10 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
         ereads, _ = collect_reads([root], env2)
         refs += [env2[v] for v in ereads]
         writes += [False] * len(ereads)
-    kb = KernelBuilder(cg, "gemm_tiled", refs, writes)
+    # an epilogue with a math routine (tanh-GELU) runs at the widest vectors, as elementwise
+    # kernels do (``kernels.vector_bits_for``); the tiles are the shared body's, not affected
+    kb = KernelBuilder(cg, "gemm_tiled", refs, writes,
+                       vector_bits_for([epi[0]], epi[1]) if epi is not None else None)
     b = kb.b
     Cp, Ap, Bp = kb.ptr(C.ref), kb.ptr(A.ref), kb.ptr(Bv.ref)
     em = make_emitter(kb, ereads, epi[1]) if epi is not None else None
@@ -292,7 +302,7 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
     core = _core_for(cg, comp, mode, c_strided, "small" if small else "")
     core.has_acc |= NK > 1
     # the row counts of a chunk and the column counts of an item: the core holds a tile for each
-    MC = chunk_rows(MR, KC, NB, NK, comp.itemsize)
+    MC = chunk_rows(MR, KC, NB, NK, comp.itemsize, MB)
     rows = {h for hb in {min(MB, M - m0) for m0 in range(0, M, MB)}
             for h in ({min(MC, hb)} | ({hb % MC} if hb > MC and hb % MC else set()))}
     cols = {min(NB, N - n0) for n0 in range(0, N, NB)}

@@ -106,6 +106,86 @@ def test_generated_gemm_at_each_vector_width(monkeypatch, which, m, k, n, bt, ba
     assert exe.manifest["target"]["cpu"] == target.cpu
 
 
+GELU_EPILOGUE = """module @m
+func @main(%a: f32[{m},{k}], %b: f32[{k},{n}], %c: f32[{n}]) -> (f32[{m},{n}]) {{
+  %0 = fusion(%a, %b, %c) {{kind = "output"}} : f32[{m},{n}] {{
+    ^fused(%1: f32[{m},{k}], %2: f32[{k},{n}], %3: f32[{n}]):
+      %4 = dot_general(%1, %2) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]}} : f32[{m},{n}]
+      %5 = broadcast_in_dim(%3) {{broadcast_dimensions = [1]}} : f32[{m},{n}]
+      %6 = add(%4, %5) : f32[{m},{n}]
+      %h = constant dense<0.5> : f32[]
+      %hb = broadcast_in_dim(%h) {{broadcast_dimensions = []}} : f32[{m},{n}]
+      %s = constant dense<0.7978845608> : f32[]
+      %sb = broadcast_in_dim(%s) {{broadcast_dimensions = []}} : f32[{m},{n}]
+      %q = constant dense<0.044715> : f32[]
+      %qb = broadcast_in_dim(%q) {{broadcast_dimensions = []}} : f32[{m},{n}]
+      %one = constant dense<1.0> : f32[]
+      %ob = broadcast_in_dim(%one) {{broadcast_dimensions = []}} : f32[{m},{n}]
+      %x2 = multiply(%6, %6) : f32[{m},{n}]
+      %x3 = multiply(%x2, %6) : f32[{m},{n}]
+      %t0 = multiply(%qb, %x3) : f32[{m},{n}]
+      %t1 = add(%6, %t0) : f32[{m},{n}]
+      %t2 = multiply(%sb, %t1) : f32[{m},{n}]
+      %t3 = tanh(%t2) : f32[{m},{n}]
+      %t4 = add(%ob, %t3) : f32[{m},{n}]
+      %t5 = multiply(%hb, %6) : f32[{m},{n}]
+      %7 = multiply(%t5, %t4) : f32[{m},{n}]
+      return(%7)
+  }}
+  return(%0)
+}}
+"""
+
+
+@pytest.mark.parametrize("which", _targets())
+@pytest.mark.parametrize("m,k,n,chunks", [
+    (37, 70, 131, False),     # row tails, whole panels and a masked column tail under the epilogue
+    (301, 40, 45, True),      # several chunks of rows (forced), narrow columns
+    (7, 5, 3, False),         # less than one vector of columns
+])
+def test_math_epilogue_at_each_vector_width(monkeypatch, which, m, k, n, chunks):
+    """A product whose output fusion computes tanh-GELU of the product plus a bias: the
+    epilogue, run on each chunk of C inside the GEMM kernel, is vectorized at the widest
+    vectors (the kernel prefers 512-bit vectors on an AVX-512 target, as elementwise kernels
+    with a math routine do; LLVM's choice on AVX2) and matches numpy (float64) on 1 and 2
+    threads, across the chunks of rows it runs on."""
+    import hlo.backends.cpu.gemm_tiled as gt
+    monkeypatch.setenv("HLO_CPU_GEMM", "generated")
+    if chunks:
+        monkeypatch.setattr(gt, "L2_FRACTION", 2e-3)   # chunks of a few row tiles
+    src = GELU_EPILOGUE.format(m=m, k=k, n=n)
+    rng = np.random.default_rng(m + 13 * n)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+    c = rng.standard_normal(n).astype(np.float32)
+    z = a.astype(np.float64) @ b.astype(np.float64) + c
+    ref = 0.5 * z * (1 + np.tanh(0.7978845608 * (z + 0.044715 * z ** 3)))
+    target = T.host() if which == "host" else _avx2()
+    with T.standing_in(target):
+        for threads in (1, 2):
+            exe = compile_text(src, threads=threads)
+            assert len(exe.kernels) == 1   # the epilogue runs inside the GEMM kernel
+            np.testing.assert_allclose(exe.run([a, b, c])[0], ref, rtol=1e-5, atol=1e-5)
+    wide = '"prefer-vector-width"="512"' in exe.ir_text
+    assert wide == (target.vector_bits == 512)
+
+
+def test_row_chunks_have_equal_heights(monkeypatch):
+    """A block's rows run in chunks of (nearly) equal height, whole register tiles each, rather
+    than full chunks and a sliver: 1024 rows with room for 510 per chunk run as 342 + 342 +
+    340, not 510 + 510 + 4."""
+    import hlo.backends.cpu.gemm_tiled as gt
+    monkeypatch.setattr(gt, "cache_bytes", lambda level, default: {1: 48 << 10, 2: 2 << 20}[level])
+    assert gt.chunk_rows(6, 512, 512, 1, 4) == 510
+    assert gt.chunk_rows(6, 512, 512, 1, 4, rows=1024) == 342
+    assert gt.chunk_rows(6, 512, 512, 1, 4, rows=500) == 510     # one chunk: unchanged
+    for rows in range(511, 5000, 7):
+        mc = gt.chunk_rows(6, 512, 512, 1, 4, rows=rows)
+        n = -(-rows // mc)
+        assert mc % 6 == 0 and mc <= 510 and n == -(-rows // 510)   # no more chunks than before
+        assert rows - (n - 1) * mc >= mc - 6 * n   # the last chunk nearly as tall as the others
+
+
 def test_avx512_code_is_refused_on_an_avx2_only_machine(tmp_path):
     """A ``.hlox`` compiled with AVX-512 code is refused, before linking, on a machine with AVX2
     only, with a LoadError naming what is missing; AVX2 code loads on both. On an AVX-512
