@@ -349,6 +349,25 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
     return kb.finish(Bn * per_batch, flops >= GEMM_PARALLEL_MIN_FLOPS, what)
 
 
+def _transpose(b: ir.IRBuilder, rows: List[ir.Value]) -> List[ir.Value]:
+    """The transpose of a W x W block held as W vectors of W lanes (W a power of two): for
+    d = W/2 .. 1, the off-diagonal d x d blocks of every 2d x 2d block swap places (row bit
+    d <-> lane bit d), one two-input shuffle per output vector and stage."""
+    W = len(rows)
+    rows = list(rows)
+    mask = lambda idx: ir.Constant(ir.VectorType(ir.IntType(32), W), [ir.Constant(ir.IntType(32), x) for x in idx])
+    d = W // 2
+    while d:
+        lo = mask([p if not p & d else W + p - d for p in range(W)])
+        hi = mask([p + d if not p & d else W + p for p in range(W)])
+        for i in range(W):
+            if not i & d:
+                x, y = rows[i], rows[i + d]
+                rows[i], rows[i + d] = b.shuffle_vector(x, y, lo), b.shuffle_vector(x, y, hi)
+        d //= 2
+    return rows
+
+
 def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, col_counts, fills,
                directs, c_strided: bool = False, tail_rows=None):
     """The body of a ``_Core`` (see there): tiles for the row and column counts given."""
@@ -601,7 +620,17 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
         only that many columns (zeros after them)."""
         if pairs:
             return pack_pairs(ob, j0, nv, lanes)
-        with for_range(b, i64(0), kc_cur[0], "pk") as k:
+        k_start = i64(0)
+        if not b_contig:
+            # B's columns strided but its rows contiguous (ldb == 1: a transposed operand, as
+            # attention's k^T): whole W x W blocks are read as vectors and transposed in
+            # registers; the element-by-element copy below takes only the rows left
+            by_rows = b.icmp_unsigned("==", ldb, i64(1))
+            whole = b.mul(b.udiv(kc_cur[0], i64(W)), i64(W))
+            k_start = b.select(by_rows, whole, i64(0))
+            with b.if_then(by_rows):
+                pack_transposed(ob, j0, nv, npanels, lanes, whole)
+        with for_range(b, k_start, kc_cur[0], "pk") as k:
             src = b.add(ob, b.mul(k, ldb))
 
             def one(p, jp0):
@@ -618,6 +647,32 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
                             e = b.load(elem_in(Bp, b.add(src, b.mul(col, csB))), typ=fty)
                             x = b.insert_element(x, e, ir.Constant(ir.IntType(32), l))
                     b.store(x, panel_at(k, v, p))
+            if npanels is None:
+                one(i64(0), j0)
+            else:
+                with for_range(b, i64(0), npanels, "pg") as p:
+                    one(p, b.add(j0, b.mul(p, i64(nv * W))))
+
+    def pack_transposed(ob, j0, nv, npanels, lanes, whole):
+        """B's rows 0..whole (a multiple of W) of the panels at j0, B's columns being runs in
+        memory (column c at ob + c * csB): per W x W block, W vector loads (one per column,
+        zeros past ``lanes``), a transpose in registers and W stores to the panel's rows, in
+        place of W * W scalar loads and inserts (a third of attention's q k^T time)."""
+        with for_range(b, i64(0), b.udiv(whole, i64(W)), "pt") as kb_:
+            k0 = b.mul(kb_, i64(W))
+
+            def one(p, jp0):
+                for v in range(nv):
+                    n = lanes if v == nv - 1 and lanes else W
+                    cols = []
+                    for l in range(W):
+                        if l >= n:
+                            cols.append(zero_v)
+                            continue
+                        at = b.add(b.add(ob, b.mul(b.add(jp0, i64(v * W + l)), csB)), k0)
+                        cols.append(b.load(elem_in(Bp, at), typ=vty, align=comp.itemsize))
+                    for i, row in enumerate(_transpose(b, cols)):
+                        b.store(row, panel_at(b.add(k0, i64(i)), v, p))
             if npanels is None:
                 one(i64(0), j0)
             else:

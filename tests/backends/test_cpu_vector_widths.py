@@ -73,6 +73,8 @@ def _gemm_src(m, k, n, bt=False, batch=1, relu=False):
     (64, 64, 64, True, 3, False),        # attention's batched heads
     (130, 64, 1030, False, 1, False),    # B's rows a page apart: grouped panels, then a tail
     (130, 1300, 1030, True, 1, True),     # blocked, gathered, grouped... and a tail
+    (45, 37, 77, True, 2, False),        # a transposed B: W x W blocks transposed in registers,
+    (9, 21, 5, True, 1, False),          # ...the rows left copied one by one, masked columns
 ])
 def test_generated_gemm_at_each_vector_width(monkeypatch, which, m, k, n, bt, batch, blocked):
     """The register tile, blocking and masked column tail follow the target's vector width;
@@ -99,6 +101,8 @@ def test_generated_gemm_at_each_vector_width(monkeypatch, which, m, k, n, bt, ba
             exe = compile_text(src, threads=threads)
             got = exe.run([a, b])[0]
             np.testing.assert_allclose(got, ref, rtol=2e-4, atol=2e-4 * np.sqrt(k))
+    # a transposed B (its rows contiguous) is packed by blocks transposed in registers
+    assert ("pt.body" in exe.ir_text) == bt
     widths = {int(w) for w in re.findall(r"call <(\d+) x float> @\"?llvm\.fma\.v", exe.ir_text)}
     assert widths == {lanes}, f"FMA vector widths {widths}, expected <{lanes} x float>"
     # forced, or chosen for a small item (its panel kept in L1: SMALL_ITEM_TILES)
