@@ -40,6 +40,7 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 import llvmlite.ir as ir
 
+from hlo.ir import ops as op_table
 from hlo.ir.core import Region, Value
 from hlo.ir.types import TensorType, bf16 as BF16_T, f32 as F32_T, f64 as F64_T
 from hlo.runtime.cpu import target as _target
@@ -50,9 +51,11 @@ from .kernels import (Codegen, KernelBuilder, Root, collect_reads, emit_loop_ker
                       make_emitter)
 from .gemm_tiled import emit_tiled_gemm, register_tile, supports as tiled_supports, vector_lanes
 from .gemm_view import MatrixView, block_item, canonical_view, matrix_view
+from ..kernel_emitter import physical_order
 from .program import BufRef
 
 CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_TRANS = 101, 111, 112
+_ELEMENTWISE = op_table.with_trait(op_table.ELEMENTWISE)
 # Products under this many flops run on one thread, as one item per matrix: ~5-10 us of work
 # at the single-core rate, a few times what handing half of it to a pool thread costs now that
 # idle workers watch for the next job before sleeping (it was 1 << 22 before: the train step's
@@ -149,8 +152,13 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
             mv = matrix_view(v, env, *groups)
             if mv is not None and _readable(kind, mv, role) and not (pairs and mv.cs not in (1, None)):
                 return mv
-        if role == "a" and kind == "tiled" and not pairs and _narrow(comp, M, N):
-            # copied as A^T ([B, K, M]), so that the product runs transposed (see there)
+        if (role == "a" and kind == "tiled" and not pairs and _narrow(comp, M, N)
+                and groups[1] and _minor_dimension(v, env) == groups[1][-1]):
+            # copied as A^T ([B, K, M]), so that the product runs transposed (see there), where
+            # that copy reads A's rows as they lie (A's physically minor dimension is a row
+            # dimension: the backward pass's relu(h)^T); transposing a row-major A on the way
+            # cost more than the transposed product saves (the train step's relu(h) @ w2,
+            # 128 x 512 x 10, one thread: 66 us this way, 20 us as it lies)
             return canonical(v, [groups[0], groups[2], groups[1]],
                              (canon_shape[0], canon_shape[2], canon_shape[1])).transposed()
         return canonical(v, groups, canon_shape)
@@ -228,6 +236,28 @@ def _narrow(comp, M: int, N: int) -> bool:
     w = vector_lanes(comp)
     use = N / (-(-N // w) * w)
     return N < nv * w and use <= TRANSPOSE_MAX_LANE_USE and M >= nv * w
+
+
+def _minor_dimension(v: Value, env) -> Optional[int]:
+    """The dimension of ``v`` along which computing it elementally reads its buffers' physically
+    minor dimension: ``v``'s own for a buffer, followed back through transposes and elementwise
+    ops (the first operand that resolves; constants and broadcasts do not); None where unknown."""
+    if v in env:
+        return physical_order(v.type)[-1] if v.type.rank else None
+    op = v.op
+    if op is None:
+        return None
+    if op.name == "transpose":
+        d = _minor_dimension(op.operands[0], env)
+        perm = list(op.attrs["permutation"])
+        return perm.index(d) if d is not None else None
+    if op.name in _ELEMENTWISE:
+        for x in op.operands:
+            if x.type.shape == v.type.shape:
+                d = _minor_dimension(x, env)
+                if d is not None:
+                    return d
+    return None
 
 
 def _computed_transposed(comp, A: MatrixView, M: int, N: int) -> bool:
