@@ -11,6 +11,7 @@ only handles outputs of at least ``MIN_BYTES``; smaller ones are plain ``np.empt
 """
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
 from typing import Dict, List
@@ -78,7 +79,9 @@ class _Block:
 def empty(shape, dtype: np.dtype) -> np.ndarray:
     """An uninitialized C-contiguous array, from the pool when it is large."""
     dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    # math.prod, not np.prod: numpy's reduction machinery took ~2.5 us a call, 12 us of the
+    # train step's 5 outputs (0.1 us here)
+    nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < MIN_BYTES or dtype.hasobject or dtype.str[0] not in "<>|=":
         return np.empty(shape, dtype)
     return np.asarray(_Block(_POOL.take(nbytes), nbytes, shape, dtype))
