@@ -316,7 +316,11 @@ def _blocks(cg: Codegen, Bn: int, M: int, N: int, K: int = 0):
     grid of mb x nb blocks packs nb*M*K + mb*K*N elements. (The earlier fixed split, 8 row
     blocks of a tall product, packed B 8 times; this grid measured 8% faster on
     ln_linear_gelu_res' 16384 x 512 x 512, 2 threads of an AVX-512 Xeon, and the same on
-    1024 x 512 x 512.)"""
+    1024 x 512 x 512.) Of grids that pack the same, the one with fewer column blocks (rows as
+    wide as the product) wins: each item then reads its rows of A once, not once per column
+    block; the FFN's 1024 x 2048 x 512 (a blocked contraction) as 4 x 1 blocks ran at 165-169
+    GFLOP/s of one thread's CPU time, as 2 x 2 at 151-158 (1024 x 512 x 512 as 4 x 1 and
+    1024 x 512 x 2048 as 2 x 2: the same as before within noise)."""
     T = cg.threads
     if T <= 1 or Bn >= 2 * T or 2 * Bn * M * N * max(K, 1) < GEMM_PARALLEL_MIN_FLOPS:
         return M, N
@@ -335,7 +339,7 @@ def _blocks(cg: Codegen, Bn: int, M: int, N: int, K: int = 0):
         if rows * (mb - 1) >= M or cols * (nb - 1) >= N:
             continue                                  # fewer blocks than asked for: skip
         cost = nb * M * max(K, 1) + mb * max(K, 1) * N
-        if best is None or cost < best[0]:
+        if best is None or cost <= best[0]:   # a tie: the fewer column blocks (see above)
             best = (cost, rows, cols)
     if best is None:
         return M, N

@@ -316,6 +316,32 @@ func @main(%a: {_t("f32", [m, k])}, %b: {_t("f32", [k, n])}) -> ({_t("f32", [m, 
     check(src, [_rand(rng, "f32", (m, k)), _rand(rng, "f32", (k, n))], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("M,N,K,grid", [
+    (1024, 512, 2048, (4, 1)),   # the FFN's second product: packing ties, whole-width rows
+    (1024, 512, 512, (4, 1)),    # q/k/v: a tie too
+    (1024, 2048, 512, (2, 2)),   # the FFN's first: 1 x 4 packs as much, in more column blocks
+    (128, 512, 784, (1, 4)),     # column blocks pack the least
+    (16, 16, 16, (1, 1)),        # too small to split
+])
+def test_parallel_blocks_pack_the_least_then_keep_rows_whole(M, N, K, grid):
+    """Two threads split a product into a grid of 4 blocks (row blocks x column blocks) shaped
+    to pack the least; of grids that pack the same, the one with whole-width rows (each item
+    reads its rows of A once). Blocks are whole register tiles of rows, whole panels of columns."""
+    import hlo.backends.cpu.dot as dot
+    from hlo.backends.cpu.gemm_tiled import register_tile, vector_lanes
+    from hlo.ir.types import f32
+
+    class Cg:
+        threads = 2
+
+    mr, nv = register_tile()
+    panel = nv * vector_lanes(f32)
+    mb, nb = grid
+    rows = -(-(-(-M // mb)) // mr) * mr if mb > 1 else M
+    cols = -(-(-(-N // nb)) // panel) * panel if nb > 1 else N
+    assert dot._blocks(Cg(), 1, M, N, K) == (rows, cols)
+
+
 @pytest.mark.parametrize("dt,n,group,min_stride", [
     ("f32", 123, 3, 0),      # 7 panels in groups of 3, 3, 1, then a vector and scalar columns
     ("f64", 37, 2, 0),       # 4 panels of 8 in groups of 2, then a vector and a scalar column
