@@ -25,7 +25,7 @@ import ctypes
 import json
 import operator
 import threading
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 
@@ -123,7 +123,7 @@ class Executable(Signature):
         for lib in manifest.get("libraries", []):
             load_library(_resolve_library(lib))
         self._blas = "blas" in manifest.get("libraries", [])
-        syms = [manifest["entry"]] + ([manifest["py_entry"]] if manifest.get("py_entry") else [])
+        syms = [manifest["entry"]] + [manifest[k] for k in ("py_entry", "call_entry") if manifest.get(k)]
         self._obj = LoadedObject(self.object_code, syms)
         self._fn = _RUN_SIG(self._obj.address(manifest["entry"]))
         self._connect_pool()
@@ -310,6 +310,25 @@ class Executable(Signature):
 
     def __call__(self, *args) -> List[np.ndarray]:
         return self.run(args)
+
+    def native_call(self, fallback: Callable, finish) -> Optional[Callable]:
+        """A builtin function that runs this executable on exact, C-contiguous, aligned numpy
+        arrays of the signature's shapes and dtypes entirely in native code (``pycall``, the
+        ``hlo_call_py`` entry of ``hlo.runtime.cpu.abi``) and hands every other call, with the
+        same arguments, to ``fallback``. ``finish``: "single" (return the one output), "tuple"
+        (the tuple of outputs) or a function of that tuple. None where the executable has no
+        such entry or may not use it: host calls, BLAS (its thread setting), a non-row-major
+        layout, an output large enough for the recycled-output pool, or an interpreter whose
+        object layout is not the one the entry reads."""
+        entry = self.manifest.get("call_entry")
+        if not entry or self._blas or self._host_errors is not None or not self._simple \
+                or any(s.nbytes >= output_pool.MIN_BYTES for s in self._out):
+            return None
+        if finish == "single" and self._nout != 1:
+            raise ValueError(f"native_call: finish='single' for {self._nout} outputs")
+        from .cpu import pycall
+        return pycall.make(self._obj.address(entry), self, [s.dtype for s in self._in + self._out],
+                           self._arena_size, self.threads, fallback, finish)
 
 
 def _resolve_library(name: str) -> str:
