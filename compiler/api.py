@@ -42,7 +42,7 @@ from hlo.runtime.cuda.interop import gpu_array_type
 
 from .abstract import ShapedArray, array_key, c_strides, concrete_arg
 from . import config, gc_pause
-from .api_util import api_boundary, set_eager_compiler, static_key
+from .api_util import api_boundary, native_first, set_eager_compiler, static_key
 from .errors import ArgumentTypeError
 from .source_info import function_location, function_name, user_location
 from .stages import Compiled, Lowered
@@ -259,15 +259,8 @@ class JitFunction:
         """Trace for these arguments (arrays or ``hlo.ShapeDtypeStruct``) and return the IR."""
         return self._lower(self._signature(args, kwargs, allow_struct=True))
 
-    def __call__(self, *args, **kwargs):
-        __tracebackhide__ = True  # noqa: F841
-        native = self._native
-        if native is not None and not kwargs:
-            return native(*args)  # runs natively, or calls _native_fallback (the Python path)
-        return self._python_call(args, kwargs)
-
-    @api_boundary
-    def _python_call(self, args, kwargs):
+    @native_first  # self._native(*args) when there is one and no kwargs, else:
+    def __call__(self, args, kwargs):
         __tracebackhide__ = True  # noqa: F841
         if self._native is not None and self._native_epoch != pycall.epoch():
             self._drop_native()  # a setting changed: made again on a fast hit below
@@ -366,12 +359,13 @@ class JitFunction:
         """Serve ``sig_key``'s calls through its executable's native entry (``Executable.
         native_call``): exact arrays of the signature run without Python; any other call (other
         signatures, Python numbers, views, tracers, a trace in progress, a changed setting) goes
-        to ``_python_call`` through ``_native_fallback``."""
+        to the Python path (``__call__.__wrapped__``) through its fallback."""
         ref = weakref.ref(self)  # the entry must not keep this function alive (no cycle)
 
+        @api_boundary
         def fallback(*args):
             __tracebackhide__ = True  # noqa: F841
-            return ref()._python_call(args, {})
+            return JitFunction.__call__.__wrapped__(ref(), args, {})
 
         with self._lock:
             hit = self._cache.get(sig_key)

@@ -2,6 +2,10 @@
 
 ``api_boundary``: hlo errors leaving the decorated function lose hlo's own frames from their
 traceback (``hlo.config.traceback_filtering``), so what remains is the user's code.
+``native_first`` does the same for the ``__call__`` of an object that may have a native entry
+(``hlo.jit`` functions, ``Compiled``): a call without keyword arguments goes to ``self._native``
+first (a builtin function that runs the executable or calls its own, ``api_boundary``-wrapped,
+Python fallback), with no Python frame in between.
 
 ``api_function``: for hlo.numpy / hlo.lax / hlo.nn functions. Inside a trace they record ops.
 Called outside any trace (eagerly, on numpy arrays), the call is compiled on its own — array
@@ -29,6 +33,24 @@ def api_boundary(fn: Callable) -> Callable:
         try:
             return fn(*args, **kwargs)
         except HloError as e:
+            if not config.read("traceback_filtering"):
+                raise
+            raise e.with_traceback(filter_traceback(e.__traceback__)) from None
+    return wrapper
+
+
+def native_first(fn: Callable) -> Callable:
+    """``__call__ = native_first(call)`` where ``call(self, args, kwargs)`` is the Python path
+    (see the module docstring)."""
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        __tracebackhide__ = True  # noqa: F841
+        native = self._native
+        if native is not None and not kwargs:
+            return native(*args)
+        try:
+            return fn(self, args, kwargs)
+        except HloError as e:  # (as api_boundary; not a shared helper: it would show as a frame)
             if not config.read("traceback_filtering"):
                 raise
             raise e.with_traceback(filter_traceback(e.__traceback__)) from None

@@ -18,7 +18,7 @@ from hlo.ir import Module, print_module
 from hlo.runtime.cpu import pycall
 
 from .abstract import ShapedArray, array_key, aval_of_type, c_strides, concrete_arg
-from .api_util import api_boundary
+from .api_util import api_boundary, native_first
 from .errors import SignatureMismatchError
 from .signature import flatten_inputs, plain_name
 from .tracing import abstractify
@@ -160,15 +160,8 @@ class Compiled:
             return None
         return self._artifact.native_call(fallback, native_finish(low.out_tree))
 
-    def __call__(self, *args, **kwargs):
-        __tracebackhide__ = True  # noqa: F841
-        native = self._native
-        if native is not None and not kwargs:
-            return native(*args)  # runs natively, or calls self._call
-        return self._call(args, kwargs)
-
-    @api_boundary
-    def _call(self, args, kwargs):
+    @native_first  # self._native(*args) when there is one and no kwargs, else:
+    def __call__(self, args, kwargs):
         __tracebackhide__ = True  # noqa: F841
         fast = self._fast
         if fast is None:
@@ -176,7 +169,8 @@ class Compiled:
         if fast and self._native_epoch != pycall.epoch():  # (re)made once per epoch
             epoch = pycall.epoch()
             ref = weakref.ref(self)
-            self._native = self.native_call(lambda *a: ref()._call(a, {}))
+            self._native = self.native_call(api_boundary(
+                lambda *a: Compiled.__call__.__wrapped__(ref(), a, {})))
             self._native_epoch = epoch
         if fast and not kwargs:
             try:
