@@ -1,11 +1,7 @@
 """Decorators for hlo's public entry points.
 
-``api_boundary``: hlo errors leaving the decorated function lose hlo's own frames from their
-traceback (``hlo.config.traceback_filtering``), so what remains is the user's code.
-``native_first`` does the same for the ``__call__`` of an object that may have a native entry
-(``hlo.jit`` functions, ``Compiled``): a call without keyword arguments goes to ``self._native``
-first (a builtin function that runs the executable or calls its own, ``api_boundary``-wrapped,
-Python fallback), with no Python frame in between.
+``api_boundary`` and ``native_first`` live in ``boundary`` (loading a saved executable uses
+them without importing this module) and are re-exported here.
 
 ``api_function``: for hlo.numpy / hlo.lax / hlo.nn functions. Inside a trace they record ops.
 Called outside any trace (eagerly, on numpy arrays), the call is compiled on its own — array
@@ -21,40 +17,7 @@ import functools
 import threading
 from typing import Any, Callable
 
-from . import config
-from .errors import HloError
-from .source_info import filter_traceback
-
-
-def api_boundary(fn: Callable) -> Callable:
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        __tracebackhide__ = True  # noqa: F841  (pytest hides this frame)
-        try:
-            return fn(*args, **kwargs)
-        except HloError as e:
-            if not config.read("traceback_filtering"):
-                raise
-            raise e.with_traceback(filter_traceback(e.__traceback__)) from None
-    return wrapper
-
-
-def native_first(fn: Callable) -> Callable:
-    """``__call__ = native_first(call)`` where ``call(self, args, kwargs)`` is the Python path
-    (see the module docstring)."""
-    @functools.wraps(fn)
-    def wrapper(self, *args, **kwargs):
-        __tracebackhide__ = True  # noqa: F841
-        native = self._native
-        if native is not None and not kwargs:
-            return native(*args)
-        try:
-            return fn(self, args, kwargs)
-        except HloError as e:  # (as api_boundary; not a shared helper: it would show as a frame)
-            if not config.read("traceback_filtering"):
-                raise
-            raise e.with_traceback(filter_traceback(e.__traceback__)) from None
-    return wrapper
+from .boundary import api_boundary, native_first, refresh_native  # noqa: F401  (re-exported)
 
 
 def api_function(fn: Callable) -> Callable:

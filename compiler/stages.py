@@ -9,16 +9,14 @@ returns the same pytree of arrays. ``Lowered(module)`` made from a bare Module (
 """
 from __future__ import annotations
 
-import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from hlo.ir import Module, print_module
-from hlo.runtime.cpu import pycall
 
 from .abstract import ShapedArray, array_key, aval_of_type, c_strides, concrete_arg
-from .api_util import api_boundary, native_first
+from .api_util import api_boundary, native_first, refresh_native
 from .errors import SignatureMismatchError
 from .signature import flatten_inputs, plain_name
 from .tracing import abstractify
@@ -166,12 +164,8 @@ class Compiled:
         fast = self._fast
         if fast is None:
             fast = self._fast = self._fast_path()
-        if fast and self._native_epoch != pycall.epoch():  # (re)made once per epoch
-            epoch = pycall.epoch()
-            ref = weakref.ref(self)
-            self._native = self.native_call(api_boundary(
-                lambda *a: Compiled.__call__.__wrapped__(ref(), a, {})))
-            self._native_epoch = epoch
+        if fast:
+            refresh_native(self, self.native_call)
         if fast and not kwargs:
             try:
                 ok = tuple(map(array_key, args)) == fast[0]
