@@ -378,3 +378,23 @@ print(json.dumps({{"native": nat is not None, "hits": pycall.hits(nat) if nat el
 """
     r = run_python(code)
     assert r == {"native": True, "hits": 1, "ok": True, "tuple": "tuple", "err": "InputMismatchError"}
+
+
+def test_lru_bound_sees_native_hits():
+    old = hlo.config.read("jit_cache_size")
+    hlo.config.update("jit_cache_size", 2)
+    try:
+        f = hlo.jit(lambda a: a + 1)
+        A, B, C = np.ones(2), np.ones(3), np.ones(4)
+        warmed(f, A)
+        f(B)  # compiled after A
+        f(A)  # a native hit: A is now the most recently used
+        f(C)  # evicts the least recently used, B
+        info = f.cache_info()
+        assert info.entries == 2 and info.misses == 3
+        f(A)
+        assert f.cache_info().misses == 3
+        f(B)
+        assert f.cache_info().misses == 4
+    finally:
+        hlo.config.update("jit_cache_size", old)
