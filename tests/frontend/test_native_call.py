@@ -5,8 +5,8 @@ Python path), no leaked references, correct under threads, and off where the int
 layout is not the one it reads. No timings here."""
 import contextlib
 import sys
-import threading
 import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -18,6 +18,7 @@ from hlo.runtime.cpu import abi, pycall
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "aot"))
 from aot_util import run_python  # noqa: E402
+from frontend_util import outcome, same  # noqa: E402
 
 rng = np.random.default_rng(1)
 
@@ -29,26 +30,6 @@ def native_and_python(fn, **kw):
     py = hlo.jit(fn, **kw)
     py._fast_limit = 0
     return nat, py
-
-
-def outcome(f, *args):
-    try:
-        return ("ok", f(*args))
-    except Exception as e:  # noqa: BLE001  (the error itself is compared)
-        return ("error", type(e), str(e))
-
-
-def same(a, b):
-    assert a[0] == b[0], (a, b)
-    if a[0] == "error":
-        assert a[1:] == b[1:]
-        return
-    la, ta = hlo.tree_util.tree_flatten(a[1])
-    lb, tb = hlo.tree_util.tree_flatten(b[1])
-    assert ta == tb
-    for u, v in zip(la, lb):
-        assert type(u) is type(v) and u.dtype == v.dtype and u.shape == v.shape
-        np.testing.assert_array_equal(u, v)
 
 
 class _refuse_python:
@@ -147,22 +128,15 @@ def test_program_with_an_arena_from_threads():
     f = warmed(hlo.jit(fn), a, b)
     assert f._native.__self__[abi.SELF_CTX][abi.CTX_ARENA] != 0
     expect = [hlo.jit(fn)(a + k, b) for k in range(4)]
-    errors = []
 
     def worker(k):
-        try:
-            for _ in range(200):
-                got = f(a + k, b)
-                np.testing.assert_array_equal(got[0], expect[k][0])
-                np.testing.assert_array_equal(got[1], expect[k][1])
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-    ts = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert not errors, errors[0]
+        for _ in range(200):
+            got = f(a + k, b)
+            np.testing.assert_array_equal(got[0], expect[k][0])
+            np.testing.assert_array_equal(got[1], expect[k][1])
+    with ThreadPoolExecutor(4) as pool:
+        for done in [pool.submit(worker, k) for k in range(4)]:
+            done.result()  # raises a worker's failure
 
 
 def test_busy_arena_falls_back():
