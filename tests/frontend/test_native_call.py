@@ -372,3 +372,46 @@ def test_lru_bound_sees_native_hits():
         assert f.cache_info().misses == 4
     finally:
         hlo.config.update("jit_cache_size", old)
+
+
+def test_the_gil_is_released_around_a_long_program():
+    """A program with a loop runs without the GIL (another thread keeps running meanwhile);
+    ``program.is_tiny`` decides which programs keep it."""
+    import threading
+    import time
+    f = hlo.jit(lambda x, n: hlo.lax.fori_loop(0, n, lambda i, v: v * 0.5 + 1.0, x))
+    x = np.ones(8, np.float32)
+    n0 = np.asarray(100_000, np.int32)
+    warmed(f, x, n0)
+    t = time.perf_counter()
+    f(x, n0)
+    per_iter = (time.perf_counter() - t) / 100_000
+    n = np.asarray(min(2 ** 31 - 1, int(0.4 / max(per_iter, 1e-10))), np.int32)  # ~0.4 s
+    done = threading.Event()
+    native_hits = pycall.hits(f._native)
+
+    def long_call():
+        f(x, n)
+        done.set()
+    th = threading.Thread(target=long_call)
+    gaps, last = [], time.perf_counter()
+    th.start()
+    start = last
+    while not done.is_set():
+        now = time.perf_counter()
+        gaps.append(now - last)
+        last = now
+    th.join()
+    took = last - start
+    assert pycall.hits(f._native) == native_hits + 1
+    assert took > 0.1, took  # long enough to tell
+    assert max(gaps) < took * 0.5, (max(gaps), took)  # this thread ran meanwhile
+
+
+def test_is_tiny():
+    from hlo.backends.cpu.program import TINY_BYTES, is_tiny
+    from hlo.runtime.steps import BufRef, KernelCall, While
+    k = KernelCall("k", [], [], 8, False)
+    assert is_tiny([k], 1024) and not is_tiny([k], TINY_BYTES + 1)
+    assert not is_tiny([KernelCall("k", [], [], 8, True)], 1024)
+    assert not is_tiny([While([k], BufRef("arena", 0), [k])], 1024)
