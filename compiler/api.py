@@ -61,6 +61,7 @@ log = logging.getLogger("hlo.recompiles")
 _ARRAY_KEY = array_key
 _PY_NUMBERS = frozenset((bool, int, float))
 _FAST_TABLE_LIMIT = 256  # fast entries per function (a strided view makes a key of its own)
+_NATIVE_SWITCH = 64  # Python-path hits of another signature before the native entry may move
 
 
 class CacheInfo(NamedTuple):
@@ -133,6 +134,8 @@ class JitFunction:
         self._native_epoch = -1  # pycall.epoch() when it was made
         self._native_seen = 0  # its hit count when the LRU order last caught up with it
         self._native_hits = 0  # hits of the native entries dropped since clear_cache
+        self._others = 0  # Python-path hits of other native-capable signatures since _native_mark
+        self._native_mark = 0  # the native entry's hit count then
         functools.update_wrapper(self, fun, updated=())
 
     # --- static arguments ----------------------------------------------------------------
@@ -289,8 +292,8 @@ class JitFunction:
                 except _NotFast:
                     return self._call(args, kwargs)
                 next(self._hit_counter)
-                if native_ok and self._native is None:
-                    self._make_native(sig_key)
+                if native_ok and sig_key != self._native_sig:
+                    self._python_hit(sig_key)
                 try:
                     self._cache.move_to_end(sig_key)  # one C call: recency for the LRU bound
                 except KeyError:  # evicted by another thread meanwhile
@@ -377,7 +380,23 @@ class JitFunction:
             if native is None:
                 return
             self._native, self._native_sig, self._native_epoch = native, sig_key, epoch
-            self._native_seen = 0
+            self._native_seen = self._native_mark = self._others = 0
+
+    def _python_hit(self, sig_key) -> None:
+        """A fast hit of a signature the native entry could serve but does not: make it when
+        there is none; switch it to the busier signature when, over the last
+        ``_NATIVE_SWITCH`` such hits, it served fewer calls than the Python path did."""
+        if self._native is None:
+            self._make_native(sig_key)
+            return
+        self._others += 1
+        if self._others >= _NATIVE_SWITCH:
+            served = pycall.hits(self._native) - self._native_mark
+            if served < self._others:
+                self._drop_native()
+                self._make_native(sig_key)
+            else:
+                self._others, self._native_mark = 0, pycall.hits(self._native)
 
     def _native_recency(self) -> None:
         """Bring the LRU order up to date with the native entry's hits (call holding the lock)."""

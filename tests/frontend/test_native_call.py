@@ -415,3 +415,22 @@ def test_is_tiny():
     assert is_tiny([k], 1024) and not is_tiny([k], TINY_BYTES + 1)
     assert not is_tiny([KernelCall("k", [], [], 8, True)], 1024)
     assert not is_tiny([While([k], BufRef("arena", 0), [k])], 1024)
+
+
+def test_native_entry_moves_to_the_busier_signature():
+    f = hlo.jit(lambda a: a * 3)
+    A, B = np.ones(2, np.float32), np.ones(5, np.float32)
+    warmed(f, A)
+    first = f._native
+    for _ in range(100):  # B only: after 64 Python-path hits the entry serves B
+        np.testing.assert_array_equal(f(B), B * 3)
+    assert f._native is not first
+    with _refuse_python(f):
+        f(B)
+    for _ in range(200):  # alternating: it stays where it is
+        f(A)
+        f(B)
+    with _refuse_python(f):
+        f(B)
+    np.testing.assert_array_equal(f(A), A * 3)
+    assert f.cache_info() == (1 + 99 + 1 + 400 + 1 + 1, 2, 2)  # every call but the 2 misses
