@@ -15,6 +15,10 @@ site's callback (``hlo.ir.callbacks``) gets copies of the operands and its resul
 into the result buffers. An exception in the callback makes the native entry return at once and
 is raised from the call (the dispatcher keeps it per thread).
 
+``native_call(fallback, finish)`` wraps the executable's CPython entry (``hlo_call_py``,
+``cpu/abi.py``; ``cpu/pycall.py``) into a builtin function: exact numpy arguments run with no
+Python at all, any other call goes to ``fallback``. ``hlo.jit`` calls it first.
+
 Everything needed to run again without compiling is in ``object_code`` (native object bytes)
 and ``manifest`` (a JSON-able dict): ``Executable.from_object(object_code, manifest)`` links
 the object into the process and is the path every executable takes, fresh or loaded.

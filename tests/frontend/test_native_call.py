@@ -8,6 +8,7 @@ import sys
 import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -65,10 +66,11 @@ def warmed(f, *args):
 # Results
 # --------------------------------------------------------------------------------------------
 
-DTYPES = [np.float32, np.float64, np.int32, np.int64, np.int8, np.uint16, np.bool_, np.complex64]
+HALF = [np.float16, ml_dtypes.bfloat16]  # (numpy rounds these differently: checked against the Python path)
+DTYPES = [np.float32, np.float64, np.int32, np.int64, np.int8, np.uint16, np.bool_, np.complex64] + HALF
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=16, deadline=None)
 @given(shape=st.lists(st.integers(0, 5), min_size=0, max_size=3).map(tuple),
        dtype=st.sampled_from(DTYPES))
 def test_native_matches_python_path_and_numpy(shape, dtype):
@@ -86,7 +88,8 @@ def test_native_matches_python_path_and_numpy(shape, dtype):
     same(("ok", got), outcome(py, x, y))
     expect = np.asarray(fn(x, y))  # numpy
     assert got.dtype == expect.dtype and got.shape == expect.shape
-    np.testing.assert_array_equal(got, expect)
+    if dtype not in HALF:
+        np.testing.assert_array_equal(got, expect)
 
 
 def test_hits_count_and_each_call_returns_a_fresh_array():
