@@ -440,3 +440,18 @@ def test_native_entry_moves_to_the_busier_signature():
         f(B)
     np.testing.assert_array_equal(f(A), A * 3)
     assert f.cache_info() == (1 + 99 + 1 + 400 + 1 + 1, 2, 2)  # every call but the 2 misses
+
+
+def test_no_arguments_and_empty_arrays():
+    f = warmed(hlo.jit(lambda: hnp.ones(3)))
+    with _refuse_python(f):
+        np.testing.assert_array_equal(f(), np.ones(3))
+    with pytest.raises(TypeError, match="takes 0 positional arguments but 1 was given"):
+        f(1)
+    z = np.zeros((0, 3), np.float32)
+    c = hlo.jit(lambda a: a.sum(axis=0) + 1).lower(z).compile()
+    c(z)
+    assert c._native is not None  # (C-contiguous by its flags; nothing to read)
+    got = c(z)
+    np.testing.assert_array_equal(got, np.ones(3, np.float32))
+    assert got.dtype == np.float32
