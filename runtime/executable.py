@@ -324,8 +324,9 @@ class Executable(Signature):
         such entry or may not use it: host calls, BLAS (its thread setting), a non-row-major
         layout, an output large enough for the recycled-output pool, or an interpreter whose
         object layout is not the one the entry reads."""
+        from .cpu.abi import CALL_ENTRY
         entry = self.manifest.get("call_entry")
-        if not entry or self._blas or self._host_errors is not None or not self._simple \
+        if entry != CALL_ENTRY or self._blas or self._host_errors is not None or not self._simple \
                 or any(s.nbytes >= output_pool.MIN_BYTES for s in self._out):
             return None
         if finish == "single" and self._nout != 1:
