@@ -51,7 +51,9 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
     from ..mathlib import CPU_MATH
     from ..lower import Lowering
     from .codegen import CpuCodegen
-    from .program import ENTRY, PY_ENTRY, EntryEmitter, describe_steps, emit_py_entry
+    from .program import (ENTRY, PY_ENTRY, EntryEmitter, describe_steps, emit_call_entry, emit_py_entry,
+                          is_tiny)
+    from hlo.runtime.cpu.abi import CALL_ENTRY
     from .blas import find_blas
     from .target import compile_ir
     from hlo.runtime.cpu.target import default_threads, host
@@ -70,17 +72,26 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
     cg.finish()
     run_fn = EntryEmitter(ctx, cg.kernels, cg.tasks, cg.constants).emit(steps)
     emit_py_entry(ctx, run_fn, len(module.main.args), len(module.main.result_types))
+    main = module.main
+    row_major = all(t.layout is None or tuple(t.layout) == tuple(range(len(t.shape) - 1, -1, -1))
+                    for t in list(main.arg_types) + list(main.result_types))
+    if row_major:  # the CPython entry (abi.CALL_ENTRY) takes the user's arrays as they are
+        io_bytes = sum(t.nbytes
+                       for t in list(main.arg_types) + list(main.result_types))
+        emit_call_entry(ctx, run_fn, [tuple(t.shape) for t in main.arg_types],
+                        [tuple(t.shape) for t in main.result_types],
+                        hold_gil=is_tiny(steps, io_bytes + lw.arena_size))
     ir_text = str(ctx.module)
     t_emit = time.perf_counter() - t_start
     obj, _, times = compile_ir(ir_text, opt_level)
     times["emit"] = t_emit
-    main = module.main
     from hlo.runtime.steps import type_desc as tdesc
     manifest = {
         "format": FORMAT_VERSION,
         "target": h.manifest_entry(),
         "entry": ENTRY,
         "py_entry": PY_ENTRY,
+        **({"call_entry": CALL_ENTRY} if row_major else {}),
         "inputs": [tdesc(t) for t in main.arg_types],
         "outputs": [tdesc(t) for t in main.result_types],
         "arena_size": lw.arena_size,
