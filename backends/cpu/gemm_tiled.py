@@ -410,7 +410,8 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
 
     def panel_at(k, v, p=None):
         base = b.mul(p if p is not None else cur_panel[0], pstride)
-        return b.gep(bpanel, [b.add(base, b.add(b.mul(k, i64(NV)), i64(v)))], source_etype=vty)
+        v = v if isinstance(v, ir.Value) else i64(v)
+        return b.gep(bpanel, [b.add(base, b.add(b.mul(k, i64(NV)), v))], source_etype=vty)
 
     def masked(op, ptr, lanes, value=None):
         """``llvm.masked.load`` / ``.store`` of the first ``lanes`` lanes of a vector at ``ptr``."""
@@ -661,18 +662,22 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
         with for_range(b, i64(0), b.udiv(whole, i64(W)), "pt") as kb_:
             k0 = b.mul(kb_, i64(W))
 
+            def block(p, jp0, v, n):
+                """Panel vector ``v`` (an i64), its first ``n`` columns."""
+                c0 = b.add(jp0, b.mul(v, i64(W)))
+                cols = [b.load(elem_in(Bp, b.add(b.add(ob, b.mul(b.add(c0, i64(l)), csB)), k0)),
+                               typ=vty, align=comp.itemsize) if l < n else zero_v for l in range(W)]
+                for i, row in enumerate(_transpose(b, cols)):
+                    b.store(row, panel_at(b.add(k0, i64(i)), v, p))
+
             def one(p, jp0):
-                for v in range(nv):
-                    n = lanes if v == nv - 1 and lanes else W
-                    cols = []
-                    for l in range(W):
-                        if l >= n:
-                            cols.append(zero_v)
-                            continue
-                        at = b.add(b.add(ob, b.mul(b.add(jp0, i64(v * W + l)), csB)), k0)
-                        cols.append(b.load(elem_in(Bp, at), typ=vty, align=comp.itemsize))
-                    for i, row in enumerate(_transpose(b, cols)):
-                        b.store(row, panel_at(b.add(k0, i64(i)), v, p))
+                # the whole vectors in a loop (one copy of the block's code), then a masked one
+                full = nv - 1 if lanes else nv
+                if full:
+                    with for_range(b, i64(0), i64(full), "pv", interleave=U.SCALAR_LOOP) as v:
+                        block(p, jp0, v, W)
+                if lanes:
+                    block(p, jp0, i64(nv - 1), lanes)
             if npanels is None:
                 one(i64(0), j0)
             else:
