@@ -15,9 +15,12 @@ site's callback (``hlo.ir.callbacks``) gets copies of the operands and its resul
 into the result buffers. An exception in the callback makes the native entry return at once and
 is raised from the call (the dispatcher keeps it per thread).
 
-Everything needed to run again without compiling is in ``object_code`` (native object bytes)
-and ``manifest`` (a JSON-able dict): ``Executable.from_object(object_code, manifest)`` links
-the object into the process and is the path every executable takes, fresh or loaded.
+Everything needed to run again without compiling is in ``object_code`` (native object bytes),
+``manifest`` (a JSON-able dict) and ``core_objects`` (library code the object calls: the GEMM's
+shared bodies, by symbol; the manifest's ``cores`` lists them with their sha256):
+``Executable.from_object(object_code, manifest, cores=...)`` links the library code (once per
+process, ``loader.link_library``), then the object, and is the path every executable takes,
+fresh or loaded.
 """
 from __future__ import annotations
 
@@ -109,7 +112,7 @@ class Executable(Signature):
     """A compiled program for the host CPU."""
 
     def __init__(self, object_code: bytes, manifest: dict, ir_text: str = "", steps_text: str = "",
-                 threads: Optional[int] = None):
+                 threads: Optional[int] = None, cores: Optional[dict] = None):
         global _FAST_OK
         if manifest.get("format") != FORMAT_VERSION:
             raise ValueError(f"executable format {manifest.get('format')!r} is not supported "
@@ -123,6 +126,7 @@ class Executable(Signature):
         for lib in manifest.get("libraries", []):
             load_library(_resolve_library(lib))
         self._blas = "blas" in manifest.get("libraries", [])
+        self.core_objects = _link_cores(manifest.get("cores") or [], cores or {})
         syms = [manifest["entry"]] + ([manifest["py_entry"]] if manifest.get("py_entry") else [])
         self._obj = LoadedObject(self.object_code, syms)
         self._fn = _RUN_SIG(self._obj.address(manifest["entry"]))
@@ -310,6 +314,29 @@ class Executable(Signature):
 
     def __call__(self, *args) -> List[np.ndarray]:
         return self.run(args)
+
+
+def _link_cores(entries, objects: dict) -> dict:
+    """Link the library code the manifest lists (``cores``: symbol and sha256 of each object)
+    from ``objects`` (symbol -> bytes); returns the objects by symbol. ValueError when one is
+    missing or its bytes are not the ones the manifest names."""
+    import hashlib
+    from .cpu.loader import link_library
+    out = {}
+    for e in entries:
+        sym = e["symbol"]
+        obj = objects.get(sym)
+        if obj is None:
+            raise ValueError(f"the library code {sym} that the executable calls is missing")
+        if hashlib.sha256(obj).hexdigest() != e["sha256"]:
+            raise ValueError(f"the library code {sym} is not the object the executable was "
+                             "linked with (sha256 differs)")
+        link_library(sym, obj)
+        out[sym] = bytes(obj)
+    extra = sorted(set(objects) - set(out))
+    if extra:
+        raise ValueError(f"library code {', '.join(extra)} is given but the executable does not list it")
+    return out
 
 
 def _resolve_library(name: str) -> str:

@@ -102,3 +102,28 @@ class LoadedObject:
             return self._engine.get_global_value_address(name)
         except Exception:
             return 0
+
+
+# Library code that programs call (the GEMM's shared bodies, ``hlo.backends.cpu.gemm_library``):
+# each object is linked once per process and its symbols made visible to every later program,
+# like a shared library's. Symbols carry a digest of their code, so two objects never define one.
+_libraries: Dict[str, "LoadedObject"] = {}
+link_counts: Dict[str, int] = {}  # symbol -> times its object was linked in this process
+
+
+def link_library(symbol: str, obj: bytes) -> int:
+    """Link ``obj`` (which defines the function ``symbol``) into the process unless already
+    linked, and make ``symbol`` resolvable by objects linked after it. Returns its address."""
+    with _lock:
+        lib = _libraries.get(symbol)
+        if lib is None:
+            lib = LoadedObject(obj, [symbol])
+            llvm.add_symbol(symbol, lib.address(symbol))
+            _libraries[symbol] = lib
+            link_counts[symbol] = link_counts.get(symbol, 0) + 1
+        return lib.address(symbol)
+
+
+def library_linked(symbol: str) -> bool:
+    """Whether library code defining ``symbol`` is linked in this process."""
+    return symbol in _libraries

@@ -1,0 +1,131 @@
+"""The GEMM's shared bodies as library code: generated, compiled once, linked into programs.
+
+Every program with matrix products calls register-tiled bodies (``gemm_tiled._Core``) that
+depend only on the dtype, B's access mode and C's access, and on the target: not on the
+program. Compiling them inside every program cost ~170-216 ms of LLVM time per compile (the
+transformer layer's two f32 bodies are ~2,300 lines of LLVM IR; its own kernels call them from
+48-109-line drivers). So, like XLA:CPU's calls into precompiled Eigen kernels, each body is
+emitted into a module of its own (``core_spec``), compiled once per process (``object_code``;
+also kept in the persistent compilation cache when a store is given), and a program only
+declares it. The loader links the program's object against the core's
+(``hlo.runtime.cpu.loader.link_library``); a saved executable carries the core objects as
+code sections of their own (``hlo.compiler.saved_executable``).
+
+The symbol of a body is ``hlo.gemm_core.<dtype>.<mode>[.cstrided].<digest>``: the digest (sha256,
+16 hex digits) covers the body's LLVM IR, the target (triple, CPU, features), LLVM's version and
+hlo's, so a change to the generator or the target never reuses a stale object, and two
+different bodies never share a name. The body is a separate unit for LLVM: nothing is inlined
+across it (it was ``noinline`` inside the program before, too).
+"""
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import threading
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+# bump when the bodies' calling convention (gemm_tiled.CORE_ARGS) changes meaning
+CORE_ABI = 1
+
+
+@dataclass(frozen=True)
+class CoreSpec:
+    """One shared body: its symbol, its module's LLVM IR text and the digest in its symbol."""
+    symbol: str
+    key: Tuple[str, str, bool]  # (dtype, mode, C's columns strided)
+    ir_text: str
+    digest: str
+
+
+_lock = threading.RLock()
+_specs: Dict[tuple, CoreSpec] = {}
+_objects: Dict[str, bytes] = {}
+# How many times this process compiled each body (by symbol), and how many it read from a store:
+# what tests check ("two programs share one compiled body").
+compiles: "collections.Counter[str]" = collections.Counter()
+store_hits: "collections.Counter[str]" = collections.Counter()
+
+
+def _llvm_version() -> str:
+    import llvmlite
+    import llvmlite.binding as llvm
+    return f"llvmlite {llvmlite.__version__}, LLVM {'.'.join(map(str, llvm.llvm_version_info))}"
+
+
+def core_spec(dtype: str, mode: str, c_strided: bool) -> CoreSpec:
+    """The body for products of ``dtype`` with B's access ``mode`` ("contig", "gather", "bf16")
+    and C's columns strided or not, on this process's host target (emitted once per process)."""
+    from hlo.runtime.cpu.target import host
+    from .gemm_tiled import core_knobs
+    h = host()
+    key = (h, core_knobs(), dtype, mode, bool(c_strided))
+    with _lock:
+        spec = _specs.get(key)
+        if spec is None:
+            spec = _specs[key] = _emit(h, dtype, mode, bool(c_strided))
+        return spec
+
+
+def _emit(h, dtype: str, mode: str, c_strided: bool) -> CoreSpec:
+    import hlo
+    import llvmlite.ir as ir
+    from hlo.ir.types import BY_NAME
+    from ..llvm_util import ModuleContext
+    from .gemm_tiled import CORE_FNTY, CORE_PREFIX, emit_core
+    base = f"{CORE_PREFIX}.{dtype}.{mode}{'.cstrided' if c_strided else ''}"
+    ctx = ModuleContext(base, h.triple)
+    fn = ir.Function(ctx.module, CORE_FNTY, name=base)
+    for a in fn.args[:4]:
+        a.add_attribute("noalias")   # C is never A's or B's buffer (dot.lower_dot)
+    comp = BY_NAME[dtype]   # C's element (f32 for bf16 products)
+    emit_core(ctx, comp, fn, mode, c_strided)
+    text = str(ctx.module)
+    digest = hashlib.sha256(json.dumps({
+        "ir": text, "target": h.manifest_entry(), "llvm": _llvm_version(), "hlo": hlo.__version__,
+        "abi": CORE_ABI}, sort_keys=True).encode()).hexdigest()
+    symbol = f"{base}.{digest[:16]}"
+    text = text.replace(f'@"{base}"', f'@"{symbol}"')
+    assert symbol in text, "the body's definition was not renamed"
+    return CoreSpec(symbol, (dtype, mode, c_strided), text, digest)
+
+
+def object_code(spec: CoreSpec, store=None) -> bytes:
+    """The body's object code: compiled on the first request of this process, else the one
+    compiled before. ``store`` (``get(name) -> bytes | None``, ``put(name, bytes)``; the
+    persistent compilation cache's, or None) is asked before compiling and given the result."""
+    with _lock:
+        obj = _objects.get(spec.symbol)
+        if obj is not None:
+            return obj
+        name = f"{spec.symbol}-{spec.digest}"
+        obj = store.get(name) if store is not None else None
+        if obj is not None and _defines(obj, spec.symbol):
+            store_hits[spec.symbol] += 1
+        else:
+            from .target import compile_ir
+            obj, _, _ = compile_ir(spec.ir_text)
+            compiles[spec.symbol] += 1
+            if store is not None:
+                store.put(name, obj)
+        _objects[spec.symbol] = obj
+        return obj
+
+
+def _defines(obj: bytes, symbol: str) -> bool:
+    """Whether ``obj`` (from a store) is an object that defines ``symbol``."""
+    import struct
+    from hlo.runtime.cpu import elf
+    try:
+        syms = elf.symbols(obj)
+    except (struct.error, IndexError, ValueError):
+        return False
+    return syms is not None and symbol in syms[0]
+
+
+def describe(symbol: str, where: Optional[str] = None) -> str:
+    """The comment that IR dumps of a program put beside a body's declaration."""
+    return (f"; {symbol}: library code, declared here and defined in a module of its own "
+            f"(hlo.backends.cpu.gemm_library), compiled once per process and linked at load"
+            + (f"; {where}" if where else ""))
