@@ -24,7 +24,7 @@ import hashlib
 import json
 import threading
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 # bump when the bodies' calling convention (gemm_tiled.CORE_ARGS) changes meaning
 CORE_ABI = 1
@@ -129,3 +129,24 @@ def describe(symbol: str, where: Optional[str] = None) -> str:
     return (f"; {symbol}: library code, declared here and defined in a module of its own "
             f"(hlo.backends.cpu.gemm_library), compiled once per process and linked at load"
             + (f"; {where}" if where else ""))
+
+
+def core_ir(symbol: str) -> str:
+    """The LLVM IR of the body named ``symbol`` (emitted by this process)."""
+    with _lock:
+        for spec in _specs.values():
+            if spec.symbol == symbol:
+                return spec.ir_text
+    raise KeyError(f"{symbol} was not emitted by this process")
+
+
+def core_calls(ir_text: str) -> List[Dict[str, str]]:
+    """The arguments (by ``gemm_tiled.CORE_ARGS`` name, as IR text) of every call to a body in a
+    program's LLVM IR: the products' run-time modes (``fill``, ``acc``, strides) are these."""
+    import re
+    from .gemm_tiled import CORE_ARGS, CORE_PREFIX
+    calls = []
+    for m in re.finditer(r'call void @"' + re.escape(CORE_PREFIX) + r'[^"]*"\((.*)\)', ir_text):
+        args = [a.strip().split(" ", 1)[1] for a in m.group(1).split(",")]
+        calls.append(dict(zip(CORE_ARGS, args)))
+    return calls

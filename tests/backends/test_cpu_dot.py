@@ -343,14 +343,9 @@ func @main(%a: {_t(dt, [m, k])}, %b: {_t(dt, [k, n])}) -> ({_t(dt, [m, n])}) {{
 
 
 def _core_calls(ir_text: str):
-    """The arguments (by ``gemm_tiled.CORE_ARGS`` name, as IR text) of every call of a program to
-    the GEMM's library code (``gemm_library``): its run-time modes are these arguments."""
-    import re
-    from hlo.backends.cpu.gemm_tiled import CORE_ARGS
-    calls = []
-    for m in re.finditer(r'call void @"hlo\.gemm_core[^"]*"\((.*)\)', ir_text):
-        args = [a.strip().split(" ", 1)[1] for a in m.group(1).split(",")]
-        calls.append(dict(zip(CORE_ARGS, args)))
+    """The program's calls to the GEMM's library code (``gemm_library``): its run-time modes."""
+    from hlo.backends.cpu.gemm_library import core_calls
+    calls = core_calls(ir_text)
     assert calls, "the program calls no GEMM body"
     return calls
 
