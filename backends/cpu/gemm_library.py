@@ -12,16 +12,20 @@ declares it. The loader links the program's object against the core's
 code sections of their own (``hlo.compiler.saved_executable``).
 
 The symbol of a body is ``hlo.gemm_core.<dtype>.<mode>[.cstrided].<digest>``: the digest (sha256,
-16 hex digits) covers the body's LLVM IR, the target (triple, CPU, features), LLVM's version and
-hlo's, so a change to the generator or the target never reuses a stale object, and two
-different bodies never share a name. The body is a separate unit for LLVM: nothing is inlined
+16 hex digits) covers what decides its code: the generator's sources (``GENERATOR_SOURCES``) and
+settings (``gemm_tiled.core_knobs``), the target (triple, CPU, features), LLVM's version, hlo's
+and ``CORE_ABI``. So a change to the generator or the target never reuses a stale object, two
+different bodies never share a name, and a process finds a body's object in the persistent
+cache without emitting its IR. The body is a separate unit for LLVM: nothing is inlined
 across it (it was ``noinline`` inside the program before, too).
 """
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 import json
+import os
 import threading
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
@@ -30,17 +34,32 @@ from typing import Dict, List, Optional, Tuple
 CORE_ABI = 1
 
 
+# The modules whose code decides a body's LLVM IR (with ``gemm_tiled.core_knobs()`` and the
+# target): their bytes are part of its digest, so that a process can name a body, and find its
+# object in the persistent cache, without emitting it (emitting the f32 bodies takes ~0.2 s).
+GENERATOR_SOURCES = ("gemm_tiled.py", "gemm_library.py", "../llvm_util.py", "../../ir/types.py")
+
+
 @dataclass(frozen=True)
 class CoreSpec:
-    """One shared body: its symbol, its module's LLVM IR text and the digest in its symbol."""
+    """One shared body: its symbol and the digest in it (its IR: ``ir_text()``)."""
     symbol: str
     key: Tuple[str, str, bool]  # (dtype, mode, C's columns strided)
-    ir_text: str
     digest: str
+    target: object  # the ``CpuTarget`` it is emitted for
+
+    def ir_text(self) -> str:
+        """The LLVM IR of the body's module (emitted on first use in this process)."""
+        with _lock:
+            text = _ir.get(self.symbol)
+            if text is None:
+                text = _ir[self.symbol] = _emit(self)
+            return text
 
 
 _lock = threading.RLock()
 _specs: Dict[tuple, CoreSpec] = {}
+_ir: Dict[str, str] = {}
 _objects: Dict[str, bytes] = {}
 # How many times this process compiled each body (by symbol), and how many it read from a store:
 # what tests check ("two programs share one compiled body").
@@ -54,41 +73,59 @@ def _llvm_version() -> str:
     return f"llvmlite {llvmlite.__version__}, LLVM {'.'.join(map(str, llvm.llvm_version_info))}"
 
 
+@functools.lru_cache(maxsize=1)
+def _generator_digest() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    h = hashlib.sha256()
+    for rel in GENERATOR_SOURCES:
+        with open(os.path.normpath(os.path.join(here, rel)), "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()
+
+
 def core_spec(dtype: str, mode: str, c_strided: bool) -> CoreSpec:
     """The body for products of ``dtype`` with B's access ``mode`` ("contig", "gather", "bf16")
-    and C's columns strided or not, on this process's host target (emitted once per process)."""
+    and C's columns strided or not, on this process's host target."""
+    import hlo
     from hlo.runtime.cpu.target import host
-    from .gemm_tiled import core_knobs
+    from .gemm_tiled import CORE_PREFIX, core_knobs
     h = host()
-    key = (h, core_knobs(), dtype, mode, bool(c_strided))
+    knobs = core_knobs()
+    key = (h, knobs, dtype, mode, bool(c_strided))
     with _lock:
         spec = _specs.get(key)
         if spec is None:
-            spec = _specs[key] = _emit(h, dtype, mode, bool(c_strided))
+            base = f"{CORE_PREFIX}.{dtype}.{mode}{'.cstrided' if c_strided else ''}"
+            digest = hashlib.sha256(json.dumps({
+                "body": base, "generator": _generator_digest(), "knobs": repr(knobs),
+                "target": h.manifest_entry(), "llvm": _llvm_version(), "hlo": hlo.__version__,
+                "abi": CORE_ABI}, sort_keys=True).encode()).hexdigest()
+            spec = _specs[key] = CoreSpec(f"{base}.{digest[:16]}", (dtype, mode, bool(c_strided)),
+                                          digest, h)
         return spec
 
 
-def _emit(h, dtype: str, mode: str, c_strided: bool) -> CoreSpec:
-    import hlo
+def _for_target(target):
+    """A context in which ``host()`` is ``target`` (the body's, which a test standing in for
+    another CPU may have named it for)."""
+    import contextlib
+    from hlo.runtime.cpu.target import host, standing_in
+    return contextlib.nullcontext() if host() == target else standing_in(target)
+
+
+def _emit(spec: CoreSpec) -> str:
     import llvmlite.ir as ir
     from hlo.ir.types import BY_NAME
     from ..llvm_util import ModuleContext
-    from .gemm_tiled import CORE_FNTY, CORE_PREFIX, emit_core
-    base = f"{CORE_PREFIX}.{dtype}.{mode}{'.cstrided' if c_strided else ''}"
-    ctx = ModuleContext(base, h.triple)
-    fn = ir.Function(ctx.module, CORE_FNTY, name=base)
-    for a in fn.args[:4]:
-        a.add_attribute("noalias")   # C is never A's or B's buffer (dot.lower_dot)
-    comp = BY_NAME[dtype]   # C's element (f32 for bf16 products)
-    emit_core(ctx, comp, fn, mode, c_strided)
-    text = str(ctx.module)
-    digest = hashlib.sha256(json.dumps({
-        "ir": text, "target": h.manifest_entry(), "llvm": _llvm_version(), "hlo": hlo.__version__,
-        "abi": CORE_ABI}, sort_keys=True).encode()).hexdigest()
-    symbol = f"{base}.{digest[:16]}"
-    text = text.replace(f'@"{base}"', f'@"{symbol}"')
-    assert symbol in text, "the body's definition was not renamed"
-    return CoreSpec(symbol, (dtype, mode, c_strided), text, digest)
+    from .gemm_tiled import CORE_FNTY, emit_core
+    dtype, mode, c_strided = spec.key
+    with _for_target(spec.target):
+        ctx = ModuleContext(spec.symbol, spec.target.triple)
+        fn = ir.Function(ctx.module, CORE_FNTY, name=spec.symbol)
+        for a in fn.args[:4]:
+            a.add_attribute("noalias")   # C is never A's or B's buffer (dot.lower_dot)
+        emit_core(ctx, BY_NAME[dtype], fn, mode, c_strided)   # C's element (f32 for bf16 products)
+        return str(ctx.module)
 
 
 def object_code(spec: CoreSpec, store=None) -> bytes:
@@ -105,7 +142,8 @@ def object_code(spec: CoreSpec, store=None) -> bytes:
             store_hits[spec.symbol] += 1
         else:
             from .target import compile_ir
-            obj, _, _ = compile_ir(spec.ir_text)
+            with _for_target(spec.target):
+                obj, _, _ = compile_ir(spec.ir_text())
             compiles[spec.symbol] += 1
             if store is not None:
                 store.put(name, obj)
@@ -132,12 +170,12 @@ def describe(symbol: str, where: Optional[str] = None) -> str:
 
 
 def core_ir(symbol: str) -> str:
-    """The LLVM IR of the body named ``symbol`` (emitted by this process)."""
+    """The LLVM IR of the body named ``symbol`` (one this process named)."""
     with _lock:
         for spec in _specs.values():
             if spec.symbol == symbol:
-                return spec.ir_text
-    raise KeyError(f"{symbol} was not emitted by this process")
+                return spec.ir_text()
+    raise KeyError(f"{symbol} was not named by this process")
 
 
 def core_calls(ir_text: str) -> List[Dict[str, str]]:
