@@ -28,9 +28,17 @@ import json
 import os
 import threading
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
-# bump when the bodies' calling convention (gemm_tiled.CORE_ARGS) changes meaning
+import llvmlite.ir as ir
+
+# The bodies' symbols start with CORE_PREFIX; their calling convention: pointers to C, A, B and
+# the panel buffer, then 64-bit integers (``gemm_tiled._Core`` says what each means). CORE_ABI
+# is bumped when it changes meaning.
+CORE_PREFIX = "hlo.gemm_core"
+CORE_ARGS = ("C", "A", "B", "panel", "oa", "ob", "oc", "m0", "m1", "n0", "n1", "kc", "acc",
+             "pstride", "G", "rsA", "csA", "ldb", "csB", "ldc", "fill", "csC")
+CORE_FNTY = ir.FunctionType(ir.VoidType(), [ir.PointerType()] * 4 + [ir.IntType(64)] * (len(CORE_ARGS) - 4))
 CORE_ABI = 1
 
 
@@ -47,6 +55,7 @@ class CoreSpec:
     key: Tuple[str, str, bool]  # (dtype, mode, C's columns strided)
     digest: str
     target: object  # the ``CpuTarget`` it is emitted for
+    emit: Callable  # ``gemm_tiled.emit_core``: (ctx, comp, fn, mode, c_strided) -> None
 
     def ir_text(self) -> str:
         """The LLVM IR of the body's module (emitted on first use in this process)."""
@@ -74,6 +83,16 @@ def _llvm_version() -> str:
 
 
 @functools.lru_cache(maxsize=1)
+def _hlo_version() -> str:
+    """hlo's version, from its installed metadata (the backend does not import the frontend)."""
+    import importlib.metadata
+    try:
+        return importlib.metadata.version("hlo")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@functools.lru_cache(maxsize=1)
 def _generator_digest() -> str:
     here = os.path.dirname(os.path.abspath(__file__))
     h = hashlib.sha256()
@@ -83,14 +102,12 @@ def _generator_digest() -> str:
     return h.hexdigest()
 
 
-def core_spec(dtype: str, mode: str, c_strided: bool) -> CoreSpec:
+def core_spec(dtype: str, mode: str, c_strided: bool, knobs: tuple, emit: Callable) -> CoreSpec:
     """The body for products of ``dtype`` with B's access ``mode`` ("contig", "gather", "bf16")
-    and C's columns strided or not, on this process's host target."""
-    import hlo
+    and C's columns strided or not, on this process's host target, as the generator's
+    settings ``knobs`` make it (``gemm_tiled.library_body`` asks; ``emit`` emits it)."""
     from hlo.runtime.cpu.target import host
-    from .gemm_tiled import CORE_PREFIX, core_knobs
     h = host()
-    knobs = core_knobs()
     key = (h, knobs, dtype, mode, bool(c_strided))
     with _lock:
         spec = _specs.get(key)
@@ -98,10 +115,10 @@ def core_spec(dtype: str, mode: str, c_strided: bool) -> CoreSpec:
             base = f"{CORE_PREFIX}.{dtype}.{mode}{'.cstrided' if c_strided else ''}"
             digest = hashlib.sha256(json.dumps({
                 "body": base, "generator": _generator_digest(), "knobs": repr(knobs),
-                "target": h.manifest_entry(), "llvm": _llvm_version(), "hlo": hlo.__version__,
+                "target": h.manifest_entry(), "llvm": _llvm_version(), "hlo": _hlo_version(),
                 "abi": CORE_ABI}, sort_keys=True).encode()).hexdigest()
             spec = _specs[key] = CoreSpec(f"{base}.{digest[:16]}", (dtype, mode, bool(c_strided)),
-                                          digest, h)
+                                          digest, h, emit)
         return spec
 
 
@@ -114,17 +131,15 @@ def _for_target(target):
 
 
 def _emit(spec: CoreSpec) -> str:
-    import llvmlite.ir as ir
     from hlo.ir.types import BY_NAME
     from ..llvm_util import ModuleContext
-    from .gemm_tiled import CORE_FNTY, emit_core
     dtype, mode, c_strided = spec.key
     with _for_target(spec.target):
         ctx = ModuleContext(spec.symbol, spec.target.triple)
         fn = ir.Function(ctx.module, CORE_FNTY, name=spec.symbol)
         for a in fn.args[:4]:
             a.add_attribute("noalias")   # C is never A's or B's buffer (dot.lower_dot)
-        emit_core(ctx, BY_NAME[dtype], fn, mode, c_strided)   # C's element (f32 for bf16 products)
+        spec.emit(ctx, BY_NAME[dtype], fn, mode, c_strided)   # C's element (f32 for bf16 products)
         return str(ctx.module)
 
 
@@ -179,10 +194,9 @@ def core_ir(symbol: str) -> str:
 
 
 def core_calls(ir_text: str) -> List[Dict[str, str]]:
-    """The arguments (by ``gemm_tiled.CORE_ARGS`` name, as IR text) of every call to a body in a
+    """The arguments (by ``CORE_ARGS`` name, as IR text) of every call to a body in a
     program's LLVM IR: the products' run-time modes (``fill``, ``acc``, strides) are these."""
     import re
-    from .gemm_tiled import CORE_ARGS, CORE_PREFIX
     calls = []
     for m in re.finditer(r'call void @"' + re.escape(CORE_PREFIX) + r'[^"]*"\((.*)\)', ir_text):
         args = [a.strip().split(" ", 1)[1] for a in m.group(1).split(",")]

@@ -3,7 +3,7 @@
 C[b, m, n] = sum_k A[b, m, k] * B[b, k, n] for f32/f64 operands given as strided views
 (``gemm_view.MatrixView``). C's columns must be contiguous; A and B may have any strides. For
 each panel of NV vectors' worth of B's columns, the kernel copies B[0:K, panel] into a
-contiguous stack buffer (gathering element by element when B's columns are not contiguous,
+contiguous stack buffer (gathering a vector at a time when B's columns are not contiguous,
 e.g. attention's k^T), then runs every row tile of the block over it; when B's rows are a page
 or more apart, a few panels are packed at once, row by row of B. When B's columns are
 contiguous and its rows less than a page apart, no separate copy runs: the panel's first tile
@@ -15,7 +15,7 @@ slower than the grouped copy, 131 -> 120). The micro-kernel keeps
 an MR x NV-vector tile of C in registers for the whole K loop: per k, NV vector loads of the
 panel, MR broadcasts of A, MR*NV fused multiply-adds. The tile follows the target's vector
 width (``register_tile``): 6 x 4 zmm on AVX-512 (24 accumulators of the 32 registers), 6 x 2
-ymm on AVX2 (12 of 16). Row tails run one tile of the rows left; the columns left after the
+ymm on AVX2 (12 of 16). Row tails run in tiles of the powers of two in their count; the columns left after the
 whole panels run as one narrower panel whose last vector is masked (``llvm.masked.load`` /
 ``store``; N = 10 products went 10-13 -> 70-74 GFLOP/s on one thread), with taller tiles of as
 many accumulators (``tile_rows``: 24 x 1 zmm), read from B in place when B is no wider than a
@@ -31,14 +31,18 @@ thread of an AVX-512 Xeon (2 MiB L2), GFLOP/s before -> after: 1024 x 512 x 512 
 OPENBLAS_* variables: 152, 148, 147). A is never packed: its rows stream through L1 and L2.
 The panel lives on the stack of the product's kernel (KC x NV vectors, a few panels when grouped).
 
-Compile time: the tiles of every product of a module with the same dtype and the same access
-to B (contiguous or gathered) are one shared body (``_Core``) with strides, offsets and the
-block's extent as run-time arguments (whether its panels are filled or packed, and whether a
-block adds to C, too, when its products differ); it holds the tiles of the row and column
-counts any of them can produce. The transformer layer's eight products went from eight kernels
-of ~70 KB of LLVM IR each (577 KB in all) to two bodies (237 KB), its backend compile time
-1.23 -> ~0.6 s; one-thread speed unchanged within noise (1024 x 512 x 512 179-181 vs 182-185
-GFLOP/s, 32 x 512 x 256 159-161 vs 136-160).
+Compile time: the tiles of every product with the same dtype and the same access to B
+(contiguous, gathered, bf16 pairs) and C (contiguous or strided columns) are one shared body
+(``_Core``) with strides, offsets and the block's extent as run-time arguments (whether its
+panels are filled or packed, whether a column tail reads B in place, whether a block adds to C,
+too). The body holds every tile a product can need, so that it does not depend on the program:
+it is library code (``gemm_library``), compiled once per process (or read from the persistent
+cache) and linked into every program that calls it. Before, each module emitted a body with only
+its products' tiles (the transformer layer's eight products: eight ~70 KB kernels of LLVM IR
+before any sharing, two bodies of ~2,300 lines after), and every compile paid ~170-216 ms of
+LLVM time for them. To keep the generic body small, row tails run in tiles of the powers of two
+in their count and a column tail's last vector is masked at run time (the f32 body with B
+contiguous: ~7,700 lines of LLVM IR, ~0.35 s to compile once).
 """
 from __future__ import annotations
 
@@ -48,6 +52,7 @@ import llvmlite.ir as ir
 
 from .. import llvm_util as U
 from ..llvm_util import F32, F64, I64, for_range, i64
+from .gemm_library import CORE_FNTY, core_spec
 from .gemm_view import MatrixView, block_item
 from .kernels import KernelBuilder, collect_reads, make_emitter
 from hlo.runtime.cpu import target as _target
@@ -169,20 +174,22 @@ def _k_loop(b: ir.IRBuilder, K, init: List[ir.Value], step) -> List[ir.Value]:
 
 
 # Every product with the same (dtype, B's access mode, C's access) calls one shared body
-# (``_Core``): strides, offsets and the block's extent are its run-time arguments, and it holds
-# the tiles of every row and column count. The body is library code (``gemm_library``): emitted
-# into a module of its own, compiled once per process (and kept in the persistent cache), and
-# linked into every program that calls it; its symbol starts with CORE_PREFIX.
-CORE_PREFIX = "hlo.gemm_core"
-CORE_ARGS = ("C", "A", "B", "panel", "oa", "ob", "oc", "m0", "m1", "n0", "n1", "kc", "acc",
-             "pstride", "G", "rsA", "csA", "ldb", "csB", "ldc", "fill", "csC")
-CORE_FNTY = ir.FunctionType(U.VOID, [U.PTR] * 4 + [I64] * (len(CORE_ARGS) - 4))
+# (``_Core``): strides, offsets and the block's extent are its run-time arguments (its calling
+# convention: ``gemm_library.CORE_ARGS``), and it holds the tiles of every row and column count.
+# The body is library code (``gemm_library``): emitted into a module of its own, compiled once per
+# process (and kept in the persistent cache), and linked into every program that calls it.
 
 
 def core_knobs() -> tuple:
     """The settings of this module that the bodies' code depends on (besides the target): part
-    of the key under which ``gemm_library`` keeps a body emitted in this process."""
+    of the key under which ``gemm_library`` names and keeps a body."""
     return register_tile(), NARROW_MAX_ROWS, FILL_PREFETCH_ROWS
+
+
+def library_body(dtype: str, mode: str, c_strided: bool):
+    """The ``gemm_library.CoreSpec`` of the body for ``dtype``, ``mode`` and C's access, on the
+    host target, with this module's settings (emitted by ``emit_core`` when compiled)."""
+    return core_spec(dtype, mode, c_strided, core_knobs(), emit_core)
 
 
 def core_modes(comp, mode: str) -> Tuple[set, set]:
@@ -216,12 +223,11 @@ class _Core:
     contiguous; bit 0 of argument ``fill``, for B's rows less than a page apart: the first
     tile of each panel copies it as it computes, else up to G panels are copied row by row of
     B first; bit 1, for B's rows no longer than a panel: the column-tail panel reads B in
-    place), "gather" (B's columns strided: copied element by element) or "bf16". ``acc`` != 0:
+    place), "gather" (B's columns strided: copied a vector gather at a time) or "bf16". ``acc`` != 0:
     add to C (a later block of a blocked contraction)."""
 
     def __init__(self, cg, comp, mode: str, c_strided: bool = False):
-        from .gemm_library import core_spec
-        spec = core_spec(comp.name, mode, c_strided)
+        spec = library_body(comp.name, mode, c_strided)
         self.fn = cg.ctx.declare(spec.symbol, CORE_FNTY.return_type, CORE_FNTY.args)
         for a in self.fn.args[:4]:
             a.add_attribute("noalias")   # C is never A's or B's buffer (dot.lower_dot)
@@ -456,18 +462,19 @@ def emit_core(ctx, comp, fn: ir.Function, mode: str, c_strided: bool = False):
 
         def c_ptrs():
             out = []
+            # C's columns csC apart: per vector, its columns' offsets from the row's start
+            colv = [b.mul(b.add(splat_i(j0), col_iota[v]), splat_i(csC)) for v in range(nv)] \
+                if c_strided else None
             for r in range(mr):
-                crow = b.add(b.add(oc, b.mul(b.add(i0, i64(r)), ldc)), j0)
+                row = b.add(oc, b.mul(b.add(i0, i64(r)), ldc))
                 for v in range(nv):
                     n = lanes if v == nv - 1 and isinstance(lanes, ir.Value) else 0
-                    if c_strided:   # C's columns csC apart: a vector of W element pointers
-                        cols = b.add(b.mul(b.add(splat_i(j0), col_iota[v]), splat_i(csC)),
-                                     splat_i(b.add(oc, b.mul(b.add(i0, i64(r)), ldc))))
-                        ptrs = b.gep(Cp, [cols], source_etype=fty)
+                    if c_strided:   # a vector of W element pointers
+                        ptrs = b.gep(elem(Cp, row), [colv[v]], source_etype=fty)
                         ptrs.type = ir.VectorType(U.PTR, W)   # llvmlite types a vector GEP as scalar
                         out.append((ptrs, n))
                     else:
-                        out.append((elem(Cp, b.add(crow, i64(v * W))), n))
+                        out.append((elem(Cp, b.add(b.add(row, j0), i64(v * W))), n))
             return out
 
         def c_load(p, n):
@@ -585,7 +592,7 @@ def emit_core(ctx, comp, fn: ir.Function, mode: str, c_strided: bool = False):
 
     def pack(ob, j0, nv, npanels=None, lanes=0):
         """Copy B[0:K, j0:j0+nv*W] (``npanels`` consecutive panels of it) into the panel buffer
-        (sequential reads for every row tile); gathered element by element when B's columns
+        (sequential reads for every row tile); gathered (one masked gather per vector) when B's columns
         are not contiguous. A group of panels is copied row by row of B, so each row of B is
         read as one run of G panels (one page walk, not G). ``lanes``: the last vector holds
         only that many columns (zeros after them)."""

@@ -207,9 +207,10 @@ def prepare_parent() -> None:
     from hlo.backends.cpu.target import target_machine
     target_machine()
     # the GEMM's f32 library code, compiled (not linked) once here rather than in every case
-    from hlo.backends.cpu.gemm_library import core_spec, object_code
+    from hlo.backends.cpu.gemm_library import object_code
+    from hlo.backends.cpu.gemm_tiled import library_body
     for mode in ("contig", "gather"):
-        object_code(core_spec("f32", mode, False))
+        object_code(library_body("f32", mode, False))
 
 
 if __name__ == "__main__":  # python tests/aot/hlox_fuzz.py FILE.hlox INPUTS.npz N [SEED]

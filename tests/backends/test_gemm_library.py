@@ -83,16 +83,16 @@ def test_the_body_key_covers_its_code():
     """The symbol's digest changes with the body's code (another tile setting), so a cached
     object is never used for a body it was not compiled from."""
     import hlo.backends.cpu.gemm_tiled as gt
-    from hlo.backends.cpu.gemm_library import core_spec
-    before = core_spec("f32", "contig", False)
+    from hlo.backends.cpu.gemm_tiled import library_body
+    before = library_body("f32", "contig", False)
     old = gt.FILL_PREFETCH_ROWS
     try:
         gt.FILL_PREFETCH_ROWS = 0
-        changed = core_spec("f32", "contig", False)
+        changed = library_body("f32", "contig", False)
     finally:
         gt.FILL_PREFETCH_ROWS = old
     assert changed.symbol != before.symbol and changed.ir_text != before.ir_text
-    assert core_spec("f32", "contig", False) is before
+    assert library_body("f32", "contig", False) is before
 
 
 _SCRIPT = """
