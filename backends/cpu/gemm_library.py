@@ -11,7 +11,7 @@ declares it. The loader links the program's object against the core's
 (``hlo.runtime.cpu.loader.link_library``); a saved executable carries the core objects as
 code sections of their own (``hlo.compiler.saved_executable``).
 
-The symbol of a body is ``hlo.gemm_core.<dtype>.<mode>[.cstrided].<digest>``: the digest (sha256,
+The symbol of a body is ``hlo.gemm_core.<dtype>.<mode>[.cstrided][.astrided].<digest>``: the digest (sha256,
 16 hex digits) covers what decides its code: the generator's sources (``GENERATOR_SOURCES``) and
 settings (``gemm_tiled.core_knobs``), the target (triple, CPU, features), LLVM's version, hlo's
 and ``CORE_ABI``. So a change to the generator or the target never reuses a stale object, two
@@ -52,10 +52,10 @@ GENERATOR_SOURCES = ("gemm_tiled.py", "gemm_library.py", "../llvm_util.py", "../
 class CoreSpec:
     """One shared body: its symbol and the digest in it (its IR: ``ir_text()``)."""
     symbol: str
-    key: Tuple[str, str, bool]  # (dtype, mode, C's columns strided)
+    key: Tuple[str, str, bool, bool]  # (dtype, mode, C's columns strided, A's adjacent)
     digest: str
     target: object  # the ``CpuTarget`` it is emitted for
-    emit: Callable  # ``gemm_tiled.emit_core``: (ctx, comp, fn, mode, c_strided) -> None
+    emit: Callable  # ``gemm_tiled.emit_core``: (ctx, comp, fn, mode, c_strided, a_unit) -> None
 
     def ir_text(self) -> str:
         """The LLVM IR of the body's module (emitted on first use in this process)."""
@@ -102,23 +102,26 @@ def _generator_digest() -> str:
     return h.hexdigest()
 
 
-def core_spec(dtype: str, mode: str, c_strided: bool, knobs: tuple, emit: Callable) -> CoreSpec:
-    """The body for products of ``dtype`` with B's access ``mode`` ("contig", "gather", "bf16")
-    and C's columns strided or not, on this process's host target, as the generator's
-    settings ``knobs`` make it (``gemm_tiled.library_body`` asks; ``emit`` emits it)."""
+def core_spec(dtype: str, mode: str, c_strided: bool, a_unit: bool, knobs: tuple,
+              emit: Callable) -> CoreSpec:
+    """The body for products of ``dtype`` with B's access ``mode`` ("contig", "gather", "bf16"),
+    C's columns strided or not and A's columns adjacent (``a_unit``) or not, on this process's
+    host target, as the generator's settings ``knobs`` make it (``gemm_tiled.library_body``
+    asks; ``emit`` emits it)."""
     from hlo.runtime.cpu.target import host
     h = host()
-    key = (h, knobs, dtype, mode, bool(c_strided))
+    key = (h, knobs, dtype, mode, bool(c_strided), bool(a_unit))
     with _lock:
         spec = _specs.get(key)
         if spec is None:
-            base = f"{CORE_PREFIX}.{dtype}.{mode}{'.cstrided' if c_strided else ''}"
+            base = (f"{CORE_PREFIX}.{dtype}.{mode}{'.cstrided' if c_strided else ''}"
+                    f"{'' if a_unit else '.astrided'}")
             digest = hashlib.sha256(json.dumps({
                 "body": base, "generator": _generator_digest(), "knobs": repr(knobs),
                 "target": h.manifest_entry(), "llvm": _llvm_version(), "hlo": _hlo_version(),
                 "abi": CORE_ABI}, sort_keys=True).encode()).hexdigest()
-            spec = _specs[key] = CoreSpec(f"{base}.{digest[:16]}", (dtype, mode, bool(c_strided)),
-                                          digest, h, emit)
+            spec = _specs[key] = CoreSpec(f"{base}.{digest[:16]}",
+                                          (dtype, mode, bool(c_strided), bool(a_unit)), digest, h, emit)
         return spec
 
 
@@ -133,13 +136,13 @@ def _for_target(target):
 def _emit(spec: CoreSpec) -> str:
     from hlo.ir.types import BY_NAME
     from ..llvm_util import ModuleContext
-    dtype, mode, c_strided = spec.key
+    dtype, mode, c_strided, a_unit = spec.key
     with _for_target(spec.target):
         ctx = ModuleContext(spec.symbol, spec.target.triple)
         fn = ir.Function(ctx.module, CORE_FNTY, name=spec.symbol)
         for a in fn.args[:4]:
             a.add_attribute("noalias")   # C is never A's or B's buffer (dot.lower_dot)
-        spec.emit(ctx, BY_NAME[dtype], fn, mode, c_strided)   # C's element (f32 for bf16 products)
+        spec.emit(ctx, BY_NAME[dtype], fn, mode, c_strided, a_unit)   # C's element (f32 for bf16)
         return str(ctx.module)
 
 
