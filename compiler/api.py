@@ -31,16 +31,18 @@ import itertools
 import logging
 import threading
 import types
+import weakref
 from collections import OrderedDict
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
+from hlo.runtime.cpu import pycall
 from hlo.runtime.cuda.interop import gpu_array_type
 
 from .abstract import ShapedArray, array_key, c_strides, concrete_arg
 from . import config, gc_pause
-from .api_util import api_boundary, set_eager_compiler, static_key
+from .api_util import api_boundary, native_first, set_eager_compiler, static_key
 from .errors import ArgumentTypeError
 from .source_info import function_location, function_name, user_location
 from .stages import Compiled, Lowered
@@ -59,6 +61,7 @@ log = logging.getLogger("hlo.recompiles")
 _ARRAY_KEY = array_key
 _PY_NUMBERS = frozenset((bool, int, float))
 _FAST_TABLE_LIMIT = 256  # fast entries per function (a strided view makes a key of its own)
+_NATIVE_SWITCH = 64  # Python-path hits of another signature before the native entry may move
 
 
 class CacheInfo(NamedTuple):
@@ -125,6 +128,14 @@ class JitFunction:
         self._fast_limit = _FAST_TABLE_LIMIT  # 0 turns the fast path off (the tests compare both)
         self._numbers_keyed = False  # True once a fast entry takes a Python number
         self._misses = 0
+        # The native entry (module docstring): a builtin function serving one signature
+        self._native: Optional[Callable] = None
+        self._native_sig = None  # the signature key it runs
+        self._native_epoch = -1  # pycall.epoch() when it was made
+        self._native_seen = 0  # its hit count when the LRU order last caught up with it
+        self._native_hits = 0  # hits of the native entries dropped since clear_cache
+        self._others = 0  # Python-path hits of other native-capable signatures since _native_mark
+        self._native_mark = 0  # the native entry's hit count then
         functools.update_wrapper(self, fun, updated=())
 
     # --- static arguments ----------------------------------------------------------------
@@ -251,9 +262,11 @@ class JitFunction:
         """Trace for these arguments (arrays or ``hlo.ShapeDtypeStruct``) and return the IR."""
         return self._lower(self._signature(args, kwargs, allow_struct=True))
 
-    @api_boundary
-    def __call__(self, *args, **kwargs):
+    @native_first  # self._native(*args) when there is one and no kwargs, else:
+    def __call__(self, args, kwargs):
         __tracebackhide__ = True  # noqa: F841
+        if self._native is not None and self._native_epoch != pycall.epoch():
+            self._drop_native()  # a setting changed: made again on a fast hit below
         if not kwargs and not getattr(_trace_state, "stack", None):
             # The fast path (module docstring): one key, one lookup, the executable.
             if self._numbers_keyed:  # some entry takes Python numbers: no AttributeError to pay
@@ -273,12 +286,14 @@ class JitFunction:
             except Exception:  # an unhashable attribute, a bad HLO_TARGET: the full path says
                 entry = None
             if entry is not None:
-                run, finish, sig_key = entry
+                run, finish, sig_key, native_ok = entry
                 try:
                     outs = run(args)
                 except _NotFast:
                     return self._call(args, kwargs)
                 next(self._hit_counter)
+                if native_ok and sig_key != self._native_sig:
+                    self._python_hit(sig_key)
                 try:
                     self._cache.move_to_end(sig_key)  # one C call: recency for the LRU bound
                 except KeyError:  # evicted by another thread meanwhile
@@ -336,8 +351,66 @@ class JitFunction:
                 return  # evicted meanwhile: a fast entry would keep its executable alive
             if any(k in _PY_NUMBERS or len(k) == 3 for k in key):
                 self._numbers_keyed = True  # (or some array has no numpy ``strides``: torch)
-            self._fast[(sig.target, key)] = (run, unflattener(compiled.lowered.out_tree), sig.key)
+            native_ok = contiguous and not convert and sig.target == "cpu" and run is run_unchecked
+            self._fast[(sig.target, key)] = (run, unflattener(compiled.lowered.out_tree), sig.key, native_ok)
             self._fast_of.setdefault(sig.key, []).append((sig.target, key))
+        if native_ok and self._native is None:
+            self._make_native(sig.key)
+
+    # --- the native entry ------------------------------------------------------------------
+    def _make_native(self, sig_key) -> None:
+        """Serve ``sig_key``'s calls through its executable's native entry (``Executable.
+        native_call``): exact arrays of the signature run without Python; any other call (other
+        signatures, Python numbers, views, tracers, a trace in progress, a changed setting) goes
+        to the Python path (``__call__.__wrapped__``) through its fallback."""
+        ref = weakref.ref(self)  # the entry must not keep this function alive (no cycle)
+
+        @api_boundary
+        def fallback(*args):
+            __tracebackhide__ = True  # noqa: F841
+            return JitFunction.__call__.__wrapped__(ref(), args, {})
+
+        with self._lock:
+            hit = self._cache.get(sig_key)
+            if self._native is not None or hit is None:
+                return
+            compiled = hit[0]
+            epoch = pycall.epoch()
+            native = compiled.native_call(fallback)
+            if native is None:
+                return
+            self._native, self._native_sig, self._native_epoch = native, sig_key, epoch
+            self._native_seen = self._native_mark = self._others = 0
+
+    def _python_hit(self, sig_key) -> None:
+        """A fast hit of a signature the native entry could serve but does not: make it when
+        there is none; switch it to the busier signature when, over the last
+        ``_NATIVE_SWITCH`` such hits, it served fewer calls than the Python path did."""
+        if self._native is None:
+            self._make_native(sig_key)
+            return
+        self._others += 1
+        if self._others >= _NATIVE_SWITCH:
+            served = pycall.hits(self._native) - self._native_mark
+            if served < self._others:
+                self._drop_native()
+                self._make_native(sig_key)
+            else:
+                self._others, self._native_mark = 0, pycall.hits(self._native)
+
+    def _native_recency(self) -> None:
+        """Bring the LRU order up to date with the native entry's hits (call holding the lock)."""
+        if self._native is not None:
+            n = pycall.hits(self._native)
+            if n != self._native_seen and self._native_sig in self._cache:
+                self._cache.move_to_end(self._native_sig)
+            self._native_seen = n
+
+    def _drop_native(self) -> None:
+        with self._lock:
+            if self._native is not None:
+                self._native_hits += pycall.hits(self._native)
+                self._native = self._native_sig = None
 
     def _compile_miss(self, sig: _Signature) -> Compiled:
         with self._lock:
@@ -348,11 +421,14 @@ class JitFunction:
         compiled = self._lower(sig).compile()  # both stages hold the collector off
         limit = config.read("jit_cache_size")
         with self._lock:
+            self._native_recency()
             self._cache[sig.key] = (compiled, _strip(sig))
             while len(self._cache) > limit:  # drop the least recently used, and its fast entries
                 old, _ = self._cache.popitem(last=False)
                 for fast_key in self._fast_of.pop(old, ()):
                     self._fast.pop(fast_key, None)
+                if old == self._native_sig:
+                    self._drop_native()
         return compiled
 
     def _explain_miss(self, sig: _Signature, previous: List[_Signature]) -> str:
@@ -367,10 +443,14 @@ class JitFunction:
 
     def cache_info(self) -> CacheInfo:
         with self._lock:
-            return CacheInfo(_count_value(self._hit_counter), self._misses, len(self._cache))
+            self._native_recency()
+            native = self._native_hits + (pycall.hits(self._native) if self._native is not None else 0)
+            return CacheInfo(_count_value(self._hit_counter) + native, self._misses, len(self._cache))
 
     def clear_cache(self) -> None:
         with self._lock:
+            self._native = self._native_sig = None
+            self._native_hits = 0
             self._fast.clear()
             self._fast_of.clear()
             self._numbers_keyed = False

@@ -1,7 +1,7 @@
 """Decorators for hlo's public entry points.
 
-``api_boundary``: hlo errors leaving the decorated function lose hlo's own frames from their
-traceback (``hlo.config.traceback_filtering``), so what remains is the user's code.
+``api_boundary`` and ``native_first`` live in ``boundary`` (loading a saved executable uses
+them without importing this module) and are re-exported here.
 
 ``api_function``: for hlo.numpy / hlo.lax / hlo.nn functions. Inside a trace they record ops.
 Called outside any trace (eagerly, on numpy arrays), the call is compiled on its own — array
@@ -17,22 +17,7 @@ import functools
 import threading
 from typing import Any, Callable
 
-from . import config
-from .errors import HloError
-from .source_info import filter_traceback
-
-
-def api_boundary(fn: Callable) -> Callable:
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        __tracebackhide__ = True  # noqa: F841  (pytest hides this frame)
-        try:
-            return fn(*args, **kwargs)
-        except HloError as e:
-            if not config.read("traceback_filtering"):
-                raise
-            raise e.with_traceback(filter_traceback(e.__traceback__)) from None
-    return wrapper
+from .boundary import api_boundary, native_first, refresh_native  # noqa: F401  (re-exported)
 
 
 def api_function(fn: Callable) -> Callable:

@@ -122,10 +122,12 @@ def update(name: str, value: Any) -> None:
 
 def _set(values: Dict[str, Any]) -> None:
     global generation
+    from hlo.runtime.cpu import pycall
     with _lock:
         _values.update(values)
         if _CODE_SETTINGS.intersection(values):
             generation += 1
+        pycall.bump_epoch()  # hlo.jit's native entries hand their calls to Python, which looks again
 
 
 def read(name: str) -> Any:

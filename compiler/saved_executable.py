@@ -33,7 +33,10 @@ from hlo.runtime.hlox import (CorruptFileError, FormatVersionError, InputMismatc
                               SaveError, TargetMismatchError)
 from hlo.runtime.target import check_kind, current
 
+from hlo.runtime.cpu import pycall
+
 from . import tree_util
+from .boundary import native_first, refresh_native
 from .signature import flatten_inputs, plain_name
 from .tree_util import PyTreeDef
 
@@ -509,11 +512,23 @@ class LoadedExecutable:
 
     # -- calling --------------------------------------------------------------------------------
 
-    def __call__(self, *args, **kwargs):
+    _native = None  # the executable's native entry (api_util.native_first), made on a call
+    _native_epoch = -1
+
+    @native_first  # self._native(*args) when there is one and no kwargs, else:
+    def __call__(self, args, kwargs):
+        if self.target == "cpu" and self._native_epoch != pycall.epoch():
+            refresh_native(self, self._native_call)
         outs = self._run(self.flatten_args(args, kwargs))
         if self.out_tree is None:
             return outs
         return tree_util.tree_unflatten(self.out_tree, outs)
+
+    def _native_call(self, fallback: Callable) -> Optional[Callable]:
+        make = getattr(self.executable, "native_call", None)
+        if make is None or self.in_tree not in (None, tree_util.positional_treedef(len(self.in_avals))):
+            return None
+        return make(fallback, tree_util.native_finish(self.out_tree))
 
     def run_flat(self, flat: Sequence[np.ndarray]) -> List[np.ndarray]:
         """Run on flat arguments already in the signature's shapes and dtypes."""

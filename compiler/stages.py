@@ -9,19 +9,19 @@ returns the same pytree of arrays. ``Lowered(module)`` made from a bare Module (
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from hlo.ir import Module, print_module
 
 from .abstract import ShapedArray, array_key, aval_of_type, c_strides, concrete_arg
-from .api_util import api_boundary
+from .api_util import api_boundary, native_first, refresh_native
 from .errors import SignatureMismatchError
 from .signature import flatten_inputs, plain_name
 from .tracing import abstractify
 from .targets import Artifact, compile_module, resolve_target
-from .tree_util import PyTreeDef, positional_treedef, tree_unflatten, unflattener
+from .tree_util import PyTreeDef, native_finish, positional_treedef, tree_unflatten, unflattener
 
 
 class Lowered:
@@ -78,6 +78,8 @@ class Compiled:
         self._artifact = artifact
         self.target = artifact.target
         self._fast = None  # (expected argument keys, run, finish), made on the first call
+        self._native = None  # the executable's native entry (Executable.native_call)
+        self._native_epoch = -1
 
     @property
     def from_cache(self) -> bool:
@@ -144,12 +146,26 @@ class Compiled:
         from .saved_executable import save
         save(self, path)
 
-    @api_boundary
-    def __call__(self, *args, **kwargs):
+    def native_call(self, fallback: Callable) -> Optional[Callable]:
+        """A builtin function that runs exact, C-contiguous numpy arguments of the compiled
+        signature natively and returns the results' pytree, handing any other call to
+        ``fallback`` (``Executable.native_call``); None where the executable has no such entry
+        or the signature has containers."""
+        low = self.lowered
+        if low.in_tree is not None and low.in_tree != positional_treedef(len(low.in_avals)):
+            return None
+        if self._artifact.runners()[1] is None:
+            return None
+        return self._artifact.native_call(fallback, native_finish(low.out_tree))
+
+    @native_first  # self._native(*args) when there is one and no kwargs, else:
+    def __call__(self, args, kwargs):
         __tracebackhide__ = True  # noqa: F841
         fast = self._fast
         if fast is None:
             fast = self._fast = self._fast_path()
+        if fast:
+            refresh_native(self, self.native_call)
         if fast and not kwargs:
             try:
                 ok = tuple(map(array_key, args)) == fast[0]

@@ -137,6 +137,11 @@ class Artifact:
             unchecked = None  # the executable permutes some input or output layout
         return run, unchecked
 
+    def native_call(self, fallback: Callable, finish) -> Optional[Callable]:
+        """The executable's native entry (``Executable.native_call``) where it has one (CPU)."""
+        make = getattr(getattr(self, "executable", None), "native_call", None)
+        return make(fallback, finish) if self.target == "cpu" and make is not None else None
+
     def module_text(self) -> str:
         """The optimized module as IR text (what ``Compiled.as_text`` shows and ``hlo.aot``
         saves)."""

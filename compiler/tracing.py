@@ -44,6 +44,8 @@ import numpy as np
 
 from hlo.ir import Builder, Function, Module, Region, Value, VerifyError, TensorType
 
+from hlo.runtime.cpu import pycall
+
 from . import dtypes, source_info
 from .abstract import ShapeDtypeStruct, ShapedArray, aval_of_type, gpu_array_type, to_numpy
 from .errors import (DTypeError, ShapeError, TracerArrayConversionError, TracerBoolConversionError,
@@ -114,12 +116,14 @@ class _Pushed:
 
     def __enter__(self):
         _stack().append(self.trace)
+        pycall.trace_started()  # native jit entries fall back to Python (which inlines) meanwhile
         return self.trace
 
     def __exit__(self, *exc):
         s = _stack()
         assert s and s[-1] is self.trace, "trace stack corrupted"
         s.pop()
+        pycall.trace_ended()
         self.trace.active = False
         return False
 

@@ -332,6 +332,19 @@ def unflattener(td: PyTreeDef) -> Callable[[Sequence[Any]], Any]:
     return functools.partial(tree_unflatten, td)
 
 
+def native_finish(td: Optional[PyTreeDef]):
+    """How a native entry returns its outputs for results of structure ``td``
+    (``Executable.native_call``'s ``finish``): "single", "tuple", or a function of the tuple of
+    outputs (``list`` for a flat signature, ``td`` None)."""
+    if td is None:
+        return list
+    if td.kind is _LEAF:
+        return "single"
+    if td.kind is tuple and all(c.kind is _LEAF for c in td.children):
+        return "tuple"
+    return functools.partial(tree_unflatten, td)
+
+
 def describe_difference(a: PyTreeDef, b: PyTreeDef, path=()) -> Optional[str]:
     """A short sentence on where two structures first differ, or None if equal."""
     if a == b:

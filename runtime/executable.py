@@ -15,6 +15,10 @@ site's callback (``hlo.ir.callbacks``) gets copies of the operands and its resul
 into the result buffers. An exception in the callback makes the native entry return at once and
 is raised from the call (the dispatcher keeps it per thread).
 
+``native_call(fallback, finish)`` wraps the executable's CPython entry (``hlo_call_py``,
+``cpu/abi.py``; ``cpu/pycall.py``) into a builtin function: exact numpy arguments run with no
+Python at all, any other call goes to ``fallback``. ``hlo.jit`` calls it first.
+
 Everything needed to run again without compiling is in ``object_code`` (native object bytes),
 ``manifest`` (a JSON-able dict) and ``core_objects`` (library code the object calls: the GEMM's
 shared bodies, by symbol; the manifest's ``cores`` lists them with their sha256):
@@ -28,7 +32,7 @@ import ctypes
 import json
 import operator
 import threading
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 
@@ -127,7 +131,7 @@ class Executable(Signature):
             load_library(_resolve_library(lib))
         self._blas = "blas" in manifest.get("libraries", [])
         self.core_objects = _link_cores(manifest.get("cores") or [], cores or {})
-        syms = [manifest["entry"]] + ([manifest["py_entry"]] if manifest.get("py_entry") else [])
+        syms = [manifest["entry"]] + [manifest[k] for k in ("py_entry", "call_entry") if manifest.get(k)]
         self._obj = LoadedObject(self.object_code, syms)
         self._fn = _RUN_SIG(self._obj.address(manifest["entry"]))
         self._connect_pool()
@@ -314,6 +318,26 @@ class Executable(Signature):
 
     def __call__(self, *args) -> List[np.ndarray]:
         return self.run(args)
+
+    def native_call(self, fallback: Callable, finish) -> Optional[Callable]:
+        """A builtin function that runs this executable on exact, C-contiguous, aligned numpy
+        arrays of the signature's shapes and dtypes entirely in native code (``pycall``, the
+        ``hlo_call_py`` entry of ``hlo.runtime.cpu.abi``) and hands every other call, with the
+        same arguments, to ``fallback``. ``finish``: "single" (return the one output), "tuple"
+        (the tuple of outputs) or a function of that tuple. None where the executable has no
+        such entry or may not use it: host calls, BLAS (its thread setting), a non-row-major
+        layout, an output large enough for the recycled-output pool, or an interpreter whose
+        object layout is not the one the entry reads."""
+        from .cpu.abi import CALL_ENTRY
+        entry = self.manifest.get("call_entry")
+        if entry != CALL_ENTRY or self._blas or self._host_errors is not None or not self._simple \
+                or any(s.nbytes >= output_pool.MIN_BYTES for s in self._out):
+            return None
+        if finish == "single" and self._nout != 1:
+            raise ValueError(f"native_call: finish='single' for {self._nout} outputs")
+        from .cpu import pycall
+        return pycall.make(self._obj.address(entry), self, [s.dtype for s in self._in + self._out],
+                           self._arena_size, self.threads, fallback, finish)
 
 
 def _link_cores(entries, objects: dict) -> dict:

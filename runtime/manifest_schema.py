@@ -194,8 +194,9 @@ def _check(m: Any) -> None:
     rt = _obj(m["runtime"], "runtime", ("format", "entry", "arena_size", "inputs", "outputs"))
     _int(rt["format"], "runtime.format", 0, 1 << 31)
     _str(rt["entry"], "runtime.entry", _SYMBOL)
-    if rt.get("py_entry") is not None:
-        _str(rt["py_entry"], "runtime.py_entry", _SYMBOL)
+    for key in ("py_entry", "call_entry"):
+        if rt.get(key) is not None:
+            _str(rt[key], f"runtime.{key}", _SYMBOL)
     arena = _int(rt["arena_size"], "runtime.arena_size", 0, MAX_ARENA_BYTES)
     _list(rt.get("kernels", []), "runtime.kernels", _str)
     cores = _list(rt.get("cores", []), "runtime.cores", lambda x, p: _obj(x, p, ("symbol", "sha256")))

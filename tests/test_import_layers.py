@@ -26,12 +26,13 @@ PACKAGES = ("hlo.ir", "hlo.passes", "hlo.runtime", "hlo.backends", "hlo")
 
 # (layer, what it holds, module patterns). Order is the contract: lowest first.
 FRONTEND_LAYERS = (
-    ("base", "settings, errors, dtypes, pytrees, source lines, the input-signature check",
+    ("base", "settings, errors, dtypes, pytrees, source lines, the input-signature check, the API "
+     "boundary (api_boundary, native_first)",
      ("hlo.config", "hlo.source_info", "hlo.errors", "hlo.dtypes", "hlo.tree_util", "hlo.gc_pause",
-      "hlo.signature")),
+      "hlo.signature", "hlo.boundary")),
     ("saved-format", "a Compiled as .hlox payload, and LoadedExecutable (the fresh-process load path)",
      ("hlo.saved_executable",)),
-    ("trace", "abstract values, the tracer, api_boundary / api_function (eager hook registry)",
+    ("trace", "abstract values, the tracer, api_function (eager hook registry)",
      ("hlo.abstract", "hlo.tracing", "hlo.api_util")),
     ("compile", "targets, the persistent cache, Lowered / Compiled, device placement (device_put)",
      ("hlo.targets", "hlo.compile_cache", "hlo.stages", "hlo.placement")),

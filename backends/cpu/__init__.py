@@ -53,7 +53,9 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, object
     from ..mathlib import CPU_MATH
     from ..lower import Lowering
     from .codegen import CpuCodegen
-    from .program import ENTRY, PY_ENTRY, EntryEmitter, describe_steps, emit_py_entry
+    from .program import (ENTRY, PY_ENTRY, EntryEmitter, describe_steps, emit_call_entry, emit_py_entry,
+                          is_tiny)
+    from hlo.runtime.cpu.abi import CALL_ENTRY
     from .blas import find_blas
     from .target import compile_ir
     from .gemm_library import describe as describe_core, object_code as core_object
@@ -74,6 +76,15 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, object
     steps = lw.lower_main()
     run_fn = EntryEmitter(ctx, cg.kernels, cg.tasks, cg.constants).emit(steps)
     emit_py_entry(ctx, run_fn, len(module.main.args), len(module.main.result_types))
+    main = module.main
+    row_major = all(t.layout is None or tuple(t.layout) == tuple(range(len(t.shape) - 1, -1, -1))
+                    for t in list(main.arg_types) + list(main.result_types))
+    if row_major:  # the CPython entry (abi.CALL_ENTRY) takes the user's arrays as they are
+        io_bytes = sum(t.nbytes
+                       for t in list(main.arg_types) + list(main.result_types))
+        emit_call_entry(ctx, run_fn, [tuple(t.shape) for t in main.arg_types],
+                        [tuple(t.shape) for t in main.result_types],
+                        hold_gil=is_tiny(steps, io_bytes + lw.arena_size))
     # the library code it calls (defined elsewhere: the dump says where)
     ir_text = "".join(describe_core(sym) + "\n" for sym in sorted(cg.cores)) + str(ctx.module)
     t_emit = time.perf_counter() - t_start
@@ -82,13 +93,13 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, object
     t_cores = time.perf_counter()
     cores = {sym: core_object(spec, object_store) for sym, spec in sorted(cg.cores.items())}
     times["cores"] = time.perf_counter() - t_cores
-    main = module.main
     from hlo.runtime.steps import type_desc as tdesc
     manifest = {
         "format": FORMAT_VERSION,
         "target": h.manifest_entry(),
         "entry": ENTRY,
         "py_entry": PY_ENTRY,
+        **({"call_entry": CALL_ENTRY} if row_major else {}),
         "inputs": [tdesc(t) for t in main.arg_types],
         "outputs": [tdesc(t) for t in main.result_types],
         "arena_size": lw.arena_size,

@@ -11,6 +11,7 @@ import llvmlite.ir as ir
 
 from .. import llvm_util as U
 from ..llvm_util import I8, I32, I64, PTR, VOID, ModuleContext, i64
+from hlo.runtime.cpu import abi
 from hlo.runtime.cpu.abi import (ENTRY, HOST_CALL_PTR, NP_ARRAY_DATA, POOL_PTR, PY_ENTRY,  # noqa: F401
                                   PY_TUPLE_ITEMS, RW_ANCHOR)
 from hlo.runtime.steps import (BufRef, Copy, HostCall, KernelCall, Switch, While,  # noqa: F401
@@ -179,4 +180,150 @@ def emit_py_entry(ctx: ModuleContext, run_fn: ir.Function, nin: int, nout: int) 
             b.store(data, b.gep(arr, [i64(k)], source_etype=PTR))
     b.call(run_fn, [ins, outs, arena, nth])
     b.ret_void()
+    return fn
+
+
+# A program holds the GIL through ``hlo_call_py`` when it is this small: no loop, no parallel
+# kernel, no host call, at most this many bytes of inputs, outputs and scratch (a few
+# microseconds at most; releasing and taking the GIL again costs more than running it).
+TINY_BYTES = 1 << 15
+
+
+def is_tiny(steps, nbytes: int) -> bool:
+    """Whether a program is small enough to run holding the GIL (``TINY_BYTES``)."""
+    def small(ss):
+        for s in ss:
+            if isinstance(s, (While, HostCall)) or isinstance(s, KernelCall) and s.parallel and s.extent > 1:
+                return False
+            if isinstance(s, Switch) and not all(small(b) for b in s.branches):
+                return False
+        return True
+    return nbytes <= TINY_BYTES and small(steps)
+
+
+def emit_call_entry(ctx: ModuleContext, run_fn: ir.Function, in_shapes, out_shapes,
+                    hold_gil: bool) -> ir.Function:
+    """``hlo_call_py(self, args, nargs)``: the CPython ``METH_FASTCALL`` entry described in
+    ``hlo.runtime.cpu.abi`` (``CALL_ENTRY``). ``in_shapes`` / ``out_shapes``: the row-major
+    shapes of the inputs and outputs."""
+    nin, nout = len(in_shapes), len(out_shapes)
+    fn = ir.Function(ctx.module, ir.FunctionType(PTR, [PTR, PTR, I64]), name=abi.CALL_ENTRY)
+    me, args, nargs = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    fallback_bb = fn.append_basic_block("fallback")
+
+    def at(p, off, typ=PTR):
+        return b.load(b.gep(p, [i64(off)], source_etype=I8), typ=typ)
+
+    def slot(k, typ=I64):
+        return b.load(b.gep(cx, [i64(k)], source_etype=I64), typ=typ)
+
+    def check(cond):  # continue where cond holds, else fall back
+        ok = fn.append_basic_block("ok")
+        b.cbranch(cond, ok, fallback_bb)
+        b.position_at_end(ok)
+
+    def call(k, ret, argtys, vals):
+        return b.call(b.inttoptr(slot(k), ir.FunctionType(ret, argtys).as_pointer()), vals)
+
+    item = lambda tup, k: at(tup, PY_TUPLE_ITEMS + 8 * k)  # noqa: E731
+    cx = at(item(me, abi.SELF_CTX), NP_ARRAY_DATA)
+    check(b.icmp_signed("==", nargs, i64(nin)))
+    guard = slot(abi.CTX_GUARD, PTR)
+    check(b.icmp_signed("==", b.load(guard, typ=I64), slot(abi.CTX_EPOCH)))
+    check(b.icmp_signed("==", b.load(b.gep(guard, [i64(1)], source_etype=I64), typ=I64), i64(0)))
+    ins = b.alloca(PTR, size=i64(max(1, nin)))
+    outs = b.alloca(PTR, size=i64(max(1, nout)))
+    ndarray = slot(abi.CTX_NDARRAY, PTR)
+    for k, shape in enumerate(in_shapes):
+        a = b.load(b.gep(args, [i64(k)], source_etype=PTR), typ=PTR)
+        check(b.icmp_unsigned("==", at(a, abi.PY_TYPE), ndarray))
+        check(b.icmp_unsigned("==", at(a, abi.NP_ARRAY_DESCR), slot(abi.CTX_DESCRS + k, PTR)))
+        check(b.icmp_signed("==", at(a, abi.NP_ARRAY_NDIM, I32), ir.Constant(I32, len(shape))))
+        flags = b.and_(at(a, abi.NP_ARRAY_FLAGS, I32), ir.Constant(I32, abi.NPY_C_CONTIGUOUS_ALIGNED))
+        check(b.icmp_signed("==", flags, ir.Constant(I32, abi.NPY_C_CONTIGUOUS_ALIGNED)))
+        if shape:
+            dims = at(a, abi.NP_ARRAY_DIMS)
+            for d, n in enumerate(shape):
+                check(b.icmp_signed("==", b.load(b.gep(dims, [i64(d)], source_etype=I64), typ=I64), i64(n)))
+        b.store(at(a, NP_ARRAY_DATA), b.gep(ins, [i64(k)], source_etype=PTR))
+    # the arena: this callable's own, unless another thread's call is using it
+    arena = slot(abi.CTX_ARENA, PTR)
+    busy = b.gep(cx, [i64(abi.CTX_ARENA_BUSY)], source_etype=I64)
+    has_arena = b.icmp_unsigned("!=", arena, ir.Constant(PTR, None))
+    check(b.not_(b.and_(has_arena, b.icmp_signed("!=", b.load(busy, typ=I64), i64(0)))))
+    b.store(b.zext(has_arena, I64), busy)
+
+    def release_arena():
+        b.store(i64(0), busy)
+
+    incref = lambda o: call(abi.CTX_INCREF, VOID, [PTR], [o])  # noqa: E731
+    decref = lambda o: call(abi.CTX_DECREF, VOID, [PTR], [o])  # noqa: E731
+    new_fty = [PTR, PTR, I32, PTR, PTR, PTR, I32, PTR]
+    dims_buf = b.alloca(I64, size=i64(max(1, max((len(s) for s in out_shapes), default=1))))
+    null = ir.Constant(PTR, None)
+    out_objs = []
+    for j, shape in enumerate(out_shapes):
+        descr = slot(abi.CTX_DESCRS + nin + j, PTR)
+        incref(descr)  # PyArray_NewFromDescr steals a reference
+        for d, n in enumerate(shape):
+            b.store(i64(n), b.gep(dims_buf, [i64(d)], source_etype=I64))
+        o = call(abi.CTX_NEW_FROM_DESCR, PTR, new_fty,
+                 [ndarray, descr, ir.Constant(I32, len(shape)), dims_buf, null, null,
+                  ir.Constant(I32, 0), null])
+        ok = fn.append_basic_block("allocated")
+        failed = fn.append_basic_block("alloc_failed")
+        b.cbranch(b.icmp_unsigned("==", o, null), failed, ok)
+        b.position_at_end(failed)  # MemoryError is set: drop the outputs made, free the arena
+        for prev in out_objs:
+            decref(prev)
+        release_arena()
+        b.ret(null)
+        b.position_at_end(ok)
+        out_objs.append(o)
+        b.store(at(o, NP_ARRAY_DATA), b.gep(outs, [i64(j)], source_etype=PTR))
+    nth = slot(abi.CTX_NTHREADS)
+    if hold_gil:
+        b.call(run_fn, [ins, outs, arena, nth])
+    else:
+        ts = call(abi.CTX_SAVE_THREAD, PTR, [], [])
+        b.call(run_fn, [ins, outs, arena, nth])
+        call(abi.CTX_RESTORE_THREAD, VOID, [PTR], [ts])
+    release_arena()
+    hits = b.gep(cx, [i64(abi.CTX_HITS)], source_etype=I64)
+    b.store(b.add(b.load(hits, typ=I64), i64(1)), hits)
+    if nout == 1:
+        single = fn.append_basic_block("single")
+        multi = fn.append_basic_block("multi")
+        b.cbranch(b.icmp_signed("==", slot(abi.CTX_OUT_MODE), i64(abi.OUT_SINGLE)), single, multi)
+        b.position_at_end(single)
+        b.ret(out_objs[0])
+        b.position_at_end(multi)
+    tup = call(abi.CTX_TUPLE_NEW, PTR, [I64], [i64(nout)])
+    tup_fail = fn.append_basic_block("tuple_failed")
+    tup_ok = fn.append_basic_block("tuple_ok")
+    b.cbranch(b.icmp_unsigned("==", tup, null), tup_fail, tup_ok)
+    b.position_at_end(tup_fail)
+    for o in out_objs:
+        decref(o)
+    b.ret(null)
+    b.position_at_end(tup_ok)
+    for j, o in enumerate(out_objs):  # the tuple takes the references
+        b.store(o, b.gep(tup, [i64(PY_TUPLE_ITEMS + 8 * j)], source_etype=I8))
+    as_tuple = fn.append_basic_block("as_tuple")
+    finish = fn.append_basic_block("finish")
+    b.cbranch(b.icmp_signed("==", slot(abi.CTX_OUT_MODE), i64(abi.OUT_TUPLE)), as_tuple, finish)
+    b.position_at_end(as_tuple)
+    b.ret(tup)
+    b.position_at_end(finish)
+    vec_fty = [PTR, PTR, I64, PTR]
+    one = b.alloca(PTR)
+    b.store(tup, one)
+    r = call(abi.CTX_VECTORCALL, PTR, vec_fty, [item(me, abi.SELF_FINISH), one, i64(1), null])
+    decref(tup)
+    b.ret(r)
+    # anything unexpected: the Python path, with the same arguments
+    b.position_at_end(fallback_bb)
+    r = call(abi.CTX_VECTORCALL, PTR, vec_fty, [item(me, abi.SELF_FALLBACK), args, nargs, null])
+    b.ret(r)
     return fn

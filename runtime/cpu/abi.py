@@ -1,23 +1,68 @@
 """The native interface of a CPU executable, shared by the code that emits it
-(``backends/cpu/program.py``) and the runtime that calls it (``executable.py``).
+(``backends/cpu/program.py``) and the runtime that calls it (``executable.py``,
+``pycall.py``).
 
 - ``ENTRY`` ``hlo_run(void **inputs, void **outputs, void *arena, i64 nthreads)`` runs the
   whole program; ``PY_ENTRY`` ``hlo_run_py(tuple inputs, tuple outputs, arena, nthreads)`` reads
   the numpy arrays' data pointers straight from the Python objects first.
+- ``CALL_ENTRY`` ``PyObject *hlo_call_py(PyObject *self, PyObject *const *args, Py_ssize_t
+  nargs)``: a CPython ``METH_FASTCALL`` function (emitted only for row-major signatures). The
+  runtime wraps it into a builtin function object (``pycall.py``) whose ``self`` is the tuple
+  ``(ctx, fallback, finish, ...)``: ``ctx`` an int64 numpy array laid out as the ``CTX_*``
+  slots below, filled by the runtime in each process (every process-specific address: the C
+  API functions it calls, numpy's ndarray type, the expected dtype descriptors, the arena).
+  It checks each argument exactly (type is ndarray, descr is the expected one, ndim, every
+  dimension, C-contiguous and aligned flags), the guard cell (``hlo.config`` unchanged since
+  the callable was made, no trace active) and the arena (free); on any mismatch it returns
+  ``fallback(*args)`` (the full Python path, with all its checks and errors). Otherwise it
+  allocates the outputs (numpy's ``PyArray_NewFromDescr``), runs ``hlo_run`` (releasing the
+  GIL unless the program is tiny, decided when it is emitted), counts the hit in ``ctx`` and
+  returns the output (``OUT_SINGLE``), a tuple of them (``OUT_TUPLE``) or ``finish(tuple)``
+  (``OUT_FINISH``).
 - ``POOL_PTR``: a global the loader sets to the process-wide pool's ``parallel_for``.
 - ``HOST_CALL_PTR``: a global the runtime sets to its host-call dispatcher,
   ``i32 dispatch(i64 site, void **buffers)`` (operands then results of call site ``site``);
   a nonzero return (the callback raised) makes ``hlo_run`` return at once.
 - ``RW_ANCHOR``: a writable global in every object (the loader's one-block memory manager keeps
   the GOT of external calls in its section).
-- ``PY_TUPLE_ITEMS`` / ``NP_ARRAY_DATA``: CPython (64-bit, GIL build) object layout the fast
-  entry uses: a tuple's items start 24 bytes in; a numpy array's data pointer is 16 bytes in.
-  The runtime checks both against the running interpreter before it uses that entry.
+- ``PY_TUPLE_ITEMS`` / ``PY_TYPE`` / ``NP_ARRAY_*``: CPython (64-bit, GIL build) and numpy
+  object layout the native entries use: a tuple's items start 24 bytes in, every object's type
+  is 8 bytes in; a numpy array's data pointer is at 16, ndim (int32) 24, dimensions 32,
+  descr 56, flags (int32) 64. The runtime checks all of them against the running interpreter
+  before it uses those entries (``pycall.available``), else calls go through Python.
 """
 ENTRY = "hlo_run"
 PY_ENTRY = "hlo_run_py"
+CALL_ENTRY = "hlo_call_py"
 POOL_PTR = "hlo_pool_ptr"
 HOST_CALL_PTR = "hlo_host_call_ptr"
 RW_ANCHOR = "hlo_rw_anchor"
+PY_TYPE = 8
 PY_TUPLE_ITEMS = 24
 NP_ARRAY_DATA = 16
+NP_ARRAY_NDIM = 24
+NP_ARRAY_DIMS = 32
+NP_ARRAY_DESCR = 56
+NP_ARRAY_FLAGS = 64
+NPY_C_CONTIGUOUS_ALIGNED = 0x1 | 0x100  # NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED
+
+# ``hlo_call_py``'s ``self`` tuple: its items
+SELF_CTX, SELF_FALLBACK, SELF_FINISH = 0, 1, 2
+# ``ctx``'s int64 slots
+CTX_GUARD = 0          # address of the guard cell: int64[2] = (epoch, active traces)
+CTX_EPOCH = 1          # the epoch the callable was made in (guard[0] must still equal it)
+CTX_HITS = 2           # calls served natively (the runtime reads it for cache statistics)
+CTX_ARENA = 3          # the callable's own arena (0: the program needs none)
+CTX_ARENA_BUSY = 4     # 1 while a call uses the arena (another thread's call falls back)
+CTX_NTHREADS = 5
+CTX_OUT_MODE = 6       # OUT_SINGLE / OUT_TUPLE / OUT_FINISH
+CTX_NDARRAY = 7        # &PyArray_Type
+CTX_NEW_FROM_DESCR = 8  # PyArray_NewFromDescr
+CTX_VECTORCALL = 9     # PyObject_Vectorcall
+CTX_TUPLE_NEW = 10     # PyTuple_New
+CTX_INCREF = 11        # Py_IncRef
+CTX_DECREF = 12        # Py_DecRef
+CTX_SAVE_THREAD = 13   # PyEval_SaveThread
+CTX_RESTORE_THREAD = 14  # PyEval_RestoreThread
+CTX_DESCRS = 15        # then one expected descr per input, then one per output
+OUT_SINGLE, OUT_TUPLE, OUT_FINISH = 0, 1, 2

@@ -107,3 +107,26 @@ def compare(hfn, jfn, args, target, rtol=None, atol=None, check_dtype=True, x64=
     want = jax_run(jfn, args, x64)
     assert_same(got, want, rtol, atol, check_dtype)
     return got
+
+
+# Differential outcomes of one call (the fast/native/Python paths of hlo.jit against each other)
+
+def outcome(f, *args, **kwargs):
+    """("ok", result) or ("error", type, message) of one call (always from this line)."""
+    try:
+        return ("ok", f(*args, **kwargs))
+    except Exception as e:  # noqa: BLE001  (the error itself is what is compared)
+        return ("error", type(e), str(e))
+
+
+def same(a, b):
+    assert a[0] == b[0], (a, b)
+    if a[0] == "error":
+        assert a[1:] == b[1:]
+        return
+    la, ta = hlo.tree_util.tree_flatten(a[1])
+    lb, tb = hlo.tree_util.tree_flatten(b[1])
+    assert ta == tb
+    for u, v in zip(la, lb):
+        assert type(u) is type(v) and u.dtype == v.dtype and u.shape == v.shape
+        np.testing.assert_array_equal(u, v)

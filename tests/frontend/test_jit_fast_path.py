@@ -14,7 +14,8 @@ import hlo
 import hlo.numpy as hnp
 from hlo import errors
 from hlo.abstract import c_strides
-from hlo.tree_util import tree_flatten
+
+from frontend_util import outcome, same
 
 CacheInfo = hlo.jit.__globals__["CacheInfo"]  # (``import hlo.jit`` would shadow the function)
 targets = sys.modules["hlo.targets"]
@@ -30,27 +31,6 @@ def pair(fn, target="cpu", **kw):
     full = hlo.jit(fn, target=target, **kw)
     full._fast_limit = 0
     return fast, full
-
-
-def outcome(f, *args, **kwargs):
-    """("ok", result) or ("error", type, message) of one call (always from this line)."""
-    try:
-        return ("ok", f(*args, **kwargs))
-    except Exception as e:  # noqa: BLE001  (the error itself is what is compared)
-        return ("error", type(e), str(e))
-
-
-def same(a, b):
-    assert a[0] == b[0], (a, b)
-    if a[0] == "error":
-        assert a[1:] == b[1:]
-        return
-    la, ta = tree_flatten(a[1])
-    lb, tb = tree_flatten(b[1])
-    assert ta == tb
-    for u, v in zip(la, lb):
-        assert type(u) is type(v) and u.dtype == v.dtype and u.shape == v.shape
-        np.testing.assert_array_equal(u, v)
 
 
 class _FullPathUsed(AssertionError):

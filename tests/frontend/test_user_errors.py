@@ -34,7 +34,7 @@ def _assert_user_traceback(exc):
     internal = [f for f in frames if hlo.source_info.is_internal_file(f.filename)]
     assert user and user[-1].filename == HERE
     # only the re-raising wrapper of the API boundary may remain
-    assert all(f.name == "wrapper" and f.filename.endswith("api_util.py") for f in internal), internal
+    assert all(f.name == "wrapper" and f.filename.endswith("boundary.py") for f in internal), internal
 
 
 def test_python_if_on_a_traced_value():

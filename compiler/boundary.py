@@ -1,0 +1,67 @@
+"""Where calls enter hlo from the user's code.
+
+``api_boundary``: hlo errors leaving the decorated function lose hlo's own frames from their
+traceback (``hlo.config.traceback_filtering``), so what remains is the user's code.
+
+``native_first`` does the same for the ``__call__`` of an object that may have a native entry
+(``hlo.jit`` functions, ``Compiled``, a loaded ``.hlox``): a call without keyword arguments goes
+to ``self._native`` first (a builtin function, ``Executable.native_call``, that runs the
+executable or calls its own ``api_boundary``-wrapped Python fallback), with no Python frame in
+between; ``refresh_native`` (re)makes that entry once per ``hlo.config`` epoch.
+
+Imported by loading a saved executable: nothing here may import tracing, passes or backends.
+"""
+from __future__ import annotations
+
+import functools
+import weakref
+from typing import Callable, Optional
+
+from hlo.runtime.cpu import pycall
+
+from . import config
+from .errors import HloError
+from .source_info import filter_traceback
+
+
+def api_boundary(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        __tracebackhide__ = True  # noqa: F841  (pytest hides this frame)
+        try:
+            return fn(*args, **kwargs)
+        except HloError as e:
+            if not config.read("traceback_filtering"):
+                raise
+            raise e.with_traceback(filter_traceback(e.__traceback__)) from None
+    return wrapper
+
+
+def native_first(fn: Callable) -> Callable:
+    """``__call__ = native_first(call)`` where ``call(self, args, kwargs)`` is the Python path
+    (see the module docstring)."""
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        __tracebackhide__ = True  # noqa: F841
+        native = self._native
+        if native is not None and not kwargs:
+            return native(*args)
+        try:
+            return fn(self, args, kwargs)
+        except HloError as e:  # (as api_boundary; not a shared helper: it would show as a frame)
+            if not config.read("traceback_filtering"):
+                raise
+            raise e.with_traceback(filter_traceback(e.__traceback__)) from None
+    return wrapper
+
+
+def refresh_native(obj, make: Callable[[Callable], Optional[Callable]]) -> None:
+    """Give ``obj`` (whose ``__call__`` is ``native_first``) its native entry for this
+    ``hlo.config`` epoch, once per epoch: ``make(fallback)`` or None. The fallback runs the
+    Python path, ``__call__.__wrapped__(obj, args, {})``, holding ``obj`` weakly (no cycle)."""
+    epoch = pycall.epoch()
+    if obj._native_epoch != epoch:
+        ref = weakref.ref(obj)
+        python_call = type(obj).__call__.__wrapped__
+        obj._native = make(api_boundary(lambda *args: python_call(ref(), args, {})))
+        obj._native_epoch = epoch
