@@ -396,6 +396,9 @@ def cmd_inspect(a) -> int:
     w(f"target: {tgt.get('kind')} {tgt.get('triple')} " + (f"arch={tgt.get('arch')}" if tgt.get('kind') == 'cuda' else f"cpu={tgt.get('cpu')}") + "\n")
     kernels = list(rt.get("kernels") or [])
     w(f"native kernels ({len(kernels)}):" + "".join(f"\n  {k}" for k in kernels) + "\n")
+    if exe.cores:  # library code the object calls, a code section each
+        w(f"library code ({len(exe.cores)}):" + "".join(f"\n  {c} (section code.cpu.core.{i})"
+                                                   for i, c in enumerate(exe.cores)) + "\n")
     libs = rt.get("libraries") or []
     if libs:
         w(f"libraries: {', '.join(libs)}\n")

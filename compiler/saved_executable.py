@@ -176,6 +176,12 @@ def artifact_payload(art) -> hlox.Payload:
     manifest["sections"] = {code: "native code: a relocatable object file for the target triple",
                             "ir": "the optimized module (hlo IR text)"}
     sections = {code: exe.object_code, "ir": art.module_text().encode("utf-8")}
+    for i, c in enumerate(rt.get("cores") or []):  # library code the object calls
+        name = f"{CORE_SECTION}{i}"
+        sections[name] = exe.core_objects[c["symbol"]]
+        manifest["sections"][name] = (f"native code: the library code {c['symbol']} that the "
+                                      "object calls (linked at load unless already present)")
+        manifest["imports"] = _merge_imports(manifest["imports"], object_imports(sections[name]))
     pool = _pool_object_if_used(syms)
     if pool is not None:
         sections[POOL_SECTION] = pool
@@ -212,6 +218,35 @@ def _cuda_payload(art, prog) -> hlox.Payload:
 
 
 POOL_SECTION = "code.cpu.pool"
+CORE_SECTION = "code.cpu.core."  # + the index of the core in the runtime manifest's ``cores``
+
+
+def core_objects(runtime: dict, sections: Dict[str, bytes], where: str) -> Dict[str, bytes]:
+    """The library code a CPU executable calls, by symbol, from its code sections: one section
+    per entry of ``runtime["cores"]``, whose sha256 and symbol must be the entry's; a missing,
+    changed or unlisted core section is a ``CorruptFileError``."""
+    import hashlib
+    entries = runtime.get("cores") or []
+    out = {}
+    for i, e in enumerate(entries):
+        name = f"{CORE_SECTION}{i}"
+        obj = sections.get(name)
+        if obj is None:
+            raise CorruptFileError(f"{where}: no native code section {name!r} for the library "
+                                   f"code {e['symbol']} that the executable calls")
+        if hashlib.sha256(obj).hexdigest() != e["sha256"]:
+            raise CorruptFileError(f"{where}: section {name!r} is not the library code "
+                                   f"{e['symbol']} the executable was linked with (sha256 differs)")
+        syms = _symbols_or_none(obj)
+        if syms is None or e["symbol"] not in syms[0]:
+            raise CorruptFileError(f"{where}: section {name!r} does not define {e['symbol']}")
+        out[e["symbol"]] = obj
+    extra = sorted(k for k in sections if k.startswith(CORE_SECTION) and
+                   k[len(CORE_SECTION):] not in {str(i) for i in range(len(entries))})
+    if extra:
+        raise CorruptFileError(f"{where}: code section(s) {', '.join(extra)} that the manifest "
+                               "does not list")
+    return out
 
 
 def _pool_object_if_used(syms) -> Optional[bytes]:
@@ -303,9 +338,10 @@ def check_target(target: dict, where: str) -> None:
     check_kind(target, where, SUPPORTED_TARGET_KINDS).check_loadable(target, where)
 
 
-def _check_imports(runtime: dict, imports: Optional[List[str]], where: str) -> None:
-    """Every external symbol the code calls must resolve before linking: the JIT linker aborts
-    the process on an unresolved one."""
+def _check_imports(runtime: dict, imports: Optional[List[str]], where: str,
+                   provided: Sequence[str] = ()) -> None:
+    """Every external symbol the code calls must resolve before linking (``provided``: defined by
+    the executable's own library code): the JIT linker aborts the process on an unresolved one."""
     from hlo.runtime.executable import _resolve_library
     from hlo.runtime.cpu.loader import load_library
     import llvmlite.binding as llvm
@@ -320,7 +356,8 @@ def _check_imports(runtime: dict, imports: Optional[List[str]], where: str) -> N
     # exists; before the first one, only libraries loaded explicitly: look in the process too.
     import ctypes
     process = ctypes.CDLL(None)
-    missing = [s for s in imports if not llvm.address_of_symbol(s) and not hasattr(process, s)]
+    missing = [s for s in imports if s not in provided and not llvm.address_of_symbol(s)
+               and not hasattr(process, s)]
     if missing:
         raise LoadError(f"{where} calls external functions this process does not provide: "
                         f"{', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}")
@@ -375,6 +412,8 @@ class LoadedExecutable:
         except (KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError) as e:
             raise CorruptFileError(f"{where}: malformed manifest ({type(e).__name__}: {e})") from None
         check_ir_signature(ir, runtime, where)
+        # the library code its object calls (CPU: the GEMM's shared bodies), by symbol
+        self.cores = [c["symbol"] for c in runtime.get("cores") or []]
         self.manifest = m
         self.target = kind
         self._ir_text = ir
@@ -412,7 +451,8 @@ class LoadedExecutable:
             raise FormatVersionError(
                 f"{where} holds native code for runtime interface {runtime.get('format')!r}; this "
                 f"hlo runs interface {RUNTIME_FORMAT}. Compile the program again with this hlo")
-        _check_imports(runtime, imports, where)
+        cores = core_objects(runtime, payload.sections, where)
+        _check_imports(runtime, imports, where, provided=list(cores))
         rt = dict(runtime)
         rt["target"] = dict(target)
         pool = payload.sections.get(POOL_SECTION)
@@ -420,7 +460,8 @@ class LoadedExecutable:
             if pool is not None:  # link the stored worker pool unless this process has one
                 from hlo.runtime.cpu.thread_pool import pool_address
                 pool_address(pool)
-            self.executable = Executable(code, rt, steps_text="\n".join(m.get("call_sequence", [])))
+            self.executable = Executable(code, rt, steps_text="\n".join(m.get("call_sequence", [])),
+                                         cores=cores)
         except (RuntimeError, ValueError, KeyError, TypeError) as e:
             raise LoadError(f"{where}: the native code does not link: {e}") from None
         self._run = self.executable.run

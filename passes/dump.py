@@ -96,6 +96,7 @@ _TIME_LABELS = {
     "llvm_parse": "backend: LLVM IR parse and verify",
     "llvm_opt": "backend: LLVM optimization",
     "llvm_codegen": "backend: object code emission",
+    "cores": "backend: GEMM library code (0 once compiled in the process)",
     "load": "backend: load and link",
     "backend": "backend (total)",
     "total": "total compile (optimize + backend)",

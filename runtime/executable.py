@@ -19,9 +19,12 @@ is raised from the call (the dispatcher keeps it per thread).
 ``cpu/abi.py``; ``cpu/pycall.py``) into a builtin function: exact numpy arguments run with no
 Python at all, any other call goes to ``fallback``. ``hlo.jit`` calls it first.
 
-Everything needed to run again without compiling is in ``object_code`` (native object bytes)
-and ``manifest`` (a JSON-able dict): ``Executable.from_object(object_code, manifest)`` links
-the object into the process and is the path every executable takes, fresh or loaded.
+Everything needed to run again without compiling is in ``object_code`` (native object bytes),
+``manifest`` (a JSON-able dict) and ``core_objects`` (library code the object calls: the GEMM's
+shared bodies, by symbol; the manifest's ``cores`` lists them with their sha256):
+``Executable.from_object(object_code, manifest, cores=...)`` links the library code (once per
+process, ``loader.link_library``), then the object, and is the path every executable takes,
+fresh or loaded.
 """
 from __future__ import annotations
 
@@ -113,7 +116,7 @@ class Executable(Signature):
     """A compiled program for the host CPU."""
 
     def __init__(self, object_code: bytes, manifest: dict, ir_text: str = "", steps_text: str = "",
-                 threads: Optional[int] = None):
+                 threads: Optional[int] = None, cores: Optional[dict] = None):
         global _FAST_OK
         if manifest.get("format") != FORMAT_VERSION:
             raise ValueError(f"executable format {manifest.get('format')!r} is not supported "
@@ -127,6 +130,7 @@ class Executable(Signature):
         for lib in manifest.get("libraries", []):
             load_library(_resolve_library(lib))
         self._blas = "blas" in manifest.get("libraries", [])
+        self.core_objects = _link_cores(manifest.get("cores") or [], cores or {})
         syms = [manifest["entry"]] + [manifest[k] for k in ("py_entry", "call_entry") if manifest.get(k)]
         self._obj = LoadedObject(self.object_code, syms)
         self._fn = _RUN_SIG(self._obj.address(manifest["entry"]))
@@ -334,6 +338,28 @@ class Executable(Signature):
         from .cpu import pycall
         return pycall.make(self._obj.address(entry), self, [s.dtype for s in self._in + self._out],
                            self._arena_size, self.threads, fallback, finish)
+
+
+def _link_cores(entries, objects: dict) -> dict:
+    """Link the library code the manifest lists (``cores``: symbol and sha256 of each object)
+    from ``objects`` (symbol -> bytes; one already linked in this process may be left out);
+    returns the objects by symbol. ValueError when one is missing or its bytes are not the ones
+    the manifest names."""
+    import hashlib
+    from .cpu.loader import library_object, link_library
+    out = {}
+    for e in entries:
+        sym = e["symbol"]
+        obj = objects.get(sym)
+        if obj is not None and hashlib.sha256(obj).hexdigest() != e["sha256"]:
+            raise ValueError(f"the library code {sym} is not the object the executable was "
+                             "linked with (sha256 differs)")
+        link_library(sym, obj)
+        out[sym] = library_object(sym)
+    extra = sorted(set(objects) - set(out))
+    if extra:
+        raise ValueError(f"library code {', '.join(extra)} is given but the executable does not list it")
+    return out
 
 
 def _resolve_library(name: str) -> str:

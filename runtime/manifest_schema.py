@@ -28,6 +28,8 @@ MAX_RANK = 64
 MAX_TEXT = 1 << 16  # one string field
 MAX_ITEMS = 1 << 20  # one list field
 _SYMBOL = re.compile(r"^[A-Za-z_.$][A-Za-z0-9_.$]{0,255}$")
+_CORE_SYMBOL = re.compile(r"^hlo\.gemm_core\.[a-z0-9]{1,8}\.[a-z0-9.]{1,32}\.[0-9a-f]{16}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _FEATURE = re.compile(r"^[+-][A-Za-z0-9._-]{1,64}$")
 _KIND = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes",
@@ -197,6 +199,12 @@ def _check(m: Any) -> None:
             _str(rt[key], f"runtime.{key}", _SYMBOL)
     arena = _int(rt["arena_size"], "runtime.arena_size", 0, MAX_ARENA_BYTES)
     _list(rt.get("kernels", []), "runtime.kernels", _str)
+    cores = _list(rt.get("cores", []), "runtime.cores", lambda x, p: _obj(x, p, ("symbol", "sha256")))
+    for i, c in enumerate(cores):  # library code the object calls (one code section each)
+        _str(c["symbol"], f"runtime.cores[{i}].symbol", _CORE_SYMBOL)
+        _str(c["sha256"], f"runtime.cores[{i}].sha256", _SHA256)
+    if len({c["symbol"] for c in cores}) != len(cores):
+        _fail("runtime.cores", "lists one symbol twice")
     libs = _list(rt.get("libraries", []), "runtime.libraries", _str)
     for i, lib in enumerate(libs):
         if lib not in LIBRARIES:

@@ -43,8 +43,10 @@ def declined_ops() -> dict:
     return CpuCodegen.declined_ops()
 
 
-def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
-    """Compile an optimized module (or a plain ``Module``) to an ``Executable``."""
+def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, object_store=None):
+    """Compile an optimized module (or a plain ``Module``) to an ``Executable``.
+    ``object_store``: where the GEMM's library code (``gemm_library``) is looked up and kept
+    across processes (the persistent compilation cache's store, or None)."""
     from hlo.ir.core import Module
     from hlo.runtime.executable import Executable, FORMAT_VERSION
     from ..llvm_util import ModuleContext
@@ -56,9 +58,12 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
     from hlo.runtime.cpu.abi import CALL_ENTRY
     from .blas import find_blas
     from .target import compile_ir
+    from .gemm_library import describe as describe_core, object_code as core_object
+    import hashlib
     from hlo.runtime.cpu.target import default_threads, host
     if isinstance(optimized, Module):
-        return compile_module(optimized, threads=threads, opt_level=opt_level)
+        return compile_module(optimized, threads=threads, opt_level=opt_level,
+                              object_store=object_store)
     t_start = time.perf_counter()
     module = optimized.module
     if "main" not in module:
@@ -69,7 +74,6 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
     cg = CpuCodegen(ctx, nthreads)
     lw = Lowering(cg, module, optimized.buffers)
     steps = lw.lower_main()
-    cg.finish()
     run_fn = EntryEmitter(ctx, cg.kernels, cg.tasks, cg.constants).emit(steps)
     emit_py_entry(ctx, run_fn, len(module.main.args), len(module.main.result_types))
     main = module.main
@@ -81,10 +85,14 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
         emit_call_entry(ctx, run_fn, [tuple(t.shape) for t in main.arg_types],
                         [tuple(t.shape) for t in main.result_types],
                         hold_gil=is_tiny(steps, io_bytes + lw.arena_size))
-    ir_text = str(ctx.module)
+    # the library code it calls (defined elsewhere: the dump says where)
+    ir_text = "".join(describe_core(sym) + "\n" for sym in sorted(cg.cores)) + str(ctx.module)
     t_emit = time.perf_counter() - t_start
     obj, _, times = compile_ir(ir_text, opt_level)
     times["emit"] = t_emit
+    t_cores = time.perf_counter()
+    cores = {sym: core_object(spec, object_store) for sym, spec in sorted(cg.cores.items())}
+    times["cores"] = time.perf_counter() - t_cores
     from hlo.runtime.steps import type_desc as tdesc
     manifest = {
         "format": FORMAT_VERSION,
@@ -98,6 +106,8 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
         "kernels": list(cg.kernels),
         "libraries": ["blas"] if cg.uses_blas else [],
     }
+    if cores:  # library code linked with the object (each once per process)
+        manifest["cores"] = [{"symbol": s, "sha256": hashlib.sha256(o).hexdigest()} for s, o in cores.items()]
     if lw.host_sites:  # calls back into Python (hlo.ir.callbacks): the runtime's dispatcher
         manifest["host_calls"] = lw.host_sites
     if cg.uses_blas:
@@ -105,7 +115,7 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
         manifest["blas_symbols"] = [b.sgemm, b.dgemm]
     t_load = time.perf_counter()
     exe = Executable(obj, manifest, ir_text=ir_text, steps_text="\n".join(describe_steps(steps)),
-                     threads=threads)
+                     threads=threads, cores=cores)
     times["load"] = time.perf_counter() - t_load
     exe.compile_times = times
     if getattr(optimized, "dump_dir", None):  # the dump's summary.txt shows where time went
@@ -115,7 +125,7 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
     return exe
 
 
-def compile_module(module: Module, threads: Optional[int] = None, opt_level: int = 3):
+def compile_module(module: Module, threads: Optional[int] = None, opt_level: int = 3, object_store=None):
     """Optimize ``module`` with the passes' CPU pipeline when available, then compile."""
     try:
         from hlo.passes.pipeline import optimize
@@ -125,8 +135,10 @@ def compile_module(module: Module, threads: Optional[int] = None, opt_level: int
         from hlo.ir.verifier import verify_module
         from .fallback_plan import Unoptimized
         verify_module(module)
-        return compile(Unoptimized(module), threads=threads, opt_level=opt_level)
-    return compile(optimize(module, target="cpu"), threads=threads, opt_level=opt_level)
+        return compile(Unoptimized(module), threads=threads, opt_level=opt_level,
+                       object_store=object_store)
+    return compile(optimize(module, target="cpu"), threads=threads, opt_level=opt_level,
+                   object_store=object_store)
 
 
 __all__ = ["compile", "compile_module", "UnsupportedOp"]

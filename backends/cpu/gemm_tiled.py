@@ -3,7 +3,7 @@
 C[b, m, n] = sum_k A[b, m, k] * B[b, k, n] for f32/f64 operands given as strided views
 (``gemm_view.MatrixView``). C's columns must be contiguous; A and B may have any strides. For
 each panel of NV vectors' worth of B's columns, the kernel copies B[0:K, panel] into a
-contiguous stack buffer (gathering element by element when B's columns are not contiguous,
+contiguous stack buffer (gathering a vector at a time when B's columns are not contiguous,
 e.g. attention's k^T), then runs every row tile of the block over it; when B's rows are a page
 or more apart, a few panels are packed at once, row by row of B. When B's columns are
 contiguous and its rows less than a page apart, no separate copy runs: the panel's first tile
@@ -15,7 +15,7 @@ slower than the grouped copy, 131 -> 120). The micro-kernel keeps
 an MR x NV-vector tile of C in registers for the whole K loop: per k, NV vector loads of the
 panel, MR broadcasts of A, MR*NV fused multiply-adds. The tile follows the target's vector
 width (``register_tile``): 6 x 4 zmm on AVX-512 (24 accumulators of the 32 registers), 6 x 2
-ymm on AVX2 (12 of 16). Row tails run one tile of the rows left; the columns left after the
+ymm on AVX2 (12 of 16). Row tails run in tiles of the powers of two in their count; the columns left after the
 whole panels run as one narrower panel whose last vector is masked (``llvm.masked.load`` /
 ``store``; N = 10 products went 10-13 -> 70-74 GFLOP/s on one thread), with taller tiles of as
 many accumulators (``tile_rows``: 24 x 1 zmm), read from B in place when B is no wider than a
@@ -31,14 +31,18 @@ thread of an AVX-512 Xeon (2 MiB L2), GFLOP/s before -> after: 1024 x 512 x 512 
 OPENBLAS_* variables: 152, 148, 147). A is never packed: its rows stream through L1 and L2.
 The panel lives on the stack of the product's kernel (KC x NV vectors, a few panels when grouped).
 
-Compile time: the tiles of every product of a module with the same dtype and the same access
-to B (contiguous or gathered) are one shared body (``_Core``) with strides, offsets and the
-block's extent as run-time arguments (whether its panels are filled or packed, and whether a
-block adds to C, too, when its products differ); it holds the tiles of the row and column
-counts any of them can produce. The transformer layer's eight products went from eight kernels
-of ~70 KB of LLVM IR each (577 KB in all) to two bodies (237 KB), its backend compile time
-1.23 -> ~0.6 s; one-thread speed unchanged within noise (1024 x 512 x 512 179-181 vs 182-185
-GFLOP/s, 32 x 512 x 256 159-161 vs 136-160).
+Compile time: the tiles of every product with the same dtype and the same access to B
+(contiguous, gathered, bf16 pairs) and C (contiguous or strided columns) are one shared body
+(``_Core``) with strides, offsets and the block's extent as run-time arguments (whether its
+panels are filled or packed, whether a column tail reads B in place, whether a block adds to C,
+too). The body holds every tile a product can need, so that it does not depend on the program:
+it is library code (``gemm_library``), compiled once per process (or read from the persistent
+cache) and linked into every program that calls it. Before, each module emitted a body with only
+its products' tiles (the transformer layer's eight products: eight ~70 KB kernels of LLVM IR
+before any sharing, two bodies of ~2,300 lines after), and every compile paid ~170-216 ms of
+LLVM time for them. To keep the generic body small, row tails run in tiles of the powers of two
+in their count and a column tail's last vector is masked at run time (the f32 body with B
+contiguous: ~7,700 lines of LLVM IR, ~0.35 s to compile once).
 """
 from __future__ import annotations
 
@@ -48,6 +52,7 @@ import llvmlite.ir as ir
 
 from .. import llvm_util as U
 from ..llvm_util import F32, F64, I64, for_range, i64
+from .gemm_library import CORE_FNTY, core_spec
 from .gemm_view import MatrixView, block_item
 from .kernels import KernelBuilder, collect_reads, make_emitter, vector_bits_for
 from hlo.runtime.cpu import target as _target
@@ -175,11 +180,31 @@ def _k_loop(b: ir.IRBuilder, K, init: List[ir.Value], step) -> List[ir.Value]:
     return phis
 
 
-# Every product of a module with the same (dtype, B's access mode, blocked contraction) calls one
-# shared body (``_Core``): strides, offsets and the block's extent are its run-time arguments, and
-# it holds the tiles of every row and column count that one of its products can produce. Its
-# name starts with CORE_PREFIX, which ``target.compile_ir`` optimizes with a light pipeline.
-CORE_PREFIX = "hlo.gemm_core"
+# Every product with the same (dtype, B's access mode, C's access) calls one shared body
+# (``_Core``): strides, offsets and the block's extent are its run-time arguments (its calling
+# convention: ``gemm_library.CORE_ARGS``), and it holds the tiles of every row and column count.
+# The body is library code (``gemm_library``): emitted into a module of its own, compiled once per
+# process (and kept in the persistent cache), and linked into every program that calls it.
+
+
+def core_knobs() -> tuple:
+    """The settings of this module that the bodies' code depends on (besides the target): part
+    of the key under which ``gemm_library`` names and keeps a body."""
+    return register_tile(), NARROW_MAX_ROWS, FILL_PREFETCH_ROWS
+
+
+def library_body(dtype: str, mode: str, c_strided: bool, a_unit: bool = True):
+    """The ``gemm_library.CoreSpec`` of the body for ``dtype``, ``mode``, C's access and A's
+    (``a_unit``: A's columns adjacent, its ``csA`` argument taken as 1), on the host target, with
+    this module's settings (emitted by ``emit_core`` when compiled)."""
+    return core_spec(dtype, mode, c_strided, a_unit, core_knobs(), emit_core)
+
+
+def core_modes(comp, mode: str) -> Tuple[set, set]:
+    """(fills, directs): the values of the ``fill`` argument's bits 0 and 1 that products of
+    this dtype and mode can pass (``emit_tiled_gemm``); the body has code for those alone."""
+    contig = mode == "contig" and FILL_PREFETCH_ROWS > 0
+    return ({0, 1} if contig else {0}), ({0, 1} if mode == "contig" else {0})
 
 
 class _BFloat(ir.types.Type):
@@ -199,49 +224,25 @@ BFLOAT = _BFloat()
 
 
 class _Core:
-    """The shared register-tiled body: C[m0:m1, n0:n1] (+)= A[m0:m1, 0:kc] x B[0:kc, n0:n1]
-    (offsets oa, ob, oc into A, B, C; strides as arguments), B's panels in ``panel`` (room for
-    ``G`` panels of ``pstride`` vectors). ``mode``: "contig" (B's columns contiguous; bit 0 of
-    argument ``fill``, for B's rows less than a page apart: the first tile of each panel copies
-    it as it computes, else up to G panels are copied row by row of B first; bit 1, for B's
-    rows no longer than a panel: the column-tail panel reads B in place) or "gather" (B's
-    columns strided: copied element by element). ``acc`` != 0: add to C (a later block of a
-    blocked contraction). What the products never ask for (filling, packing, adding to C) is
-    left out. The body is emitted by ``emit`` once every product has added the row and column
-    counts its items can have, its fill mode and whether it blocks the contraction.
-    """
+    """A program's declaration of a shared register-tiled body (the body itself is emitted by
+    ``emit_core`` into a library module, ``gemm_library``): C[m0:m1, n0:n1] (+)= A[m0:m1, 0:kc]
+    x B[0:kc, n0:n1] (offsets oa, ob, oc into A, B, C; strides as arguments), B's panels in
+    ``panel`` (room for ``G`` panels of ``pstride`` vectors). ``mode``: "contig" (B's columns
+    contiguous; bit 0 of argument ``fill``, for B's rows less than a page apart: the first
+    tile of each panel copies it as it computes, else up to G panels are copied row by row of
+    B first; bit 1, for B's rows no longer than a panel: the column-tail panel reads B in
+    place), "gather" (B's columns strided: copied a vector gather at a time) or "bf16". ``acc`` != 0:
+    add to C (a later block of a blocked contraction)."""
 
-    ARGS = ("C", "A", "B", "panel", "oa", "ob", "oc", "m0", "m1", "n0", "n1", "kc", "acc",
-            "pstride", "G", "rsA", "csA", "ldb", "csB", "ldc", "fill", "csC")
-
-    def __init__(self, cg, comp, mode: str, c_strided: bool = False, variant: str = ""):
-        self.cg, self.comp, self.mode, self.has_acc = cg, comp, mode, False
-        self.c_strided = c_strided
-        name = cg.ctx.unique(f"{CORE_PREFIX}.{comp.name}.{mode}{'.cstrided' if c_strided else ''}"
-                             f"{'.' + variant if variant else ''}")
-        fnty = ir.FunctionType(U.VOID, [U.PTR] * 4 + [I64] * (len(self.ARGS) - 4))
-        self.fn = ir.Function(cg.ctx.module, fnty, name=name)
-        self.fn.linkage = "internal"
-        self.fn.attributes.add("noinline")
+    def __init__(self, cg, comp, mode: str, c_strided: bool = False, a_unit: bool = True):
+        spec = library_body(comp.name, mode, c_strided, a_unit)
+        self.fn = cg.ctx.declare(spec.symbol, CORE_FNTY.return_type, CORE_FNTY.args)
         for a in self.fn.args[:4]:
             a.add_attribute("noalias")   # C is never A's or B's buffer (dot.lower_dot)
-        self.row_counts, self.col_counts, self.fills, self.directs = set(), set(), set(), set()
-        self.tail_rows = {}
+        cg.cores[spec.symbol] = spec
 
     def call(self, b, *args):
         b.call(self.fn, [a if isinstance(a, ir.Value) else i64(a) for a in args])
-
-    def emit(self):
-        _emit_core(self.cg, self.comp, self.fn, self.mode, self.has_acc, self.row_counts,
-                   self.col_counts, self.fills, self.directs, self.c_strided, self.tail_rows)
-
-
-def _core_for(cg, comp, mode: str, c_strided: bool = False, variant: str = "") -> _Core:
-    key = ("gemm_core", comp.name, mode, c_strided, variant)
-    core = cg.shared.get(key)
-    if core is None:
-        core = cg.shared[key] = _Core(cg, comp, mode, c_strided, variant)
-    return core
 
 
 def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: int, M: int, N: int,
@@ -296,26 +297,14 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
                    (ldb * comp.itemsize < PANEL_GROUP_MIN_STRIDE or small))
         if b_contig and not fill and ldb * comp.itemsize >= PANEL_GROUP_MIN_STRIDE:
             G = max(1, min(PANEL_GROUP, PANEL_GROUP_BYTES // (KC * NV * W * comp.itemsize)))
-    c_strided = C.cs not in (1, None)
-    # products that block for a small item get a core of their own: the loads of C that a
-    # blocked contraction needs would otherwise go into every tile of the shared one
-    core = _core_for(cg, comp, mode, c_strided, "small" if small else "")
-    core.has_acc |= NK > 1
-    # the row counts of a chunk and the column counts of an item: the core holds a tile for each
+    # A's columns adjacent (its rows read as runs: nearly every product) get a body of their
+    # own, whose A loads step by a constant: with csA a run-time argument the transformer's
+    # 1024 x 512 x 512 products ran ~5% slower on one thread (158-167 vs 171-180 GFLOP/s; a
+    # body inside the program had had the constant propagated into it by LLVM)
+    core = _Core(cg, comp, mode, C.cs not in (1, None), pairs or A.cs in (1, None))
     MC = chunk_rows(MR, KC, NB, NK, comp.itemsize, MB)
-    rows = {h for hb in {min(MB, M - m0) for m0 in range(0, M, MB)}
-            for h in ({min(MC, hb)} | ({hb % MC} if hb > MC and hb % MC else set()))}
-    cols = {min(NB, N - n0) for n0 in range(0, N, NB)}
-    core.row_counts |= rows
-    core.col_counts |= cols
-    for c in cols:   # a column tail's (taller) tiles only for the rows of products that have it
-        if c % (NV * W):
-            core.tail_rows.setdefault(c % (NV * W), set()).update(rows)
-    core.fills.add(fill)
     # B's rows no longer than a whole panel: the column-tail panel reads B in place
     direct = int(b_contig and ldb <= NV * W and not pairs)
-    if any(c % (NV * W) for c in cols):
-        core.directs.add(direct)
     with b.goto_entry_block():
         bpanel = b.alloca(vty, size=i64(KC * NV * G), name="bpanel")
         bpanel.align = 64
@@ -368,24 +357,31 @@ def _transpose(b: ir.IRBuilder, rows: List[ir.Value]) -> List[ir.Value]:
     return rows
 
 
-def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, col_counts, fills,
-               directs, c_strided: bool = False, tail_rows=None):
-    """The body of a ``_Core`` (see there): tiles for the row and column counts given."""
+def emit_core(ctx, comp, fn: ir.Function, mode: str, c_strided: bool = False, a_unit: bool = False):
+    """The body of a ``_Core`` (see there) into ``fn`` of the module of ``ctx`` (a
+    ``ModuleContext``): tiles for every row count, whole panels and a column tail of each
+    width (its last vector masked at run time), the code for each ``fill`` that products of
+    ``mode`` can pass (``core_modes``), and adding to C. ``a_unit``: A's columns are adjacent
+    (the ``csA`` argument is taken as 1)."""
+    fills, directs = core_modes(comp, mode)
+    has_acc = True
     fty = F64 if comp.name == "f64" else F32
     W = vector_lanes(comp)
     MR, NV = register_tile()
     vty = ir.VectorType(fty, W)
-    fma_v = cg.ctx.intrinsic("fma", vty, 3)
+    fma_v = ctx.intrinsic("fma", vty, 3)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     (Cp, Ap, Bp, bpanel, oa0, ob0, oc, m0, m1, n0, n1, kc, acc, pstride, G,
      rsA, csA, ldb, csB, ldc, fill, csC) = fn.args
+    if a_unit:
+        csA = i64(1)
     pairs = mode == "bf16"   # A and B bf16 (i16 bits), C and the accumulators f32
     b_contig = mode in ("contig", "bf16")
     ety = U.I16 if pairs else fty   # A's and B's elements
     if pairs:
         ivty = ir.VectorType(U.I32, W)    # a panel vector: W columns x a pair of k (2 bf16 each)
         bf_ty = ir.VectorType(BFLOAT, 2 * W)
-        dot2 = cg.ctx.declare(f"llvm.x86.avx512bf16.dpbf16ps.{32 * W}", vty, [vty, bf_ty, bf_ty])
+        dot2 = ctx.declare(f"llvm.x86.avx512bf16.dpbf16ps.{32 * W}", vty, [vty, bf_ty, bf_ty])
         zero_iv = ir.Constant(ivty, [ir.Constant(U.I32, 0)] * W)
     # whether the first tile of each whole panel copies it from B (else the panel is packed
     # first): known when every product of this core does the same, else the argument says
@@ -402,7 +398,7 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
         return b.gep(base, [off], source_etype=ety)
 
     if b_contig:
-        prefetch = cg.ctx.declare("llvm.prefetch.p0", U.VOID, [U.PTR, U.I32, U.I32, U.I32])
+        prefetch = ctx.declare("llvm.prefetch.p0", U.VOID, [U.PTR, U.I32, U.I32, U.I32])
         prefetch_args = [ir.Constant(U.I32, c) for c in (0, 3, 1)]  # read, keep (L1), data
     kc_cur = [kc]                                         # rows of B in this block
     acc_cur = [b.icmp_unsigned("!=", acc, i64(0)) if has_acc else None]  # i1: add to C
@@ -413,44 +409,53 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
         v = v if isinstance(v, ir.Value) else i64(v)
         return b.gep(bpanel, [b.add(base, b.add(b.mul(k, i64(NV)), v))], source_etype=vty)
 
+    ivec = ir.VectorType(I64, W)
+    lane_iota = ir.Constant(ivec, [i64(l) for l in range(W)])
+
+    def splat_i(x):
+        return b.shuffle_vector(b.insert_element(ir.Constant(ivec, ir.Undefined), x, ir.Constant(U.I32, 0)),
+                                ir.Constant(ivec, ir.Undefined), shuf0)
+
+    def lane_mask(lanes):
+        """The first ``lanes`` lanes (an int, or an i64 known at run time only)."""
+        if isinstance(lanes, int):
+            return ir.Constant(ir.VectorType(ir.IntType(1), W),
+                               [ir.Constant(ir.IntType(1), int(l < lanes)) for l in range(W)])
+        return b.icmp_unsigned("<", lane_iota, splat_i(lanes))
+
     def masked(op, ptr, lanes, value=None):
         """``llvm.masked.load`` / ``.store`` of the first ``lanes`` lanes of a vector at ``ptr``."""
-        mask = ir.Constant(ir.VectorType(ir.IntType(1), W), [ir.Constant(ir.IntType(1), int(l < lanes))
-                                                              for l in range(W)])
+        mask = lane_mask(lanes)
         align = ir.Constant(U.I32, comp.itemsize)
         if op == "load":
-            fn = cg.ctx.declare(f"llvm.masked.load.v{W}{'f64' if fty == F64 else 'f32'}.p0", vty,
+            fn = ctx.declare(f"llvm.masked.load.v{W}{'f64' if fty == F64 else 'f32'}.p0", vty,
                                 [U.PTR, U.I32, mask.type, vty])
             return b.call(fn, [ptr, align, mask, zero_v])
-        fn = cg.ctx.declare(f"llvm.masked.store.v{W}{'f64' if fty == F64 else 'f32'}.p0", U.VOID,
+        fn = ctx.declare(f"llvm.masked.store.v{W}{'f64' if fty == F64 else 'f32'}.p0", U.VOID,
                             [vty, U.PTR, U.I32, mask.type])
         return b.call(fn, [value, ptr, align, mask])
 
-    if c_strided:
-        ivec = ir.VectorType(I64, W)
-        col_iota = [ir.Constant(ivec, [i64(v * W + l) for l in range(W)]) for v in range(NV)]
-
-        def splat_i(x):
-            return b.shuffle_vector(b.insert_element(ir.Constant(ivec, ir.Undefined), x, ir.Constant(U.I32, 0)),
-                                    ir.Constant(ivec, ir.Undefined), shuf0)
+    col_iota = [ir.Constant(ivec, [i64(v * W + l) for l in range(W)]) for v in range(NV)]
 
     def strided(op, ptrs, lanes, value=None):
         """``llvm.masked.gather`` / ``.scatter`` of the first ``lanes`` lanes (C's columns
-        strided: a product computed transposed, see ``dot.lower_dot``)."""
-        mask = ir.Constant(ir.VectorType(ir.IntType(1), W), [ir.Constant(ir.IntType(1), int(l < lanes))
-                                                              for l in range(W)])
+        strided: a product computed transposed, see ``dot.lower_dot``; B's gathered columns
+        in a column tail)."""
+        mask = lane_mask(lanes)
         align = ir.Constant(U.I32, comp.itemsize)
         sfx = f"v{W}{'f64' if fty == F64 else 'f32'}.v{W}p0"
         if op == "gather":
-            fn = cg.ctx.declare(f"llvm.masked.gather.{sfx}", vty, [ptrs.type, U.I32, mask.type, vty])
+            fn = ctx.declare(f"llvm.masked.gather.{sfx}", vty, [ptrs.type, U.I32, mask.type, vty])
             return b.call(fn, [ptrs, align, mask, zero_v])
-        fn = cg.ctx.declare(f"llvm.masked.scatter.{sfx}", U.VOID, [vty, ptrs.type, U.I32, mask.type])
+        fn = ctx.declare(f"llvm.masked.scatter.{sfx}", U.VOID, [vty, ptrs.type, U.I32, mask.type])
         return b.call(fn, [value, ptrs, align, mask])
 
     def tile(oa, ob, oc, i0, j0, mr: int, nv: int, packed: bool = False, fill: bool = False,
-             lanes: int = 0):
-        """C[i0:i0+mr, j0:j0+nv*W]; ``lanes``: only that many lanes of the last vector (a
-        column tail: masked loads and stores of C; its panel holds zeros past them);
+             lanes=0, bsrc=None):
+        """C[i0:i0+mr, j0:j0+nv*W]; ``lanes`` (an i64, 1..W, or 0: whole vectors): only that
+        many lanes of the last vector (a column tail: masked loads and stores of C; its panel
+        holds zeros past them); ``bsrc``: (start, row stride) of B's rows when they are read
+        from B in place or from the panel, chosen at run time;
         ``packed``: B's columns j0.. were copied to the contiguous panel (row k at vectors
         k*NV ..); ``fill``: this tile reads them from B and copies them to the panel as it goes
         (prefetching ``FILL_PREFETCH_ROWS`` rows of B ahead)."""
@@ -473,9 +478,15 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
                     b.call(prefetch, [b.gep(src, [i64(off)], source_etype=U.I8)] + prefetch_args)
             elif packed:
                 bvs = [b.load(panel_at(k, v), typ=vty) for v in range(nv)]
+            elif bsrc is not None:   # row k at bsrc[0] + k * bsrc[1] (elements)
+                row = b.gep(bsrc[0], [b.mul(k, bsrc[1])], source_etype=ety)
+                bvs = [masked("load", elem_in(row, i64(v * W)), lanes)
+                       if isinstance(lanes, ir.Value) and v == nv - 1 else
+                       b.load(elem_in(row, i64(v * W)), typ=vty, align=comp.itemsize)
+                       for v in range(nv)]
             else:
                 bvs = [masked("load", elem_in(Bp, b.add(brow, i64(v * W))), lanes)
-                       if lanes and v == nv - 1 else
+                       if isinstance(lanes, ir.Value) and v == nv - 1 else
                        b.load(elem_in(Bp, b.add(brow, i64(v * W))), typ=vty, align=comp.itemsize)
                        for v in range(nv)]
             out = []
@@ -489,29 +500,30 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
 
         def c_ptrs():
             out = []
+            # C's columns csC apart: per vector, its columns' offsets from the row's start
+            colv = [b.mul(b.add(splat_i(j0), col_iota[v]), splat_i(csC)) for v in range(nv)] \
+                if c_strided else None
             for r in range(mr):
-                crow = b.add(b.add(oc, b.mul(b.add(i0, i64(r)), ldc)), j0)
+                row = b.add(oc, b.mul(b.add(i0, i64(r)), ldc))
                 for v in range(nv):
-                    n = lanes if v == nv - 1 else 0
-                    if c_strided:   # C's columns csC apart: a vector of W element pointers
-                        cols = b.add(b.mul(b.add(splat_i(j0), col_iota[v]), splat_i(csC)),
-                                     splat_i(b.add(oc, b.mul(b.add(i0, i64(r)), ldc))))
-                        ptrs = b.gep(Cp, [cols], source_etype=fty)
+                    n = lanes if v == nv - 1 and isinstance(lanes, ir.Value) else 0
+                    if c_strided:   # a vector of W element pointers
+                        ptrs = b.gep(elem(Cp, row), [colv[v]], source_etype=fty)
                         ptrs.type = ir.VectorType(U.PTR, W)   # llvmlite types a vector GEP as scalar
                         out.append((ptrs, n))
                     else:
-                        out.append((elem(Cp, b.add(crow, i64(v * W))), n))
+                        out.append((elem(Cp, b.add(b.add(row, j0), i64(v * W))), n))
             return out
 
         def c_load(p, n):
             if c_strided:
                 return strided("gather", p, n or W)
-            return masked("load", p, n) if n else b.load(p, typ=vty, align=comp.itemsize)
+            return masked("load", p, n) if isinstance(n, ir.Value) else b.load(p, typ=vty, align=comp.itemsize)
 
         def c_store(p, n, value):
             if c_strided:
                 strided("scatter", p, n or W, value)
-            elif n:
+            elif isinstance(n, ir.Value):
                 masked("store", p, n, value)
             else:
                 b.store(value, p, align=comp.itemsize)
@@ -567,17 +579,16 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
         for acc, (p, n) in zip(accs, c_ptrs()):
             c_store(p, n, acc)
 
-    fill_heights = sorted({r % MR or MR for r in row_counts})
+    fill_heights = list(range(1, MR + 1))
 
-    def row_tiles(oa, ob, oc, m0, m1, j0, nv, packed=False, filling=None, lanes=0, mr=MR,
-                  counts=row_counts):
-        """Row tiles of ``mr`` for the column panel at j0 and one tile of the 1..mr-1 rows left
-        (a tile per remainder that can occur, so a tail row keeps mr-way independent
-        accumulation chains where it can rather than one latency-bound chain per row).
-        ``filling`` (an i1, run time): the panel is still to be copied; then the tail tile (or,
-        with no tail, a first whole tile) runs first and copies it, else it runs last."""
-        row_rems = sorted({r % mr for r in counts} - {0})
-        any_full_rows = any(r >= mr for r in counts)
+    def row_tiles(oa, ob, oc, m0, m1, j0, nv, packed=False, filling=None, lanes=0, mr=MR, bsrc=None):
+        """Row tiles of ``mr`` for the column panel at j0, then the 1..mr-1 rows left in tiles
+        of the powers of two in their count, largest first (tiles of several rows keep
+        independent accumulation chains, where one latency-bound chain per row would not; the
+        powers of two keep the body, which has code for every count, small: a tile per
+        remainder made the f32 body 37,000 lines of LLVM IR and 1.8 s of compile).
+        ``filling`` (an i1, run time): the panel is still to be copied; then the rows left (or,
+        with none, a first whole tile) run first in one tile that copies it, else they run last."""
         rem = b.urem(b.sub(m1, m0), i64(mr))
         start, tail = m0, rem
         if filling is True:
@@ -591,11 +602,15 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
             start = b.select(filling, b.add(m0, first), m0)
             tail = b.select(filling, i64(0), rem)
         full_end = m1 if tail is None else b.sub(m1, tail)
-        if any_full_rows if filling is not True else any(r > MR for r in row_counts):
-            with for_range(b, i64(0), b.udiv(b.sub(full_end, start), i64(mr)), "it") as it:
-                tile(oa, ob, oc, b.add(start, b.mul(it, i64(mr))), j0, mr, nv, packed, lanes=lanes)
-        if tail is not None:
-            by_height(tail, row_rems, "tail", lambda r: tile(oa, ob, oc, full_end, j0, r, nv, packed, lanes=lanes))
+        with for_range(b, i64(0), b.udiv(b.sub(full_end, start), i64(mr)), "it") as it:
+            tile(oa, ob, oc, b.add(start, b.mul(it, i64(mr))), j0, mr, nv, packed, lanes=lanes, bsrc=bsrc)
+        if tail is None:
+            return
+        at = full_end
+        for h in reversed([1 << e for e in range((mr - 1).bit_length()) if 1 << e < mr]):
+            with b.if_then(b.icmp_unsigned("!=", b.and_(tail, i64(h)), i64(0))):
+                tile(oa, ob, oc, at, j0, h, nv, packed, lanes=lanes, bsrc=bsrc)
+            at = b.add(at, b.and_(tail, i64(h)))
 
     def by_height(height, heights, name, emit):
         """``emit(h)`` for the one of ``heights`` (compile-time tile heights) that ``height``
@@ -615,7 +630,7 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
 
     def pack(ob, j0, nv, npanels=None, lanes=0):
         """Copy B[0:K, j0:j0+nv*W] (``npanels`` consecutive panels of it) into the panel buffer
-        (sequential reads for every row tile); gathered element by element when B's columns
+        (sequential reads for every row tile); gathered (one masked gather per vector) when B's columns
         are not contiguous. A group of panels is copied row by row of B, so each row of B is
         read as one run of G panels (one page walk, not G). ``lanes``: the last vector holds
         only that many columns (zeros after them)."""
@@ -636,17 +651,16 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
 
             def one(p, jp0):
                 for v in range(nv):
-                    n = lanes if v == nv - 1 and lanes else W
-                    if b_contig and n < W:
-                        x = masked("load", elem_in(Bp, b.add(b.add(src, jp0), i64(v * W))), n)
+                    part = isinstance(lanes, ir.Value) and v == nv - 1   # the masked last vector
+                    if b_contig and part:
+                        x = masked("load", elem_in(Bp, b.add(b.add(src, jp0), i64(v * W))), lanes)
                     elif b_contig:
                         x = b.load(elem_in(Bp, b.add(b.add(src, jp0), i64(v * W))), typ=vty, align=comp.itemsize)
-                    else:
-                        x = zero_v if n < W else undef_v
-                        for l in range(n):
-                            col = b.add(jp0, i64(v * W + l))
-                            e = b.load(elem_in(Bp, b.add(src, b.mul(col, csB))), typ=fty)
-                            x = b.insert_element(x, e, ir.Constant(ir.IntType(32), l))
+                    else:   # B's columns csB apart (the first ``lanes`` of them): one gather
+                        cols = b.add(b.mul(b.add(splat_i(jp0), col_iota[v]), splat_i(csB)), splat_i(src))
+                        ptrs = b.gep(Bp, [cols], source_etype=fty)
+                        ptrs.type = ir.VectorType(U.PTR, W)   # llvmlite types a vector GEP as scalar
+                        x = strided("gather", ptrs, lanes if part else W)
                     b.store(x, panel_at(k, v, p))
             if npanels is None:
                 one(i64(0), j0)
@@ -656,28 +670,36 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
 
     def pack_transposed(ob, j0, nv, npanels, lanes, whole):
         """B's rows 0..whole (a multiple of W) of the panels at j0, B's columns being runs in
-        memory (column c at ob + c * csB): per W x W block, W vector loads (one per column,
-        zeros past ``lanes``), a transpose in registers and W stores to the panel's rows, in
-        place of W * W scalar loads and inserts (a third of attention's q k^T time)."""
+        memory (column c at ob + c * csB): per W x W block, W vector loads (one per column;
+        in a column tail's last vector, masked off past ``lanes``, an i64), a transpose in
+        registers and W stores to the panel's rows, in place of W gathers of W lanes (a third
+        of attention's q k^T time as scalar loads and inserts)."""
+        part = isinstance(lanes, ir.Value)
         with for_range(b, i64(0), b.udiv(whole, i64(W)), "pt") as kb_:
             k0 = b.mul(kb_, i64(W))
 
-            def block(p, jp0, v, n):
-                """Panel vector ``v`` (an i64), its first ``n`` columns."""
+            def block(p, jp0, v, tail):
+                """Panel vector ``v`` (an i64); ``tail``: its columns past ``lanes`` read as 0."""
                 c0 = b.add(jp0, b.mul(v, i64(W)))
-                cols = [b.load(elem_in(Bp, b.add(b.add(ob, b.mul(b.add(c0, i64(l)), csB)), k0)),
-                               typ=vty, align=comp.itemsize) if l < n else zero_v for l in range(W)]
+                cols = []
+                for l in range(W):
+                    at = elem_in(Bp, b.add(b.add(ob, b.mul(b.add(c0, i64(l)), csB)), k0))
+                    if tail:   # all W rows of column l, or none
+                        n = b.select(b.icmp_unsigned("<", i64(l), lanes), i64(W), i64(0))
+                        cols.append(masked("load", at, n))
+                    else:
+                        cols.append(b.load(at, typ=vty, align=comp.itemsize))
                 for i, row in enumerate(_transpose(b, cols)):
                     b.store(row, panel_at(b.add(k0, i64(i)), v, p))
 
             def one(p, jp0):
                 # the whole vectors in a loop (one copy of the block's code), then a masked one
-                full = nv - 1 if lanes else nv
+                full = nv - 1 if part else nv
                 if full:
                     with for_range(b, i64(0), i64(full), "pv", interleave=U.SCALAR_LOOP) as v:
-                        block(p, jp0, v, W)
-                if lanes:
-                    block(p, jp0, i64(nv - 1), lanes)
+                        block(p, jp0, v, False)
+                if part:
+                    block(p, jp0, i64(nv - 1), True)
             if npanels is None:
                 one(i64(0), j0)
             else:
@@ -697,14 +719,13 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
             has1 = b.icmp_signed("<", b.add(k0, i64(1)), kc_cur[0])
             k1 = b.select(has1, b.add(k0, i64(1)), k0)     # a row that exists (zeroed below)
             for v in range(nv):
-                n = lanes if v == nv - 1 and lanes else W
+                part = isinstance(lanes, ir.Value) and v == nv - 1   # the masked last vector
                 rows = []
                 for k in (k0, k1):
                     ptr = elem_in(Bp, b.add(b.add(b.add(ob, b.mul(k, ldb)), j0), i64(v * W)))
-                    if n < W:
-                        mask = ir.Constant(ir.VectorType(ir.IntType(1), W),
-                                           [ir.Constant(ir.IntType(1), int(l < n)) for l in range(W)])
-                        ml = cg.ctx.declare(f"llvm.masked.load.v{W}i16.p0", half,
+                    if part:
+                        mask = lane_mask(lanes)
+                        ml = ctx.declare(f"llvm.masked.load.v{W}i16.p0", half,
                                             [U.PTR, U.I32, mask.type, half])
                         rows.append(b.call(ml, [ptr, ir.Constant(U.I32, 2), mask, zero_h]))
                     else:
@@ -714,48 +735,51 @@ def _emit_core(cg, comp, fn: ir.Function, mode: str, has_acc: bool, row_counts, 
 
     def columns(oa, ob, oc, m0, m1, n0, n1, cols):
         panel = NV * W
-        # whole panels of NV vectors (where some item's column count has one), then the rest
-        n_panels_end = b.sub(n1, b.urem(cols, i64(panel)))
-        if any(c >= panel for c in col_counts):
-            npan = b.udiv(b.sub(n_panels_end, n0), i64(panel))
-            with for_range(b, i64(0), b.udiv(b.add(npan, b.sub(G, i64(1))), G), "jg") as jg:
-                first = b.mul(jg, G)
-                left = b.sub(npan, first)
-                count = b.select(b.icmp_signed("<", left, G), left, G)
-                g0 = b.add(n0, b.mul(first, i64(panel)))
-                if filling is not True:
-                    with b.if_then(b.not_(filling) if filling not in (None, False) else ir.Constant(ir.IntType(1), 1)):
-                        pack(ob, g0, NV, count)
-                with for_range(b, i64(0), count, "jp") as jp:
-                    cur_panel[0] = jp
-                    row_tiles(oa, ob, oc, m0, m1, b.add(g0, b.mul(jp, i64(panel))), NV, True, filling)
-                    cur_panel[0] = i64(0)
-        # the columns left: one narrower panel (its last vector masked to the columns there)
-        by_height(b.urem(cols, i64(panel)), sorted({c % panel for c in col_counts} - {0}), "ctail",
-                  lambda r: tail_panel(oa, ob, oc, m0, m1, n_panels_end, r))
+        # whole panels of NV vectors, then the rest
+        rem = b.urem(cols, i64(panel))
+        n_panels_end = b.sub(n1, rem)
+        npan = b.udiv(b.sub(n_panels_end, n0), i64(panel))
+        with for_range(b, i64(0), b.udiv(b.add(npan, b.sub(G, i64(1))), G), "jg") as jg:
+            first = b.mul(jg, G)
+            left = b.sub(npan, first)
+            count = b.select(b.icmp_signed("<", left, G), left, G)
+            g0 = b.add(n0, b.mul(first, i64(panel)))
+            if filling is not True:
+                with b.if_then(b.not_(filling) if filling not in (None, False) else ir.Constant(ir.IntType(1), 1)):
+                    pack(ob, g0, NV, count)
+            with for_range(b, i64(0), count, "jp") as jp:
+                cur_panel[0] = jp
+                row_tiles(oa, ob, oc, m0, m1, b.add(g0, b.mul(jp, i64(panel))), NV, True, filling)
+                cur_panel[0] = i64(0)
+        # the columns left: one narrower panel of nv vectors, its last vector masked to the
+        # 1..W columns there
+        nvs = b.udiv(b.add(rem, i64(W - 1)), i64(W))
+        lanes = b.sub(rem, b.mul(b.sub(nvs, i64(1)), i64(W)))
+        by_height(nvs, list(range(1, NV + 1)), "ctail",
+                  lambda nv: tail_panel(oa, ob, oc, m0, m1, n_panels_end, nv, lanes))
 
-    def tail_panel(oa, ob, oc, m0, m1, j0, ncols):
-        """The columns after the whole panels: one narrower panel with taller tiles
-        (``tile_rows``), read from B in place when B's rows are contiguous and no longer than
-        a whole panel (B is then already one dense panel), else copied to the panel first."""
-        nv, lanes = -(-ncols // W), ncols % W
+    def tail_panel(oa, ob, oc, m0, m1, j0, nv, lanes):
+        """The columns after the whole panels: one narrower panel of ``nv`` vectors (the last
+        one's first ``lanes`` lanes) with taller tiles (``tile_rows``), read from B in place when
+        B's rows are contiguous and no longer than a whole panel (B is then already one dense
+        panel), else copied to the panel first."""
         mr = tile_rows(nv)
-        counts = tail_rows[ncols]
         direct = (True if directs == {1} else False if directs <= {0}
                   else b.icmp_unsigned("!=", b.and_(fill, i64(2)), i64(0)))
         if direct is True:
-            row_tiles(oa, ob, oc, m0, m1, j0, nv, False, lanes=lanes, mr=mr, counts=counts)
+            row_tiles(oa, ob, oc, m0, m1, j0, nv, False, lanes=lanes, mr=mr)
             return
         if direct is False:
             pack(ob, j0, nv, lanes=lanes)
-            row_tiles(oa, ob, oc, m0, m1, j0, nv, True, lanes=lanes, mr=mr, counts=counts)
+            row_tiles(oa, ob, oc, m0, m1, j0, nv, True, lanes=lanes, mr=mr)
             return
-        with b.if_else(direct) as (then, otherwise):
-            with then:
-                row_tiles(oa, ob, oc, m0, m1, j0, nv, False, lanes=lanes, mr=mr, counts=counts)
-            with otherwise:
-                pack(ob, j0, nv, lanes=lanes)
-                row_tiles(oa, ob, oc, m0, m1, j0, nv, True, lanes=lanes, mr=mr, counts=counts)
+        with b.if_then(b.not_(direct)):
+            pack(ob, j0, nv, lanes=lanes)
+        # one set of tiles for both: they read B's rows in place or the panel's, from a start
+        # and a row stride (elements) chosen at run time
+        bsrc = (b.select(direct, elem_in(Bp, b.add(ob, j0)), bpanel),
+               b.select(direct, ldb, i64(NV * W)))
+        row_tiles(oa, ob, oc, m0, m1, j0, nv, False, lanes=lanes, mr=mr, bsrc=bsrc)
 
 
     columns(oa0, ob0, oc, m0, m1, n0, n1, b.sub(n1, n0))

@@ -75,13 +75,9 @@ class Codegen:
         self.tasks: Dict[str, ir.Function] = {}
         self.constants: Dict[int, np.ndarray] = {}
         self.uses_blas = False
-        # functions several kernels call (the GEMM's shared bodies), by key; each has ``emit()``,
-        # run by ``finish`` once every kernel is lowered and knows what its callers need
-        self.shared: Dict[tuple, object] = {}
-
-    def finish(self) -> None:
-        for f in self.shared.values():
-            f.emit()
+        # library code the kernels call (the GEMM's shared bodies, ``gemm_library.CoreSpec``),
+        # by symbol: compiled apart and linked with the program's object
+        self.cores: Dict[str, object] = {}
 
     def const_ref(self, arr: np.ndarray) -> BufRef:
         k = len(self.constants)

@@ -8,7 +8,7 @@ pthreads, BLAS) are made visible to the linker before the object is added.
 from __future__ import annotations
 
 import threading
-from typing import Dict, Iterable
+from typing import Dict, Iterable, Optional, Tuple
 
 import llvmlite.binding as llvm
 
@@ -102,3 +102,32 @@ class LoadedObject:
             return self._engine.get_global_value_address(name)
         except Exception:
             return 0
+
+
+# Library code that programs call (the GEMM's shared bodies, ``hlo.backends.cpu.gemm_library``):
+# each object is linked once per process and its symbols made visible to every later program,
+# like a shared library's. Symbols carry a digest of their code, so two objects never define one.
+_libraries: Dict[str, Tuple["LoadedObject", bytes]] = {}
+link_counts: Dict[str, int] = {}  # symbol -> times an object defining it was linked (tests)
+
+
+def link_library(symbol: str, obj: Optional[bytes]) -> int:
+    """Link ``obj`` (which defines the function ``symbol``) into the process unless an object
+    defining ``symbol`` is linked already (``obj`` may then be None), and make ``symbol``
+    resolvable by objects linked after it. Returns its address."""
+    with _lock:
+        lib = _libraries.get(symbol)
+        if lib is None:
+            if obj is None:
+                raise ValueError(f"the library code {symbol} that the executable calls is "
+                                 "missing (and not linked in this process)")
+            lib = _libraries[symbol] = (LoadedObject(obj, [symbol]), bytes(obj))
+            llvm.add_symbol(symbol, lib[0].address(symbol))
+            link_counts[symbol] = link_counts.get(symbol, 0) + 1
+        return lib[0].address(symbol)
+
+
+def library_object(symbol: str) -> Optional[bytes]:
+    """The object code linked in this process that defines ``symbol`` (None if none is)."""
+    lib = _libraries.get(symbol)
+    return None if lib is None else lib[1]

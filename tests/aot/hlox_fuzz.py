@@ -95,9 +95,10 @@ def make_case(rng: random.Random, data: bytes) -> Tuple[str, bytes]:
     elif r < 0.75:
         sections["ir"] = _byte_edit(rng, sections["ir"])
         what = "IR byte"
-    elif r < 0.9:
-        sections["code.cpu"] = _byte_edit(rng, sections["code.cpu"])
-        what = "native code byte"
+    elif r < 0.9:  # the program's object or its library code (code.cpu.core.<i>)
+        name = rng.choice(sorted(k for k in sections if k == "code.cpu" or k.startswith("code.cpu.core.")))
+        sections[name] = _byte_edit(rng, sections[name])
+        what = f"native code byte ({name})"
     else:  # a raw byte of the container (table, offsets, padding), checksum recomputed
         body = _byte_edit(rng, data[:-32])
         return "container byte", body + hashlib.sha256(body).digest()
@@ -205,6 +206,11 @@ def prepare_parent() -> None:
     import hlo.ir.interpreter  # noqa: F401
     from hlo.backends.cpu.target import target_machine
     target_machine()
+    # the GEMM's f32 library code, compiled (not linked) once here rather than in every case
+    from hlo.backends.cpu.gemm_library import object_code
+    from hlo.backends.cpu.gemm_tiled import library_body
+    for mode in ("contig", "gather"):
+        object_code(library_body("f32", mode, False))
 
 
 if __name__ == "__main__":  # python tests/aot/hlox_fuzz.py FILE.hlox INPUTS.npz N [SEED]

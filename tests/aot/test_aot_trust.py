@@ -184,3 +184,40 @@ def test_fuzzed_files_are_refused_or_run_correctly_under_recompile_sample(saved,
 def test_fuzzed_files_are_refused_or_run_correctly_under_recompile_1000(saved, tmp_path):
     counts = _fuzz(saved, tmp_path, 1000, seed=2)
     print(counts)
+
+
+def _core_edit(how):
+    def edit(m, s):
+        first = "code.cpu.core.0"
+        if how == "missing":
+            del s[first]
+        elif how == "changed":
+            s[first] = s[first][:64] + bytes([s[first][64] ^ 0xFF]) + s[first][65:]
+        elif how == "junk with its sha256":
+            import hashlib
+            s[first] = b"\xcc" * 256
+            m["runtime"]["cores"][0]["sha256"] = hashlib.sha256(s[first]).hexdigest()
+        elif how == "extra":
+            s["code.cpu.core.7"] = s[first]
+        elif how == "listed twice":
+            m["runtime"]["cores"].append(m["runtime"]["cores"][0])
+        elif how == "a symbol of the process":
+            m["runtime"]["cores"][0]["symbol"] = "system"
+    return edit
+
+
+@pytest.mark.parametrize("how,match", [
+    ("missing", "no native code section 'code.cpu.core.0'"),
+    ("changed", "not the library code .*sha256 differs"),
+    ("junk with its sha256", "does not define hlo.gemm_core"),
+    ("extra", "code.cpu.core.7 that the manifest does not list"),
+    ("listed twice", "runtime.cores: lists one symbol twice"),
+    ("a symbol of the process", r"runtime.cores\[0\].symbol"),
+])
+def test_the_library_code_sections_are_checked(saved, tmp_path, how, match):
+    """The GEMM's library code travels as ``code.cpu.core.<i>`` sections, one per entry of the
+    runtime's ``cores`` (symbol and sha256): a missing, changed, unlisted or ill-named one is a
+    ``LoadError`` before anything is linked."""
+    assert hlo.aot.describe(saved).cores   # the program has a product: it calls a body
+    with pytest.raises(LoadError, match=match):
+        hlo.load(_edited(saved, tmp_path, _core_edit(how)))

@@ -276,13 +276,18 @@ def test_output_fusion_epilogue_per_gemm_block(b, k, n):
 
 
 def test_saved_object_runs_in_a_fresh_process(tmp_path):
-    """Object code + manifest are all a later process needs: no tracing, no compiling."""
+    """Object code + manifest + the library code it calls (the GEMM's body) are all a later
+    process needs: no tracing, no compiling."""
     import json
     import subprocess
     import sys
     exe = compile_text(RESIDUAL.format(b=40, k=16, n=24))
+    assert exe.manifest["cores"] and set(exe.core_objects) == {c["symbol"] for c in exe.manifest["cores"]}
     (tmp_path / "code.o").write_bytes(exe.object_code)
     (tmp_path / "manifest.json").write_text(json.dumps(exe.manifest))
+    for i, sym in enumerate(exe.core_objects):
+        (tmp_path / f"core{i}.o").write_bytes(exe.core_objects[sym])
+    (tmp_path / "cores.json").write_text(json.dumps(list(exe.core_objects)))
     args = [f32(40, 16), f32(16, 24), f32(24), f32(40, 24)]
     np.savez(tmp_path / "args.npz", *args)
     script = (
@@ -291,7 +296,9 @@ def test_saved_object_runs_in_a_fresh_process(tmp_path):
         "from hlo.runtime.executable import Executable\n"
         "d = sys.argv[1]\n"
         "lower.Lowering = None  # loading must not lower or compile any program\n"
-        "exe = Executable.from_object(open(d + '/code.o', 'rb').read(), json.load(open(d + '/manifest.json')))\n"
+        "cores = {s: open(f'{d}/core{i}.o', 'rb').read() for i, s in enumerate(json.load(open(d + '/cores.json')))}\n"
+        "exe = Executable.from_object(open(d + '/code.o', 'rb').read(), json.load(open(d + '/manifest.json')),\n"
+        "                             cores=cores)\n"
         "a = np.load(d + '/args.npz')\n"
         "np.save(d + '/out.npy', exe.run([a[f'arr_{i}'] for i in range(4)])[0])\n")
     subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True)

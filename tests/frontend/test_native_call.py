@@ -25,6 +25,13 @@ from frontend_util import outcome, same  # noqa: E402
 rng = np.random.default_rng(1)
 
 
+@pytest.fixture(autouse=True)
+def _cpu_target():
+    """The native entry is the CPU executable's: pin the target (a GPU machine defaults to cuda)."""
+    with hlo.config.override(target="cpu"):
+        yield
+
+
 def native_and_python(fn, **kw):
     """The same function with its native entry (made by two calls), and with the Python path
     only (``_fast_limit = 0``: no fast entry, so no native entry either)."""
