@@ -377,7 +377,11 @@ class JitFunction:
             compiled = hit[0]
             epoch = pycall.epoch()
             native = compiled.native_call(fallback)
-            if native is None:
+            if native is None:  # no entry for this executable (e.g. a large output, a BLAS):
+                for fk in self._fast_of.get(sig_key, ()):  # its fast hits stop asking for one
+                    e = self._fast.get(fk)
+                    if e is not None:
+                        self._fast[fk] = e[:3] + (False,)
                 return
             self._native, self._native_sig, self._native_epoch = native, sig_key, epoch
             self._native_seen = self._native_mark = self._others = 0
