@@ -9,6 +9,7 @@ exactly, slice of slice; no-op transposes, reshapes, broadcasts, slices, pads an
 concatenates disappear.
 Slices of a concatenate read the one operand they fall in. Reductions of a broadcast reduce
 the small operand instead (a sum over broadcast copies becomes a multiply by their count).
+A dot_general without a contraction (or with one of size 1) becomes a multiply of broadcasts.
 
 Floating-point note: like XLA, ``x + 0.0`` becomes ``x`` (which differs only in the sign of a
 zero result), and a sum of ``n`` broadcast copies becomes one multiply by ``n`` (which may
@@ -184,6 +185,45 @@ def _transposed_dot(dot, perm, rw):
     shape = [dot.results[0].type.shape[i] for i in perm]
     t = TensorType(tuple(shape), dot.results[0].type.dtype)
     return rw.build("dot_general", [b, a], attrs, result_types=[t])
+
+
+def dot_outer(op, rw):
+    """A dot_general with no contraction, or one of size 1, computes one product per result
+    element: it becomes ``multiply(broadcast(lhs), broadcast(rhs))`` (the size-1 contracting
+    dimensions reshaped away, operands converted to the result's type first), which fuses with
+    its neighbours and runs at memory speed. vmap(grad) makes such products: per-example
+    weight gradients are batched outer products (on the H100 cuBLASLt wrote the 205 MB one at
+    1.9 TB/s). Exact: a product of two values converted to the result type, rounded once, as
+    the dot rounds its single term."""
+    a, b = op.operands
+    t = op.results[0].type
+    dt = t.dtype
+    if dt.is_pred:
+        return None
+    g = op.attrs.get
+    lb, rb = list(g("lhs_batching_dimensions", ())), list(g("rhs_batching_dimensions", ()))
+    lc, rc = list(g("lhs_contracting_dimensions", ())), list(g("rhs_contracting_dimensions", ()))
+    if any(a.type.shape[d] != 1 for d in lc):
+        return None
+    nb = len(lb)
+    lfree = [d for d in range(a.type.rank) if d not in lb and d not in lc]
+    rfree = [d for d in range(b.type.rank) if d not in rb and d not in rc]
+    full = TensorType(tuple(t.shape), dt)
+
+    def side(x, batch, contract, free, first):
+        pos = {d: batch.index(d) for d in batch}
+        pos.update({d: first + i for i, d in enumerate(free)})
+        keep = [d for d in range(x.type.rank) if d not in contract]
+        if contract:
+            x = rw.build("reshape", [x], result_types=[
+                TensorType(tuple(x.type.shape[d] for d in keep), x.type.dtype)])
+        if x.type.dtype != dt:
+            x = rw.build("convert", [x], result_types=[TensorType(tuple(x.type.shape), dt)])
+        return rw.build("broadcast_in_dim", [x], {"broadcast_dimensions": [pos[d] for d in keep]},
+                        result_types=[full])
+
+    return [rw.build("multiply", [side(a, lb, lc, lfree, nb), side(b, rb, rc, rfree, nb + len(lfree))],
+                     result_types=[full])]
 
 
 def reshape_simplify(op, rw):
@@ -417,7 +457,7 @@ PATTERNS = {
     "transpose": [transpose_simplify], "reshape": [reshape_simplify],
     "broadcast_in_dim": [broadcast_simplify], "slice": [slice_simplify],
     "concatenate": [concatenate_simplify], "pad": [pad_simplify],
-    "reduce": [reduce_unit_dims, reduce_of_broadcast],
+    "reduce": [reduce_unit_dims, reduce_of_broadcast], "dot_general": [dot_outer],
 }
 
 

@@ -445,3 +445,59 @@ def test_canonicalize_drops_default_attributes_and_spells_broadcast_as_reshape()
       return(%s, %b)
     }
     """)
+
+
+def test_outer_product_dot_becomes_a_multiply_of_broadcasts():
+    # vmap(grad) of x @ w: per-example weight gradients are batched outer products (no contraction)
+    src = """
+    func @main(%x: f32[8,5], %d: f32[8,3]) -> (f32[8,5,3]) {
+      %g = dot_general(%x, %d) {lhs_batching_dimensions = [0], rhs_batching_dimensions = [0]} : f32[8,5,3]
+      return(%g)
+    }
+    """
+    out = run_passes(src, ["algebraic-simplifier", "dce"])
+    assert_ir(out, """
+    func @main(%x: f32[8,5], %d: f32[8,3]) -> (f32[8,5,3]) {
+      %0 = broadcast_in_dim(%x) {broadcast_dimensions = [0, 1]} : f32[8,5,3]
+      %1 = broadcast_in_dim(%d) {broadcast_dimensions = [0, 2]} : f32[8,5,3]
+      %2 = multiply(%0, %1) : f32[8,5,3]
+      return(%2)
+    }
+    """)
+
+
+@pytest.mark.parametrize("case", [
+    # (lhs type, rhs type, attrs, result type)
+    ("f32[5,1]", "f32[1,3]", "lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]", "f32[5,3]"),
+    ("f32[1,5]", "f32[3,1]", "lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [1]", "f32[5,3]"),
+    ("f32[4,1,2,5]", "f32[2,3,4,1]", "lhs_batching_dimensions = [0, 2], rhs_batching_dimensions = [2, 0], "
+     "lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [3]", "f32[4,2,5,3]"),
+    ("bf16[6]", "bf16[4]", "", "f32[6,4]"),
+    ("s8[3,1]", "s8[1,2]", "lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]", "s32[3,2]"),
+])
+def test_outer_product_dot_rewrite_matches_the_dot(case):
+    lt, rt, attrs, res = case
+    src = f"""
+    func @main(%a: {lt}, %b: {rt}) -> ({res}) {{
+      %d = dot_general(%a, %b) {{{attrs}}} : {res}
+      return(%d)
+    }}
+    """.replace("{}", "")
+    out = run_passes(src, ["algebraic-simplifier", "dce"])
+    assert "dot_general" not in out and "multiply" in out
+    m0, m1 = parse_module(src), parse_module(out)
+    args = random_args(m0, seed=3)
+    want, got = run(m0, args), run(m1, args)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+
+def test_dot_with_a_real_contraction_stays_a_dot():
+    src = """
+    func @main(%a: f32[5,2], %b: f32[2,3]) -> (f32[5,3]) {
+      %d = dot_general(%a, %b) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[5,3]
+      return(%d)
+    }
+    """
+    assert "dot_general" in run_passes(src, ["algebraic-simplifier", "dce"])
