@@ -163,6 +163,7 @@ def test_out_of_memory_then_usable(ptx):
                    [sig("f32", [N])], [sig("f32", [big])])
     x = np.ones(N, np.float32)
     exe(x)[0].block_until_ready()
+    exe._pool.clear()  # the dropped result's buffer, kept by the executable for reuse
     exe.synchronize()
     ctx.trim_pool()  # the driver's pool keeps freed memory for reuse: give it back to the OS
     free, _ = ctx.mem_info()
@@ -553,9 +554,37 @@ def test_the_driver_pool_keeps_freed_memory_and_a_big_result_reuses_it(ptx):
     exe = make_exe(ptx, [launch("add_one", [ref("input", 0, nb), ref("output", 0, nb)], [("i32", n)],
                                 grid=((n + BLOCK - 1) // BLOCK, 1, 1))],
                    [sig("f32", [n])], [sig("f32", [n])])
+    exe._pool.max_bytes = 256 << 20  # (the executable's own pool would keep it: see below)
     x = np.arange(n, dtype=np.float32) % 1000
     for _ in range(3):
         y = exe(x)[0]
         got = np.asarray(y)
         del y
         np.testing.assert_array_equal(got, x + 1)
+
+
+def test_a_big_result_comes_back_through_the_executables_pool(ptx):
+    """Where the driver's pool keeps freed memory anyway, the executable's BufferPool keeps
+    results of up to 1/16 of the device's memory: a dropped 320 MiB result's buffer is the next
+    call's result (no driver allocation), and results stay right."""
+    from hlo.runtime.cuda import driver
+    ctx = driver.get_context(0)
+    assert ctx.keeps_freed_memory
+    n = 80 << 20
+    nb = 4 * n
+    exe = make_exe(ptx, [launch("add_one", [ref("input", 0, nb), ref("output", 0, nb)], [("i32", n)],
+                                grid=((n + BLOCK - 1) // BLOCK, 1, 1))],
+                   [sig("f32", [n])], [sig("f32", [n])])
+    assert exe._pool.max_bytes == max(256 << 20, ctx.total_memory // 16) >= nb
+    import hlo
+    x = np.arange(n, dtype=np.float32) % 1000
+    xd = hlo.device_put(x)  # on the device already: no argument copy to allocate
+    y = exe(xd)[0]
+    ptr = y._buf.ptr
+    np.testing.assert_array_equal(np.asarray(y), x + 1)
+    held = exe._pool.held
+    del y
+    assert exe._pool.held == held + nb
+    y = exe(xd)[0]
+    assert y._buf.ptr == ptr and exe._pool.held == held
+    np.testing.assert_array_equal(np.asarray(y), x + 1)
