@@ -205,7 +205,7 @@ class CudaExecutable(Signature):
         # results of up to 1/16 of the device's memory (a 1 GiB softmax on the H100) come back
         # here too: reusing one costs no cuMemAllocAsync / cuMemFreeAsync pair per call.
         self._pool = BufferPool(self._stream, max_bytes=max(256 << 20, ctx.total_memory // 16)) \
-            if getattr(ctx, "keeps_freed_memory", False) else BufferPool(self._stream)
+            if ctx.keeps_freed_memory else BufferPool(self._stream)
         self._tail: Optional[Completion] = None  # the completion the next call shares, unrecorded
         self._lt = None
         self._workspace = 0
