@@ -77,7 +77,7 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, object
     run_fn = EntryEmitter(ctx, cg.kernels, cg.tasks, cg.constants).emit(steps)
     emit_py_entry(ctx, run_fn, len(module.main.args), len(module.main.result_types))
     main = module.main
-    row_major = all(t.layout is None or tuple(t.layout) == tuple(range(len(t.shape) - 1, -1, -1))
+    row_major = all(t.minor_to_major == t.default_layout
                     for t in list(main.arg_types) + list(main.result_types))
     if row_major:  # the CPython entry (abi.CALL_ENTRY) takes the user's arrays as they are
         io_bytes = sum(t.nbytes
