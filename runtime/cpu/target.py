@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 from dataclasses import dataclass
 from typing import Dict
 
@@ -96,25 +97,30 @@ def _machine() -> CpuTarget:
                      llvm.get_host_cpu_features().flatten())
 
 
-_stand_in: list = []
+_stand_in = threading.local()  # .stack: the targets ``standing_in`` names, in this thread
 
 
 def host() -> CpuTarget:
-    """This machine's CPU (or the one ``standing_in`` names): what code is generated for (its
-    vector width, register tiles) and what loaded code is checked against."""
-    return _stand_in[-1] if _stand_in else _machine()
+    """This machine's CPU (or the one ``standing_in`` names in this thread): what code is
+    generated for (its vector width, register tiles) and what loaded code is checked against."""
+    stack = getattr(_stand_in, "stack", None)
+    return stack[-1] if stack else _machine()
 
 
 @contextlib.contextmanager
 def standing_in(target: CpuTarget):
-    """Within the block, ``host()`` is ``target``: code is compiled for that CPU (e.g. AVX2
-    code on an AVX-512 machine, which runs it) and loaded code is checked against its features
-    (an AVX-512 file refused where only AVX2 is). For tests and tools; not thread-safe."""
-    _stand_in.append(target)
+    """Within the block, ``host()`` is ``target`` in the calling thread (another thread, such
+    as the one ``gemm_library`` compiles library code in, keeps its own): code is compiled for
+    that CPU (e.g. AVX2 code on an AVX-512 machine, which runs it) and loaded code is checked
+    against its features (an AVX-512 file refused where only AVX2 is). For tests and tools."""
+    stack = getattr(_stand_in, "stack", None)
+    if stack is None:
+        stack = _stand_in.stack = []
+    stack.append(target)
     try:
         yield target
     finally:
-        _stand_in.pop()
+        stack.pop()
 
 
 @functools.lru_cache(maxsize=None)
