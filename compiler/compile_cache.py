@@ -53,7 +53,6 @@ import json
 import logging
 import os
 import re
-import stat
 import threading
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -344,14 +343,10 @@ def _account(folder: str, added: int) -> None:
 
 
 def clear() -> None:
-    """Delete every entry of the cache (library code included)."""
+    """Delete every entry of the cache (the library code, ``hlo.runtime.cpu.code_library``, is
+    not in it)."""
     folder = entries_dir()
-    paths = [p for _, _, p in _scan(folder)]
-    try:
-        paths += [e.path for e in os.scandir(os.path.join(folder, OBJECTS))]
-    except OSError:
-        pass
-    for path in paths:
+    for _, _, path in _scan(folder):
         try:
             os.unlink(path)
         except OSError:
@@ -457,67 +452,8 @@ def unsafe_folder(folder: str) -> Optional[str]:
     """Create the cache root and ``folder`` private to this user (mode 0700) where missing; the
     reason the cache cannot be used when one of them belongs to another user or others can write
     to it (anyone who can write an entry runs code in every process that hits it), else None."""
-    for d in (cache_dir(), folder):
-        try:
-            os.makedirs(d, mode=0o700, exist_ok=True)
-            st = os.stat(d)
-        except OSError:  # cannot create it: nothing can be stored either (store says so)
-            return None
-        if hasattr(os, "getuid") and st.st_uid != os.getuid():
-            return f"{d} belongs to another user"
-        if st.st_mode & 0o022:
-            return f"others can write to {d} (mode {stat.S_IMODE(st.st_mode):o})"
-    return None
-
-
-# Library code (the CPU's GEMM bodies, ``hlo.backends.cpu.gemm_library``): one object per body,
-# shared by every program that calls it, ``<entries dir>/objects/<symbol>-<digest>.o`` with its
-# sha256 appended. Its name is the digest of everything it depends on (its LLVM IR, the target,
-# LLVM's and hlo's versions), so an object is never stale: a new generator makes a new name.
-OBJECTS = "objects"
-
-
-class ObjectStore:
-    """``get(name)`` / ``put(name, data)`` of library code objects in ``folder``; a file that
-    fails its checksum is deleted and reported as absent (it will be replaced)."""
-
-    def __init__(self, folder: str):
-        self.folder = folder
-
-    def _path(self, name: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", name):
-            raise ValueError(f"bad library object name {name!r}")
-        return os.path.join(self.folder, name + ".o")
-
-    def get(self, name: str) -> Optional[bytes]:
-        path = self._path(name)
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError:
-            return None
-        body, digest = data[:-32], data[-32:]
-        if len(data) < 32 or hashlib.sha256(body).digest() != digest:
-            _discard(path, ValueError("checksum mismatch"))
-            return None
-        return body
-
-    def put(self, name: str, data: bytes) -> None:
-        from hlo.runtime import hlox
-        try:
-            hlox.atomic_write(self._path(name), bytes(data) + hashlib.sha256(data).digest())
-        except OSError as e:
-            log.info("hlo.cache: cannot keep the library object %s: %s", name, e)
-
-
-def object_store() -> Optional[ObjectStore]:
-    """The store of library code objects, or None when the cache is off or its folder unsafe."""
-    if not enabled():
-        return None
-    folder = os.path.join(entries_dir(), OBJECTS)
-    if unsafe_folder(folder) is not None:
-        return None
-    return ObjectStore(folder)
+    from hlo.runtime.hlox import private_folder
+    return private_folder(cache_dir(), folder)
 
 
 class Pending:

@@ -271,11 +271,7 @@ def _compile_module(module, target, donated, options, dump_dir) -> Artifact:
     report_progress("passes")
     res = _optimize(module, target, opts, dump_dir)
     report_progress("codegen")
-    if target == "cpu":  # the GEMM's library code is kept in the cache's object store
-        from .compile_cache import object_store
-        exe = compile_fn(res, object_store=object_store())
-    else:
-        exe = compile_fn(res)
+    exe = compile_fn(res)
     art = Artifact(target, res.module, res, _runner(target, exe))
     art.executable = exe
     if pending is not None:

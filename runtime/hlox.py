@@ -30,7 +30,7 @@ import os
 import struct
 import uuid
 from dataclasses import dataclass, field
-from typing import Dict
+from typing import Dict, Optional
 
 MAGIC = b"\x89HLOX\r\n\x1a"
 FORMAT_VERSION = 1
@@ -220,6 +220,25 @@ def atomic_write(path: str, data: bytes) -> None:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def private_folder(*folders: str) -> Optional[str]:
+    """Create each of ``folders`` (outermost first) private to this user (mode 0700) where
+    missing; the reason they cannot hold native code this process will run when one belongs to
+    another user or others can write to it (anyone who can write a file there runs code in every
+    process that reads it), else None. A folder that cannot be created is not refused here (the
+    write that follows says why)."""
+    for d in folders:
+        try:
+            os.makedirs(d, mode=0o700, exist_ok=True)
+            st = os.stat(d)
+        except OSError:
+            return None
+        if hasattr(os, "getuid") and st.st_uid != os.getuid():
+            return f"{d} belongs to another user"
+        if st.st_mode & 0o022:
+            return f"others can write to {d} (mode {st.st_mode & 0o7777:o})"
+    return None
 
 
 def read(path) -> Payload:

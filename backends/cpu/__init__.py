@@ -43,10 +43,10 @@ def declined_ops() -> dict:
     return CpuCodegen.declined_ops()
 
 
-def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, object_store=None):
-    """Compile an optimized module (or a plain ``Module``) to an ``Executable``.
-    ``object_store``: where the GEMM's library code (``gemm_library``) is looked up and kept
-    across processes (the persistent compilation cache's store, or None)."""
+def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
+    """Compile an optimized module (or a plain ``Module``) to an ``Executable``. The GEMM's
+    library code it calls (``gemm_library``) is read from the library folder or compiled
+    alongside (started as the lowering names it)."""
     from hlo.ir.core import Module
     from hlo.runtime.executable import Executable, FORMAT_VERSION
     from ..llvm_util import ModuleContext
@@ -62,8 +62,7 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, object
     import hashlib
     from hlo.runtime.cpu.target import default_threads, host
     if isinstance(optimized, Module):
-        return compile_module(optimized, threads=threads, opt_level=opt_level,
-                              object_store=object_store)
+        return compile_module(optimized, threads=threads, opt_level=opt_level)
     t_start = time.perf_counter()
     module = optimized.module
     if "main" not in module:
@@ -91,7 +90,7 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, object
     obj, _, times = compile_ir(ir_text, opt_level)
     times["emit"] = t_emit
     t_cores = time.perf_counter()
-    cores = {sym: core_object(spec, object_store) for sym, spec in sorted(cg.cores.items())}
+    cores = {sym: core_object(spec) for sym, spec in sorted(cg.cores.items())}
     times["cores"] = time.perf_counter() - t_cores
     from hlo.runtime.steps import type_desc as tdesc
     manifest = {
@@ -125,7 +124,7 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, object
     return exe
 
 
-def compile_module(module: Module, threads: Optional[int] = None, opt_level: int = 3, object_store=None):
+def compile_module(module: Module, threads: Optional[int] = None, opt_level: int = 3):
     """Optimize ``module`` with the passes' CPU pipeline when available, then compile."""
     try:
         from hlo.passes.pipeline import optimize
@@ -135,10 +134,8 @@ def compile_module(module: Module, threads: Optional[int] = None, opt_level: int
         from hlo.ir.verifier import verify_module
         from .fallback_plan import Unoptimized
         verify_module(module)
-        return compile(Unoptimized(module), threads=threads, opt_level=opt_level,
-                       object_store=object_store)
-    return compile(optimize(module, target="cpu"), threads=threads, opt_level=opt_level,
-                   object_store=object_store)
+        return compile(Unoptimized(module), threads=threads, opt_level=opt_level)
+    return compile(optimize(module, target="cpu"), threads=threads, opt_level=opt_level)
 
 
 __all__ = ["compile", "compile_module", "UnsupportedOp"]

@@ -1,28 +1,35 @@
-"""The GEMM's shared bodies as library code: generated, compiled once, linked into programs.
+"""The GEMM's shared bodies as library code: generated, built ahead or once, linked into programs.
 
 Every program with matrix products calls register-tiled bodies (``gemm_tiled._Core``) that
-depend only on the dtype, B's access mode and C's access, and on the target: not on the
+depend only on the dtype, B's access mode and C's and A's access, and on the target: not on the
 program. Compiling them inside every program cost ~170-216 ms of LLVM time per compile (the
 transformer layer's two f32 bodies are ~2,300 lines of LLVM IR; its own kernels call them from
 48-109-line drivers). So, like XLA:CPU's calls into precompiled Eigen kernels, each body is
-emitted into a module of its own (``core_spec``), compiled once per process (``object_code``;
-also kept in the persistent compilation cache when a store is given), and a program only
-declares it. The loader links the program's object against the core's
-(``hlo.runtime.cpu.loader.link_library``); a saved executable carries the core objects as
+emitted into a module of its own (``core_spec``) and kept in the library folder
+(``hlo.runtime.cpu.code_library``: read by every process, separate from the compilation cache
+of programs); ``python -m hlo.backends.cpu.build_library`` builds every body this machine can
+need ahead. A program only declares the bodies it calls; the loader links its object against
+theirs (``hlo.runtime.cpu.loader.link_library``); a saved executable carries their objects as
 code sections of their own (``hlo.compiler.saved_executable``).
 
-The symbol of a body is ``hlo.gemm_core.<dtype>.<mode>[.cstrided][.astrided].<digest>``: the digest (sha256,
-16 hex digits) covers what decides its code: the generator's sources (``GENERATOR_SOURCES``) and
-settings (``gemm_tiled.core_knobs``), the target (triple, CPU, features), LLVM's version, hlo's
-and ``CORE_ABI``. So a change to the generator or the target never reuses a stale object, two
-different bodies never share a name, and a process finds a body's object in the persistent
-cache without emitting its IR. The body is a separate unit for LLVM: nothing is inlined
-across it (it was ``noinline`` inside the program before, too).
+A body the folder lacks is compiled by this process, in a thread of its own that starts when
+the program's lowering names it (``request``), so that its LLVM work overlaps the program's own
+Python work (lowering, emitting) instead of following it; llvmlite lets one thread at a time
+into LLVM (a process-wide lock around every call), so two bodies never compile at once.
+
+The symbol of a body is ``hlo.gemm_core.<dtype>.<mode>[.cstrided][.astrided].<digest>``: the
+digest (sha256, 16 hex digits) covers what decides its code: the library's build
+(``code_library.build_id``: the generator's sources, LLVM's and hlo's versions), the
+generator's settings (``gemm_tiled.core_knobs``), the target (triple, CPU, features) and
+``CORE_ABI``. So a change to the generator or the target never reuses a stale object, two
+different bodies never share a name, and a process finds a body's object without emitting its
+IR. The body is a separate unit for LLVM: nothing is inlined across it (it was ``noinline``
+inside the program before, too).
 """
 from __future__ import annotations
 
 import collections
-import functools
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -42,12 +49,6 @@ CORE_FNTY = ir.FunctionType(ir.VoidType(), [ir.PointerType()] * 4 + [ir.IntType(
 CORE_ABI = 1
 
 
-# The modules whose code decides a body's LLVM IR (with ``gemm_tiled.core_knobs()`` and the
-# target): their bytes are part of its digest, so that a process can name a body, and find its
-# object in the persistent cache, without emitting it (emitting the f32 bodies takes ~0.2 s).
-GENERATOR_SOURCES = ("gemm_tiled.py", "gemm_library.py", "../llvm_util.py", "../../ir/types.py")
-
-
 @dataclass(frozen=True)
 class CoreSpec:
     """One shared body: its symbol and the digest in it (its IR: ``ir_text()``)."""
@@ -58,48 +59,47 @@ class CoreSpec:
     emit: Callable  # ``gemm_tiled.emit_core``: (ctx, comp, fn, mode, c_strided, a_unit) -> None
 
     def ir_text(self) -> str:
-        """The LLVM IR of the body's module (emitted on first use in this process)."""
-        with _lock:
-            text = _ir.get(self.symbol)
-            if text is None:
-                text = _ir[self.symbol] = _emit(self)
-            return text
+        """The LLVM IR of the body's module (emitted on first use in this process; not under
+        the module's lock, which ``request`` takes while the library thread emits)."""
+        text = _ir.get(self.symbol)
+        if text is None:
+            text = _emit(self)
+            with _lock:
+                text = _ir.setdefault(self.symbol, text)
+        return text
 
 
 _lock = threading.RLock()
 _specs: Dict[tuple, CoreSpec] = {}
 _ir: Dict[str, str] = {}
 _objects: Dict[str, bytes] = {}
-# How many times this process compiled each body (by symbol), and how many it read from a store:
-# what tests check ("two programs share one compiled body").
+_pending: Dict[str, "concurrent.futures.Future"] = {}
+_worker: Optional[concurrent.futures.ThreadPoolExecutor] = None
+# How many times this process compiled each body (by symbol), and how many it read from the
+# library folder: what tests check ("two programs share one compiled body").
 compiles: "collections.Counter[str]" = collections.Counter()
-store_hits: "collections.Counter[str]" = collections.Counter()
+library_hits: "collections.Counter[str]" = collections.Counter()
 
 
-def _llvm_version() -> str:
-    import llvmlite
-    import llvmlite.binding as llvm
-    return f"llvmlite {llvmlite.__version__}, LLVM {'.'.join(map(str, llvm.llvm_version_info))}"
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's threads: fresh locks, no library thread, and
+    the bodies it was producing forgotten (the child produces them again if it needs them)."""
+    global _lock, _worker
+    _lock = threading.RLock()
+    _worker = None
+    _pending.clear()
 
 
-@functools.lru_cache(maxsize=1)
-def _hlo_version() -> str:
-    """hlo's version, from its installed metadata (the backend does not import the frontend)."""
-    import importlib.metadata
-    try:
-        return importlib.metadata.version("hlo")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+def _before_fork() -> None:
+    """Let the library thread finish what it started: a child forked while it is inside LLVM
+    would inherit llvmlite's lock held, and hang on its first call into LLVM."""
+    with _lock:
+        pending = list(_pending.values())
+    concurrent.futures.wait(pending)
 
 
-@functools.lru_cache(maxsize=1)
-def _generator_digest() -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
-    h = hashlib.sha256()
-    for rel in GENERATOR_SOURCES:
-        with open(os.path.normpath(os.path.join(here, rel)), "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
 
 
 def core_spec(dtype: str, mode: str, c_strided: bool, a_unit: bool, knobs: tuple,
@@ -108,6 +108,7 @@ def core_spec(dtype: str, mode: str, c_strided: bool, a_unit: bool, knobs: tuple
     C's columns strided or not and A's columns adjacent (``a_unit``) or not, on this process's
     host target, as the generator's settings ``knobs`` make it (``gemm_tiled.library_body``
     asks; ``emit`` emits it)."""
+    from hlo.runtime.cpu.code_library import build_id
     from hlo.runtime.cpu.target import host
     h = host()
     key = (h, knobs, dtype, mode, bool(c_strided), bool(a_unit))
@@ -117,9 +118,8 @@ def core_spec(dtype: str, mode: str, c_strided: bool, a_unit: bool, knobs: tuple
             base = (f"{CORE_PREFIX}.{dtype}.{mode}{'.cstrided' if c_strided else ''}"
                     f"{'' if a_unit else '.astrided'}")
             digest = hashlib.sha256(json.dumps({
-                "body": base, "generator": _generator_digest(), "knobs": repr(knobs),
-                "target": h.manifest_entry(), "llvm": _llvm_version(), "hlo": _hlo_version(),
-                "abi": CORE_ABI}, sort_keys=True).encode()).hexdigest()
+                "body": base, "build": build_id(), "knobs": repr(knobs),
+                "target": h.manifest_entry(), "abi": CORE_ABI}, sort_keys=True).encode()).hexdigest()
             spec = _specs[key] = CoreSpec(f"{base}.{digest[:16]}",
                                           (dtype, mode, bool(c_strided), bool(a_unit)), digest, h, emit)
         return spec
@@ -146,44 +146,59 @@ def _emit(spec: CoreSpec) -> str:
         return str(ctx.module)
 
 
-def object_code(spec: CoreSpec, store=None) -> bytes:
-    """The body's object code: compiled on the first request of this process, else the one
-    compiled before. ``store`` (``get(name) -> bytes | None``, ``put(name, bytes)``; the
-    persistent compilation cache's, or None) is asked before compiling and given the result."""
+def request(spec: CoreSpec) -> None:
+    """Start producing the body's object (from the library folder, else compiled) in the
+    library thread, unless this process has it or is producing it (``gemm_tiled._Core`` asks as
+    the program's lowering names the body)."""
+    global _worker
+    with _lock:
+        if spec.symbol in _objects or spec.symbol in _pending:
+            return
+        if _worker is None:
+            _worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="hlo-library")
+        _pending[spec.symbol] = _worker.submit(_produce, spec)
+
+
+def object_code(spec: CoreSpec) -> bytes:
+    """The body's object code: this process's, else read from the library folder, else
+    compiled (and kept there)."""
+    request(spec)
     with _lock:
         obj = _objects.get(spec.symbol)
-        if obj is not None:
-            return obj
-        name = f"{spec.symbol}-{spec.digest}"
-        obj = store.get(name) if store is not None else None
-        if obj is not None and _defines(obj, spec.symbol):
-            store_hits[spec.symbol] += 1
-        else:
-            from .target import compile_ir
-            with _for_target(spec.target):
-                obj, _, _ = compile_ir(spec.ir_text())
-            compiles[spec.symbol] += 1
-            if store is not None:
-                store.put(name, obj)
-        _objects[spec.symbol] = obj
+        pending = _pending.get(spec.symbol)
+    if obj is not None:
         return obj
-
-
-def _defines(obj: bytes, symbol: str) -> bool:
-    """Whether ``obj`` (from a store) is an object that defines ``symbol``."""
-    import struct
-    from hlo.runtime.cpu import elf
     try:
-        syms = elf.symbols(obj)
-    except (struct.error, IndexError, ValueError):
-        return False
-    return syms is not None and symbol in syms[0]
+        obj = pending.result()
+    finally:  # a failed compile is not remembered: a later request tries again
+        with _lock:
+            if _pending.get(spec.symbol) is pending:
+                del _pending[spec.symbol]
+    with _lock:
+        return _objects.setdefault(spec.symbol, obj)
+
+
+def _produce(spec: CoreSpec) -> bytes:
+    from hlo.runtime.cpu import code_library
+
+    def build() -> bytes:
+        from .target import compile_ir
+        with _for_target(spec.target):
+            obj, _, _ = compile_ir(spec.ir_text())
+        with _lock:
+            compiles[spec.symbol] += 1
+        return obj
+    obj, read = code_library.fetch(spec.symbol, spec.symbol, build)
+    if read:
+        with _lock:
+            library_hits[spec.symbol] += 1
+    return obj
 
 
 def describe(symbol: str, where: Optional[str] = None) -> str:
     """The comment that IR dumps of a program put beside a body's declaration."""
     return (f"; {symbol}: library code, declared here and defined in a module of its own "
-            f"(hlo.backends.cpu.gemm_library), compiled once per process and linked at load"
+            f"(hlo.backends.cpu.gemm_library), built once (the library folder) and linked at load"
             + (f"; {where}" if where else ""))
 
 

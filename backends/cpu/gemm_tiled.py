@@ -52,7 +52,7 @@ import llvmlite.ir as ir
 
 from .. import llvm_util as U
 from ..llvm_util import F32, F64, I64, for_range, i64
-from .gemm_library import CORE_FNTY, core_spec
+from .gemm_library import CORE_FNTY, core_spec, request
 from .gemm_view import MatrixView, block_item
 from .kernels import KernelBuilder, collect_reads, make_emitter, vector_bits_for
 from hlo.runtime.cpu import target as _target
@@ -183,8 +183,8 @@ def _k_loop(b: ir.IRBuilder, K, init: List[ir.Value], step) -> List[ir.Value]:
 # Every product with the same (dtype, B's access mode, C's access) calls one shared body
 # (``_Core``): strides, offsets and the block's extent are its run-time arguments (its calling
 # convention: ``gemm_library.CORE_ARGS``), and it holds the tiles of every row and column count.
-# The body is library code (``gemm_library``): emitted into a module of its own, compiled once per
-# process (and kept in the persistent cache), and linked into every program that calls it.
+# The body is library code (``gemm_library``): emitted into a module of its own, built once (kept
+# in the library folder, ``hlo.runtime.cpu.code_library``), and linked into every program that calls it.
 
 
 def core_knobs() -> tuple:
@@ -240,6 +240,7 @@ class _Core:
         for a in self.fn.args[:4]:
             a.add_attribute("noalias")   # C is never A's or B's buffer (dot.lower_dot)
         cg.cores[spec.symbol] = spec
+        request(spec)   # its object is read or compiled meanwhile, in the library's thread
 
     def call(self, b, *args):
         b.call(self.fn, [a if isinstance(a, ir.Value) else i64(a) for a in args])

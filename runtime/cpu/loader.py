@@ -7,6 +7,7 @@ pthreads, BLAS) are made visible to the linker before the object is added.
 """
 from __future__ import annotations
 
+import os
 import threading
 from typing import Dict, Iterable, Optional, Tuple
 
@@ -14,6 +15,15 @@ import llvmlite.binding as llvm
 
 _lock = threading.Lock()
 _loaded_libs = set()
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()  # another thread may have held it at the fork
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def load_library(path: str) -> None:

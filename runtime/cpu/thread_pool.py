@@ -1,6 +1,7 @@
 """The process-wide worker pool that compiled kernels spread their loops over.
 
-Written in LLVM IR (pthreads from libc; no C compiler needed) and compiled once per process.
+Written in LLVM IR (pthreads from libc; no C compiler needed): library code, built once per
+machine and hlo version and kept in the library folder (``code_library``), linked once per process.
 Executables call it through a function pointer that the loader stores into their
 ``hlo_pool_ptr`` global; an executable whose pointer is unset (or a pool that is busy with
 another caller's job) runs the loop on the calling thread alone, so nothing depends on the
@@ -297,8 +298,7 @@ class _Pool:
     def __init__(self, object_code=None):
         from .loader import LoadedObject
         if object_code is None:
-            from hlo.backends.cpu.target import compile_ir
-            object_code, _, _ = compile_ir(build_pool_module(), opt_level=2)
+            object_code = library_object()[0]
         self.object_code = bytes(object_code)
         self.obj = LoadedObject(self.object_code, [SYMBOL])
         self.address = self.obj.address(SYMBOL)
@@ -321,6 +321,31 @@ class _Pool:
     def after_fork_in_child(self) -> None:
         if self._reset is not None:
             self._reset()
+
+
+def library_name() -> str:
+    """The pool's name in the library folder: its code depends on this module's source (in the
+    library's build id) and the CPU."""
+    import hashlib
+    import json
+    from . import code_library
+    from .target import host
+    digest = hashlib.sha256(json.dumps({"build": code_library.build_id(), "target": host().manifest_entry()},
+                                       sort_keys=True).encode()).hexdigest()
+    return f"hlo_pool.{digest[:16]}"
+
+
+def library_object() -> Tuple[bytes, bool]:
+    """(object code, whether it was read): the pool's object for this CPU from the library
+    folder (``code_library``; built ahead with the GEMM's bodies), else compiled (~40 ms) and
+    kept there."""
+    from . import code_library
+
+    def build() -> bytes:
+        from hlo.backends.cpu.target import compile_ir
+        obj, _, _ = compile_ir(build_pool_module(), opt_level=2)
+        return obj
+    return code_library.fetch(library_name(), SYMBOL, build)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """The GEMM's shared bodies as library code (``hlo.backends.cpu.gemm_library``): compiled once
-per process, linked into every program that calls them, kept in the persistent cache, carried
-by saved executables; every column and row tail of the one generic body, against numpy."""
+per process, linked into every program that calls them, kept in the library folder
+(``hlo.runtime.cpu.code_library``), carried by saved executables; every column and row tail of
+the one generic body, against numpy. Building the library ahead: test_gemm_library_build.py."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -68,7 +70,7 @@ def test_two_programs_share_one_compiled_body(monkeypatch):
     second = compile_text(_product(200, 16, 24))
     assert first.manifest["cores"] == second.manifest["cores"]
     sym = first.manifest["cores"][0]["symbol"]
-    assert gemm_library.compiles[sym] + gemm_library.store_hits[sym] == 1
+    assert gemm_library.compiles[sym] + gemm_library.library_hits[sym] == 1
     assert loader.link_counts[sym] == 1
     for exe in (first, second):
         defined, undefined = elf.symbols(exe.object_code)
@@ -107,7 +109,7 @@ b = np.ones((k, n), np.float32)
 out = f(a, b)
 assert np.all(out == k), out
 print(json.dumps({"compiles": sum(gemm_library.compiles.values()),
-                  "hits": sum(gemm_library.store_hits.values())}))
+                  "hits": sum(gemm_library.library_hits.values())}))
 """
 
 
@@ -118,21 +120,50 @@ def _run(args, env):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def test_the_persistent_cache_keeps_the_body_across_processes(tmp_path):
-    """A process compiles the body and keeps it in the cache; a later process compiling another
-    program reads it from there instead of compiling it; with the cache off it compiles it."""
+def _objects(folder):
+    return sorted(e.path for build in os.scandir(folder) for e in os.scandir(build.path)
+                  if e.name.startswith("hlo.gemm_core."))
+
+
+def test_the_library_folder_keeps_the_body_across_processes(tmp_path):
+    """A process compiles the body and keeps it in the library folder; a later process compiling
+    another program, with a fresh compilation cache or with the cache off, reads it from there
+    instead of compiling it; with the library off it compiles it and writes nothing."""
+    lib = tmp_path / "lib"
     env = dict(os.environ, HLO_CACHE_DIR=str(tmp_path / "cache"), HLO_CACHE="1",
+               HLO_LIBRARY_DIR=str(lib), HLO_CPU_GEMM="generated")
+    assert _run((64, 48, 40), env) == {"compiles": 1, "hits": 0}
+    kept = _objects(lib)
+    assert len(kept) == 1
+    assert _run((65, 32, 24), dict(env, HLO_CACHE_DIR=str(tmp_path / "fresh"))) == {"compiles": 0, "hits": 1}
+    assert _run((66, 32, 24), dict(env, HLO_CACHE="0")) == {"compiles": 0, "hits": 1}
+    before = {p: os.stat(p).st_mtime_ns for p in kept}
+    assert _run((67, 32, 24), dict(env, HLO_LIBRARY="0")) == {"compiles": 1, "hits": 0}
+    assert {p: os.stat(p).st_mtime_ns for p in _objects(lib)} == before
+
+
+@pytest.mark.parametrize("damage", ["flip a byte", "truncate", "not the body"])
+def test_a_damaged_library_object_is_ignored_and_built_again(tmp_path, damage):
+    """An object that fails its checksum, or that is intact but does not define the body (a
+    file copied over it), is deleted, compiled again and replaced by a good one."""
+    lib = tmp_path / "lib"
+    env = dict(os.environ, HLO_CACHE_DIR=str(tmp_path / "cache"), HLO_LIBRARY_DIR=str(lib),
                HLO_CPU_GEMM="generated")
     assert _run((64, 48, 40), env) == {"compiles": 1, "hits": 0}
-    assert os.listdir(tmp_path / "cache" / "v1" / "objects")
-    assert _run((65, 32, 24), env) == {"compiles": 0, "hits": 1}
-    assert _run((66, 32, 24), dict(env, HLO_CACHE="0")) == {"compiles": 1, "hits": 0}
-    # a damaged object is discarded and compiled again
-    for e in os.scandir(tmp_path / "cache" / "v1" / "objects"):
-        data = bytearray(open(e.path, "rb").read())
-        data[100] ^= 0xFF
-        open(e.path, "wb").write(bytes(data))
-    assert _run((67, 32, 24), env) == {"compiles": 1, "hits": 0}
+    path, = _objects(lib)
+    good = open(path, "rb").read()
+    if damage == "flip a byte":
+        bad = bytearray(good)
+        bad[100] ^= 0xFF
+    elif damage == "truncate":
+        bad = good[:len(good) // 2]
+    else:   # an intact file (its checksum holds) of something else: its ELF check fails
+        other = good[:-32][:64] + b"\0" * 64
+        bad = other + hashlib.sha256(other).digest()
+    open(path, "wb").write(bytes(bad))
+    assert _run((65, 32, 24), env) == {"compiles": 1, "hits": 0}
+    assert _run((66, 32, 24), env) == {"compiles": 0, "hits": 1}
+    assert open(path, "rb").read() == good   # the same code, compiled again
 
 
 def test_a_saved_executable_carries_its_body_to_a_fresh_process(tmp_path):
