@@ -442,6 +442,13 @@ def cmd_cache(a) -> int:
     print(f"compilation cache: {state}, {cc.entries_dir()}")
     print(f"{len(entries)} {'entry' if len(entries) == 1 else 'entries'}, {_fmt_bytes(total)} (bound {_fmt_bytes(cc.max_bytes())}, "
           "least recently used evicted past it)")
+    from hlo.runtime.cpu import code_library as lib
+    if not lib.enabled():
+        print("library code: off (HLO_LIBRARY=0)")
+    else:
+        objs = lib.contents()
+        print(f"library code: {lib.library_dir()}, {len(objs)} objects of this build "
+              f"({_fmt_bytes(sum(s for _, s in objs))}; python -m hlo.backends.cpu.build_library builds them all)")
     return 0
 
 

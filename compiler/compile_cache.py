@@ -53,6 +53,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import threading
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -346,6 +347,8 @@ def clear() -> None:
     """Delete every entry of the cache (the library code, ``hlo.runtime.cpu.code_library``, is
     not in it)."""
     folder = entries_dir()
+    # library code that hlo versions before the library folder kept here
+    shutil.rmtree(os.path.join(folder, "objects"), ignore_errors=True)
     for _, _, path in _scan(folder):
         try:
             os.unlink(path)
