@@ -59,6 +59,7 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from hlo.ir.callbacks import has_host_callbacks
+from hlo.runtime.hlox import refuses_folder
 
 from .targets import Artifact
 
@@ -448,15 +449,6 @@ class CachedArtifact(Artifact):
 # ----------------------------------------------------------------------------------------------
 
 _unwritable: set = set()
-_unsafe: set = set()
-
-
-def unsafe_folder(folder: str) -> Optional[str]:
-    """Create the cache root and ``folder`` private to this user (mode 0700) where missing; the
-    reason the cache cannot be used when one of them belongs to another user or others can write
-    to it (anyone who can write an entry runs code in every process that hits it), else None."""
-    from hlo.runtime.hlox import private_folder
-    return private_folder(cache_dir(), folder)
 
 
 class Pending:
@@ -500,12 +492,7 @@ def begin(module, target: str, options: Optional[dict], dump_dir: Optional[str])
                     type(e).__name__, e)
         return None
     folder = entries_dir()
-    why = unsafe_folder(folder)
-    if why is not None:
-        if folder not in _unsafe:  # once per folder, not on every compile
-            _unsafe.add(folder)
-            log.warning("hlo.cache: not using the compilation cache: %s (its entries are native "
-                        "code this process would run; HLO_CACHE_DIR moves the cache)", why)
+    if refuses_folder(log, "the compilation cache", "HLO_CACHE_DIR moves the cache", cache_dir(), folder):
         return None
     path = os.path.join(folder, key.filename)
     pending = Pending(key, path)

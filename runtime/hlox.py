@@ -222,6 +222,22 @@ def atomic_write(path: str, data: bytes) -> None:
                 pass
 
 
+_refused: set = set()
+
+
+def refuses_folder(log, what: str, moved_by: str, *folders: str) -> bool:
+    """Whether ``private_folder(*folders)`` refuses them as a home for ``what`` (native code
+    this process would run), after a warning on ``log`` (once per innermost folder)."""
+    why = private_folder(*folders)
+    if why is None:
+        return False
+    if folders[-1] not in _refused:
+        _refused.add(folders[-1])
+        log.warning("not using %s: %s (its files are native code this process would run; %s)",
+                    what, why, moved_by)
+    return True
+
+
 def private_folder(*folders: str) -> Optional[str]:
     """Create each of ``folders`` (outermost first) private to this user (mode 0700) where
     missing; the reason they cannot hold native code this process will run when one belongs to

@@ -100,18 +100,13 @@ def _build_folder(create: bool) -> Optional[str]:
     ``create``, absent)."""
     if not enabled():
         return None
-    from hlo.runtime.hlox import private_folder
+    from hlo.runtime.hlox import refuses_folder
     root = library_dir()
     folder = os.path.join(root, build_id()[:16])
     if not create and not os.path.isdir(folder):
         return None
     new = create and not os.path.isdir(folder)
-    why = private_folder(root, folder)
-    if why is not None:
-        if root not in _warned:  # once per folder, not on every body
-            _warned.add(root)
-            log.warning("hlo.library: not using the library folder: %s (its objects are native "
-                        "code this process would run; HLO_LIBRARY_DIR moves it)", why)
+    if refuses_folder(log, "the library folder", "HLO_LIBRARY_DIR moves it", root, folder):
         return None
     if new:
         _prune(root, keep=folder)
