@@ -154,7 +154,7 @@ def main(argv=None):
     from bench import workloads as W
     case = W.select([args.workload], "quick" if args.quick else "cpu")[0]
     inputs = case.inputs()
-    ops = W.Ops(hnp, getattr(hlo, "grad", None))
+    ops = W.Ops(hnp, hlo.grad, hlo.vmap)
     fn = lambda *a: case.workload.fn(ops, *a)
     f = hlo.jit(fn, target="cpu")
     f(*inputs)

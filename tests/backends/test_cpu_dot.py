@@ -303,7 +303,7 @@ def test_tiled_gemm_emits_the_tiles_every_block_needs(monkeypatch, blocks):
     theirs (23 rows in blocks of 7 leave 2; 45 columns in blocks of 20 leave 5: a scalar tail)."""
     import hlo.backends.cpu.dot as dot
     monkeypatch.setenv("HLO_CPU_GEMM", "generated")
-    monkeypatch.setattr(dot, "_blocks", lambda cg, Bn, M, N, K=0: blocks)
+    monkeypatch.setattr(dot, "_blocks", lambda cg, Bn, M, N, K=0, whole="": blocks)
     m, k, n = 23, 17, 45
     src = f"""module @m
 
@@ -316,17 +316,23 @@ func @main(%a: {_t("f32", [m, k])}, %b: {_t("f32", [k, n])}) -> ({_t("f32", [m, 
     check(src, [_rand(rng, "f32", (m, k)), _rand(rng, "f32", (k, n))], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("M,N,K,grid", [
-    (1024, 512, 2048, (4, 1)),   # the FFN's second product: packing ties, whole-width rows
-    (1024, 512, 512, (4, 1)),    # q/k/v: a tie too
-    (1024, 2048, 512, (2, 2)),   # the FFN's first: 1 x 4 packs as much, in more column blocks
-    (128, 512, 784, (1, 4)),     # column blocks pack the least
-    (16, 16, 16, (1, 1)),        # too small to split
+@pytest.mark.parametrize("M,N,K,whole,grid", [
+    (1024, 512, 2048, "", (4, 1)),   # the FFN's second product: packing ties, whole-width rows
+    (1024, 512, 512, "", (4, 1)),    # q/k/v: a tie too
+    (1024, 2048, 512, "", (2, 2)),   # the FFN's first: 1 x 4 packs as much, in more column blocks
+    (128, 512, 784, "", (1, 4)),     # column blocks pack the least
+    (16, 16, 16, "", (1, 1)),        # too small to split
+    (784, 512, 128, "", (2, 2)),     # the train step's dW1 alone: 2 x 2 packs the least ...
+    (784, 512, 128, "rows", (4, 1)),  # ... with the update fused (an epilogue), rows stay whole
+    (128, 512, 784, "rows", (1, 4)),  # packing 784 x 512 four times costs more than the epilogue
+    (512, 784, 128, "cols", (1, 4)),  # computed transposed: C's rows are the columns here
 ])
-def test_parallel_blocks_pack_the_least_then_keep_rows_whole(M, N, K, grid):
+def test_parallel_blocks_pack_the_least_then_keep_rows_whole(M, N, K, whole, grid):
     """Two threads split a product into a grid of 4 blocks (row blocks x column blocks) shaped
     to pack the least; of grids that pack the same, the one with whole-width rows (each item
-    reads its rows of A once). Blocks are whole register tiles of rows, whole panels of columns."""
+    reads its rows of A once). A grid that divides C's rows between threads costs more when an
+    epilogue reads C back (``whole``). Blocks are whole register tiles of rows, whole panels of
+    columns."""
     import hlo.backends.cpu.dot as dot
     from hlo.backends.cpu.gemm_tiled import register_tile, vector_lanes
     from hlo.ir.types import f32
@@ -339,7 +345,7 @@ def test_parallel_blocks_pack_the_least_then_keep_rows_whole(M, N, K, grid):
     mb, nb = grid
     rows = -(-(-(-M // mb)) // mr) * mr if mb > 1 else M
     cols = -(-(-(-N // nb)) // panel) * panel if nb > 1 else N
-    assert dot._blocks(Cg(), 1, M, N, K) == (rows, cols)
+    assert dot._blocks(Cg(), 1, M, N, K, whole) == (rows, cols)
 
 
 @pytest.mark.parametrize("dt,n,group,min_stride", [
