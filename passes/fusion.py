@@ -254,14 +254,23 @@ class VerticalFusion(FusionPass):
         elif not fusible_unit(p):
             return decline(f"the producer is a '{p.name}', which runs as its own kernel")
         shared = bool(others) or any(r in top.returned for r in p.results)
+        into_dot = p.name != "constant" and self._feeds_dot_operand(c, p)
         dup = []
         if shared:
             if p.name != "constant":
                 why = self._why_not_duplicate(p, c)
                 if why:
                     return decline(why)
+                if into_dot and p.name not in MOVEMENT:
+                    # a dot's kernel writes an operand computed in its fusion to a scratch copy
+                    # first (movement it reads in place): a copy of the producer in each of its
+                    # consumers would be one such pass each, where the producer's own kernel
+                    # makes one (the train step's relu(h), read by two products, had been
+                    # computed and copied twice)
+                    return decline("the producer has other consumers and would be computed "
+                                   "into a dot's operand, which the dot's kernel writes to a "
+                                   "copy first: one pass per consumer instead of one")
             dup = [p]
-        into_dot = p.name != "constant" and self._feeds_dot_operand(c, p)
         if into_dot and not shared:
             extra, saved = bytes_delta(p, c)
             if extra > saved:

@@ -218,6 +218,30 @@ def test_dot_refuses_expensive_operand_producer_with_reason():
             "128 bytes of its result)") in log
 
 
+def test_shared_producer_is_not_copied_into_dot_operands():
+    """relu(h) read by two products (the train step's forward and dW2) stays one kernel: each
+    dot's kernel would write a fused operand to a copy first, one pass per consumer. A shared
+    transpose, which the dots read in place, is still copied into both."""
+    src = """
+    func @main(%h: f32[8,16], %w: f32[16,4], %g: f32[8,4]) -> (f32[8,4], f32[16,4]) {
+      %z = constant dense<0.0> : f32[]
+      %zb = broadcast_in_dim(%z) {broadcast_dimensions = []} : f32[8,16]
+      %r = maximum(%h, %zb) : f32[8,16]
+      %y = dot_general(%r, %w) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[8,4]
+      %dw = dot_general(%r, %g) {lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [0]} : f32[16,4]
+      return(%y, %dw)
+    }
+    """
+    out, log = fused(src, ["fusion"])
+    assert ("the producer has other consumers and would be computed into a dot's operand, "
+            "which the dot's kernel writes to a copy first") in log
+    assert out.count("maximum(") == 1 and len(kernels(out)) == 3
+    moved = src.replace("%r = maximum(%h, %zb) : f32[8,16]", "%r = transpose(%ht) {permutation = [1, 0]} : f32[8,16]") \
+               .replace("%h: f32[8,16]", "%ht: f32[16,8]")
+    out, log = fused(moved, ["fusion", "dce"])
+    assert "copied into" in log and len(kernels(out)) == 2
+
+
 def test_cheap_transpose_goes_into_dot_operand():
     src = """
     func @main(%x: f32[8,4], %w: f32[8,8]) -> (f32[4,8]) {
