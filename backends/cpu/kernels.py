@@ -119,7 +119,7 @@ class KernelBuilder:
         self.cg.kernels[self.name] = self.fn
         if not parallel:
             return KernelCall(self.name, list(self.refs), list(self.writes), extent, False, what)
-        task = ir.Function(self.cg.ctx.module, TASK_FN, name=self.name + ".task")
+        task = U.glue(ir.Function(self.cg.ctx.module, TASK_FN, name=self.name + ".task"))
         task.linkage = "internal"
         tb = ir.IRBuilder(task.append_basic_block())
         args, lo, hi = task.args

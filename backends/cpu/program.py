@@ -10,7 +10,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from .. import llvm_util as U
-from ..llvm_util import I8, I32, I64, PTR, VOID, ModuleContext, i64
+from ..llvm_util import I8, I32, I64, PTR, VOID, ModuleContext, glue, i64
 from hlo.runtime.cpu import abi
 from hlo.runtime.cpu.abi import (ENTRY, HOST_CALL_PTR, NP_ARRAY_DATA, POOL_PTR, PY_ENTRY,  # noqa: F401
                                   PY_TUPLE_ITEMS, RW_ANCHOR)
@@ -37,7 +37,7 @@ class EntryEmitter:
         self.constants = constants  # const id -> np.ndarray
 
     def emit(self, steps) -> ir.Function:
-        fn = ir.Function(self.ctx.module, ir.FunctionType(VOID, [PTR, PTR, PTR, I64]), name=ENTRY)
+        fn = glue(ir.Function(self.ctx.module, ir.FunctionType(VOID, [PTR, PTR, PTR, I64]), name=ENTRY))
         self.fn = fn
         self.inputs, self.outputs, self.arena, self.nthreads = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -168,7 +168,7 @@ def emit_py_entry(ctx: ModuleContext, run_fn: ir.Function, nin: int, nout: int) 
     """``hlo_run_py(tuple inputs, tuple outputs, arena, nthreads)``: reads the arrays' data
     pointers straight from the Python objects (no per-argument ctypes conversions), then runs
     ``hlo_run``. The caller holds references to every object for the duration of the call."""
-    fn = ir.Function(ctx.module, ir.FunctionType(VOID, [PTR, PTR, PTR, I64]), name=PY_ENTRY)
+    fn = glue(ir.Function(ctx.module, ir.FunctionType(VOID, [PTR, PTR, PTR, I64]), name=PY_ENTRY))
     tin, tout, arena, nth = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     ins = b.alloca(PTR, size=i64(max(1, nin)))
@@ -207,7 +207,7 @@ def emit_call_entry(ctx: ModuleContext, run_fn: ir.Function, in_shapes, out_shap
     ``hlo.runtime.cpu.abi`` (``CALL_ENTRY``). ``in_shapes`` / ``out_shapes``: the row-major
     shapes of the inputs and outputs."""
     nin, nout = len(in_shapes), len(out_shapes)
-    fn = ir.Function(ctx.module, ir.FunctionType(PTR, [PTR, PTR, I64]), name=abi.CALL_ENTRY)
+    fn = glue(ir.Function(ctx.module, ir.FunctionType(PTR, [PTR, PTR, I64]), name=abi.CALL_ENTRY))
     me, args, nargs = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     fallback_bb = fn.append_basic_block("fallback")

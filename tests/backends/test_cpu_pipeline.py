@@ -65,3 +65,24 @@ func @main(%arg0: f32[16,64], %arg1: f32[64,32], %arg2: f32[32]) -> (f32[16,32])
     helpers.check(src, args, rtol=1e-5, atol=1e-5)
     exe = helpers.compile_through_pipeline(src)
     assert len(exe.kernels) < 6  # fused: far fewer kernels than ops
+
+
+def test_glue_is_left_unoptimized_and_kernels_are_not():
+    """A program's entry points and task wrappers are glue (``llvm_util.glue``: optnone, which
+    keeps their O3 time out of every compile); its kernels are optimized, and the program gives
+    the same results as numpy (the entry points run unoptimized)."""
+    import re
+    import numpy as np
+    import hlo
+    from hlo.runtime.cpu import abi
+    f = hlo.jit(lambda x, y: np.float32(2) * x + y.sum(axis=1, keepdims=True), target="cpu")
+    x = np.arange(64 * 256, dtype=np.float32).reshape(64, 256) / 1e3
+    np.testing.assert_allclose(f(x, x), 2 * x + x.sum(axis=1, keepdims=True), rtol=1e-5)
+    with hlo.config.override(cache=False):   # the IR as emitted (not a cached executable's)
+        text = f.lower(x, x).compile()._artifact.executable.ir_text
+    defs = dict(re.findall(r'(?m)^define [^@]*@"?([\w.]+)"?\(.*\)(.*)$', text))
+    glue = {n for n, attrs in defs.items() if "optnone" in attrs}
+    assert {abi.ENTRY, abi.PY_ENTRY, abi.CALL_ENTRY} <= glue
+    assert all(n.endswith(".task") for n in glue - {abi.ENTRY, abi.PY_ENTRY, abi.CALL_ENTRY})
+    kernels = [n for n in defs if n.startswith("k.") and not n.endswith(".task")]
+    assert kernels and not glue & set(kernels)
