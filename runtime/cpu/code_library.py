@@ -6,8 +6,8 @@ worker pool (``thread_pool``). Like jaxlib's precompiled XLA runtime kernels or 
 they are built once per machine and hlo version and read by every process: from a folder of
 their own, separate from the compilation cache of programs (which the benchmark, tests and
 users may point at a fresh folder, or turn off), written whenever a process compiles one,
-like Python's ``__pycache__``. ``python -m hlo.backends.cpu.gemm_library build`` builds every
-object this machine can need ahead (``make install`` runs it).
+like Python's ``__pycache__``. ``python -m hlo.backends.cpu.build_library`` builds every
+object this machine can need ahead (the Makefile's set-up runs it).
 
 Where: ``HLO_LIBRARY_DIR``, else ``$XDG_CACHE_HOME/hlo-library``, else ``~/.cache/hlo-library``.
 ``HLO_LIBRARY=0`` turns it off: nothing is read or written, and every process compiles the
