@@ -29,6 +29,7 @@ fresh or loaded.
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import operator
 import threading
@@ -148,9 +149,11 @@ class Executable(Signature):
         self._nin = len(self._in)
         self._nout = len(self._out)
         self._out_specs = [(s.phys_shape, s.dtype) for s in self._out]
-        # large outputs come from recycled memory (no page faults on every call)
-        self._empty = output_pool.empty if any(s.nbytes >= output_pool.MIN_BYTES for s in self._out) \
-            else np.empty
+        # large outputs, or several medium ones, come from recycled memory (no page faults on
+        # every call: ``output_pool.call_threshold``)
+        self._pool_min = output_pool.call_threshold([s.nbytes for s in self._out])
+        self._empty = functools.partial(output_pool.empty, min_bytes=self._pool_min) \
+            if any(s.nbytes >= self._pool_min for s in self._out) else np.empty
         self._simple = all(s.perm is None for s in self._in + self._out)
         # What ``run`` accepts without normalizing: per input, ``_ARRAY_KEY`` of an exact,
         # C-contiguous numpy array of the right shape and dtype (one tuple compare per call).
@@ -331,7 +334,7 @@ class Executable(Signature):
         from .cpu.abi import CALL_ENTRY
         entry = self.manifest.get("call_entry")
         if entry != CALL_ENTRY or self._blas or self._host_errors is not None or not self._simple \
-                or any(s.nbytes >= output_pool.MIN_BYTES for s in self._out):
+                or any(s.nbytes >= self._pool_min for s in self._out):
             return None
         if finish == "single" and self._nout != 1:
             raise ValueError(f"native_call: finish='single' for {self._nout} outputs")

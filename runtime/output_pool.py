@@ -7,7 +7,8 @@ last array that uses the block, the block's memory goes back to the pool and the
 any executable reuses it, already faulted in (what XLA's allocator does for jax).
 
 The pool keeps at most ``MAX_CACHED_BYTES`` of free memory (oldest sizes dropped first) and
-only handles outputs of at least ``MIN_BYTES``; smaller ones are plain ``np.empty``.
+only handles outputs of at least ``MIN_BYTES`` (``call_threshold`` lowers that for a call with
+several medium outputs); smaller ones are plain ``np.empty``.
 """
 from __future__ import annotations
 
@@ -21,6 +22,24 @@ import numpy as np
 MIN_BYTES = 1 << 20
 MAX_CACHED_BYTES = 1 << 30
 _ALIGN = 64
+# A call whose outputs of a page or more (PAGE) are several and total CALL_MIN_BYTES takes
+# them all from the pool (``call_threshold``).
+PAGE = 4096
+CALL_MIN_BYTES = 128 << 10
+
+
+def call_threshold(sizes) -> int:
+    """The size from which the outputs of a call with outputs of ``sizes`` bytes come from the
+    pool: ``MIN_BYTES``, or ``PAGE`` when the call returns several outputs of a page or more
+    that total ``CALL_MIN_BYTES``. Freed together, such outputs leave more free memory at the
+    top of glibc's heap than its trim threshold (128 KiB, or twice the largest block it has
+    unmapped), so malloc hands the pages back to the system after every call and the next
+    call's outputs fault them in again: two 256 KiB outputs of a 128 x 512 add-and-relu took
+    129 us a call (100 page faults) where one took 8. One output alone stays under it."""
+    big = [n for n in sizes if n >= PAGE]
+    if len(big) >= 2 and sum(big) >= CALL_MIN_BYTES:
+        return PAGE
+    return MIN_BYTES
 
 
 class _Pool:
@@ -76,13 +95,13 @@ class _Block:
             pass
 
 
-def empty(shape, dtype: np.dtype) -> np.ndarray:
-    """An uninitialized C-contiguous array, from the pool when it is large."""
+def empty(shape, dtype: np.dtype, min_bytes: int = MIN_BYTES) -> np.ndarray:
+    """An uninitialized C-contiguous array, from the pool when it is ``min_bytes`` or more."""
     dtype = np.dtype(dtype)
     # math.prod, not np.prod: numpy's reduction machinery took ~2.5 us a call, 12 us of the
     # train step's 5 outputs (0.1 us here)
     nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < MIN_BYTES or dtype.hasobject or dtype.str[0] not in "<>|=":
+    if nbytes < min_bytes or dtype.hasobject or dtype.str[0] not in "<>|=":
         return np.empty(shape, dtype)
     return np.asarray(_Block(_POOL.take(nbytes), nbytes, shape, dtype))
 

@@ -393,3 +393,30 @@ def test_large_outputs_recycle_memory_once_dropped():
         assert o.flags.c_contiguous and o.flags.writeable
     kept = exe.run(a)  # outputs still alive are never handed out twice
     assert not ({o.ctypes.data for o in kept} & {o.ctypes.data for o in again})
+
+
+@pytest.mark.parametrize("rows,cols,pooled", [(128, 512, True), (128, 48, False), (2, 512, False)])
+def test_several_medium_outputs_recycle_memory_too(rows, cols, pooled):
+    """Two outputs of 128 x 48 f32 (24 KiB each, 48 KiB a call) are plain arrays; two of
+    128 x 512 (256 KiB each) come from the pool: freed together they exceed glibc's trim
+    threshold, so malloc returned their pages after every call and the next call faulted them
+    in again (129 us a call instead of 8). Results match the interpreter's either way."""
+    from hlo.runtime import output_pool
+    src = LOOP.replace("64,48", f"{rows},{cols}").replace("f32[48]", f"f32[{cols}]")
+    a = [f32(rows, cols), f32(cols)]
+    check(src, a, rtol=2e-6, atol=1e-6)
+    exe = compile_text(src)
+    first = exe.run(a)
+    assert all(isinstance(o.base, output_pool._Block) for o in first) == pooled
+    addrs = {o.ctypes.data for o in first}
+    del first
+    if pooled:
+        assert {o.ctypes.data for o in exe.run(a)} == addrs
+
+
+def test_call_threshold():
+    from hlo.runtime.output_pool import CALL_MIN_BYTES, MIN_BYTES, PAGE, call_threshold
+    assert call_threshold([CALL_MIN_BYTES]) == MIN_BYTES            # one output: malloc keeps it
+    assert call_threshold([CALL_MIN_BYTES // 2] * 2) == PAGE          # two that total the limit
+    assert call_threshold([CALL_MIN_BYTES, 8]) == MIN_BYTES           # a scalar beside it
+    assert call_threshold([PAGE - 1] * 100) == MIN_BYTES              # small ones never
