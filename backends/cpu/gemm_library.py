@@ -162,20 +162,28 @@ def request(spec: CoreSpec) -> None:
 def object_code(spec: CoreSpec) -> bytes:
     """The body's object code: this process's, else read from the library folder, else
     compiled (and kept there)."""
-    request(spec)
-    with _lock:
-        obj = _objects.get(spec.symbol)
-        pending = _pending.get(spec.symbol)
-    if obj is not None:
-        return obj
+    while True:
+        request(spec)
+        with _lock:
+            obj = _objects.get(spec.symbol)
+            pending = _pending.get(spec.symbol)
+        if obj is not None:
+            return obj
+        if pending is not None:
+            break
+        # a compile that failed between the two locks was forgotten: ask again
     try:
         obj = pending.result()
-    finally:  # a failed compile is not remembered: a later request tries again
+    except BaseException:  # a failed compile is not remembered: a later request tries again
         with _lock:
             if _pending.get(spec.symbol) is pending:
                 del _pending[spec.symbol]
-    with _lock:
-        return _objects.setdefault(spec.symbol, obj)
+        raise
+    with _lock:   # the object is kept before its pending entry goes: never neither
+        obj = _objects.setdefault(spec.symbol, obj)
+        if _pending.get(spec.symbol) is pending:
+            del _pending[spec.symbol]
+    return obj
 
 
 def _produce(spec: CoreSpec) -> bytes:

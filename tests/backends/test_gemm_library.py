@@ -197,3 +197,26 @@ def test_a_saved_executable_carries_its_body_to_a_fresh_process(tmp_path):
                        capture_output=True, text=True, cwd=REPO, timeout=120)
     assert p.returncode == 0, p.stderr
     assert f"library code (1):\n  {desc.cores[0]} (section code.cpu.core.0)" in p.stdout
+
+
+def test_a_body_whose_production_failed_is_produced_again(tmp_path, monkeypatch):
+    """A failed compile (or read) is not remembered: the request that got the error sees it,
+    and the next one produces the body."""
+    from hlo.backends.cpu import gemm_library, gemm_tiled
+    from hlo.runtime.cpu import code_library
+    monkeypatch.setenv("HLO_LIBRARY_DIR", str(tmp_path / "lib"))
+    spec = gemm_library.core_spec("f32", "contig", False, True, gemm_tiled.core_knobs() + ("retry test",),
+                                  gemm_tiled.emit_core)
+    real, calls = code_library.fetch, []
+
+    def failing_once(*a):
+        calls.append(a[0])
+        if len(calls) == 1:
+            raise RuntimeError("LLVM failed")
+        return real(*a)
+    monkeypatch.setattr(code_library, "fetch", failing_once)
+    with pytest.raises(RuntimeError, match="LLVM failed"):
+        gemm_library.object_code(spec)
+    obj = gemm_library.object_code(spec)
+    assert code_library.defines(obj, spec.symbol) and calls == [spec.symbol] * 2
+    assert gemm_library.object_code(spec) is obj and len(calls) == 2   # kept from then on
