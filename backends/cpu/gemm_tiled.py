@@ -36,8 +36,8 @@ Compile time: the tiles of every product with the same dtype and the same access
 (``_Core``) with strides, offsets and the block's extent as run-time arguments (whether its
 panels are filled or packed, whether a column tail reads B in place, whether a block adds to C,
 too). The body holds every tile a product can need, so that it does not depend on the program:
-it is library code (``gemm_library``), compiled once per process (or read from the persistent
-cache) and linked into every program that calls it. Before, each module emitted a body with only
+it is library code (``gemm_library``), built once per machine and hlo version (read from the
+library folder, ``hlo.runtime.cpu.code_library``) and linked into every program that calls it. Before, each module emitted a body with only
 its products' tiles (the transformer layer's eight products: eight ~70 KB kernels of LLVM IR
 before any sharing, two bodies of ~2,300 lines after), and every compile paid ~170-216 ms of
 LLVM time for them. To keep the generic body small, row tails run in tiles of the powers of two
