@@ -54,6 +54,9 @@ class Lowering:
         self.scratch_base = _align(int(getattr(plan, "arena_size", 0) or 0))
         self.scratch_top = self.scratch_base
         self.host_sites: List[dict] = []  # per HostCall site: callback, buffer types, line
+        # id(step) -> the op whose lowering appended it (the outermost: a fusion, not the dot
+        # inside it); steps no op made (copies of the results, of a region's outputs) are absent
+        self.origin: Dict[int, Operation] = {}
 
     # -- buffers --------------------------------------------------------------------------
 
@@ -134,6 +137,7 @@ class Lowering:
     # -- one op ---------------------------------------------------------------------------
 
     def lower_op(self, op: Operation, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> None:
+        n = len(self.steps)
         try:
             self._lower_op(op, dests, env)
         except UnsupportedOp as e:
@@ -141,6 +145,8 @@ class Lowering:
                 raise
             where = f" at {op.loc}" if op.loc is not None else ""
             raise UnsupportedOp(f"{e} (in '{op.name}'{where})") from None
+        for s in self.steps[n:]:
+            self.origin[id(s)] = op
 
     def _lower_op(self, op: Operation, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> None:
         name = op.name

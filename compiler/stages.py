@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from hlo.ir import Module, print_module
+from hlo.runtime.profile import ProfileMethods
 
 from .abstract import ShapedArray, array_key, aval_of_type, c_strides, concrete_arg
 from .api_util import api_boundary, native_first, refresh_native
@@ -50,10 +51,15 @@ class Lowered:
         return print_module(self.ir)
 
     @api_boundary
-    def compile(self, target: Optional[str] = None, *, dump_dir: Optional[str] = None) -> "Compiled":
-        """Optimize and build for ``target``; ``dump_dir`` keeps every pass's output there."""
+    def compile(self, target: Optional[str] = None, *, dump_dir: Optional[str] = None,
+                profile: bool = False) -> "Compiled":
+        """Optimize and build for ``target``; ``dump_dir`` keeps every pass's output there.
+        ``profile=True`` (CPU only) builds a program that times each of its steps as it runs:
+        read it with ``Compiled.profile()`` / ``profile_report()``. Its code differs from the
+        unprofiled build's (two clock reads a step), and so does its cache entry."""
         t = resolve_target(target if target is not None else self.target)
-        return Compiled(self, compile_module(self.ir, t, donated=self.donated, dump_dir=dump_dir))
+        return Compiled(self, compile_module(self.ir, t, donated=self.donated, dump_dir=dump_dir,
+                                             profile=profile))
 
     def signature_text(self) -> str:
         """``f(x: f32[4,8], y: f32[8])``."""
@@ -64,14 +70,16 @@ class Lowered:
         return f"<Lowered {self.signature_text()}>"
 
 
-class Compiled:
+class Compiled(ProfileMethods):
     """An executable for one target.
 
     ``as_text()`` is the optimized IR; ``cost_analysis()`` a dict with at least ``"kernels"``,
     ``"flops"`` and ``"bytes accessed"``; ``memory_analysis()`` an object with
     ``argument_size_in_bytes``, ``output_size_in_bytes``, ``temp_size_in_bytes`` and
     ``alias_size_in_bytes`` (both from ``hlo.passes.analysis``). Calling it runs the program;
-    arguments must match the signature it was compiled for (shapes and dtypes)."""
+    arguments must match the signature it was compiled for (shapes and dtypes). Compiled with
+    ``profile=True``, ``profile()`` / ``profile_report()`` / ``reset_profile()`` tell where its
+    calls spent their time, step by step (``hlo.runtime.profile``)."""
 
     def __init__(self, lowered: Lowered, artifact: Artifact):
         self.lowered = lowered
@@ -101,6 +109,9 @@ class Compiled:
         expected = tuple((np.ndarray, a.shape, a.dtype, c_strides(a.shape, a.dtype)) for a in low.in_avals)
         finish = list if low.out_tree is None else unflattener(low.out_tree)
         return expected, run, finish
+
+    def _runtime_executable(self):
+        return getattr(self._artifact, "executable", None)
 
     def runners(self):
         """``(run, run_unchecked)`` of the artifact (``hlo.targets.Artifact.runners``)."""

@@ -205,34 +205,56 @@ def check_declined_ops(module: Module, target: str, declined: Dict[str, str]) ->
                 raise UnsupportedError(f"{what} cannot be compiled for target {target!r}: {why}", **kw)
 
 
+# Compile options for the backend, not the passes: in the cache key, left out of the
+# pipeline's options.
+BACKEND_OPTIONS = ("profile",)
+
+
 def compile_options(donated: Sequence[int] = (), options: Optional[dict] = None,
-                    target: Optional[str] = None) -> dict:
+                    target: Optional[str] = None, profile: bool = False) -> dict:
     """The options a compile passes to the pipeline and keys the persistent cache on; one place,
     so that ``hlo.explain_cache_miss`` compares exactly what a compile would. For the cuda
     target they carry ``hlo.config``'s ``matmul_precision`` (other targets ignore it, so it is
-    not in their keys)."""
+    not in their keys); a profiled build carries ``profile`` (absent otherwise, so unprofiled
+    keys are what they were)."""
     opts = dict(options or {})
     if donated:
         opts["donated_args"] = tuple(donated)
     if target == "cuda":
         opts.setdefault("matmul_precision", config.resolved_matmul_precision())
+    if profile:
+        opts["profile"] = True
     return opts
 
 
+def check_profile_target(target: str) -> None:
+    """The in-program profile exists for the CPU target only."""
+    if target != "cpu":
+        raise UnsupportedError(
+            f"compile(profile=True) is CPU-only for now: target {target!r} has no in-program "
+            "profile; compile for target='cpu' to profile")
+
+
 def compile_module(module: Module, target: str, *, donated: Sequence[int] = (),
-                   options: Optional[dict] = None, dump_dir: Optional[str] = None) -> Artifact:
+                   options: Optional[dict] = None, dump_dir: Optional[str] = None,
+                   profile: bool = False) -> Artifact:
     """Optimize ``module`` for ``target`` and build something that runs it. With ``dump_dir``
     (or ``HLO_DUMP_DIR``), the pipeline writes the module after each pass, the fusion decisions
-    and the buffer plan there."""
+    and the buffer plan there. ``profile``: a build that times each of its steps
+    (``Compiled.profile``; CPU only)."""
     from hlo.ir.nesting import call_with_stack_for  # deep control-flow nests need the stack
     with gc_pause.paused():
         return call_with_stack_for(module, _compile_module, module, target, donated, options,
-                                   dump_dir)
+                                   dump_dir, profile)
 
 
-def _compile_module(module, target, donated, options, dump_dir) -> Artifact:
+def _compile_module(module, target, donated, options, dump_dir, profile=False) -> Artifact:
     check_target_name(target)
-    opts = compile_options(donated, options, target)
+    if profile:
+        check_profile_target(target)
+    opts = compile_options(donated, options, target, profile)
+    backend_opts = {k: opts.pop(k) for k in BACKEND_OPTIONS if k in opts}
+    key_opts = {**opts, **backend_opts}
     if target == "interpreter":
         if not _module_exists("hlo.ir.interpreter"):
             raise TargetUnavailableError(
@@ -265,13 +287,13 @@ def _compile_module(module, target, donated, options, dump_dir) -> Artifact:
             "target='interpreter' (or HLO_TARGET=interpreter) to run on the reference interpreter")
     from .compile_cache import begin as cache_begin  # the persistent cache (compile_cache.py)
     report_progress("cache")
-    pending = cache_begin(module, target, opts, dump_dir)
+    pending = cache_begin(module, target, key_opts, dump_dir)
     if pending is not None and pending.hit is not None:
         return pending.hit
     report_progress("passes")
     res = _optimize(module, target, opts, dump_dir)
     report_progress("codegen")
-    exe = compile_fn(res)
+    exe = compile_fn(res, **backend_opts)
     art = Artifact(target, res.module, res, _runner(target, exe))
     art.executable = exe
     if pending is not None:

@@ -137,6 +137,7 @@ class Executable(Signature):
         self._fn = _RUN_SIG(self._obj.address(manifest["entry"]))
         self._connect_pool()
         self._host_errors = self._connect_host_calls()
+        self._counters = self._connect_profile()
         if _FAST_OK is None:
             _FAST_OK = _layout_probe()
         self._pyfn = _PY_SIG(self._obj.address(manifest["py_entry"])) \
@@ -195,6 +196,40 @@ class Executable(Signature):
         addr = self._obj.global_address(HOST_CALL_PTR)
         ctypes.c_void_p.from_address(addr).value = ctypes.cast(self._dispatch, ctypes.c_void_p).value
         return errors
+
+    def _connect_profile(self) -> Optional[np.ndarray]:
+        """The counters of a profiled build (manifest ``profile``: the global's symbol and one
+        record per timed step) as an int64 array of (nanoseconds, calls) rows, the last row the
+        whole call's; None for an unprofiled build."""
+        prof = self.manifest.get("profile")
+        if not prof:
+            return None
+        from .cpu.abi import PROFILE_SLOTS
+        addr = self._obj.global_address(prof["symbol"])
+        slots_at = self._obj.global_address(PROFILE_SLOTS)
+        slots = len(prof["steps"]) + 1
+        if not addr or not slots_at or ctypes.c_int64.from_address(slots_at).value != slots:
+            raise ValueError(f"the executable's profile counters do not match its manifest's "
+                             f"{slots - 1} timed steps")
+        return np.ctypeslib.as_array((ctypes.c_int64 * (2 * slots)).from_address(addr)).reshape(slots, 2)
+
+    @property
+    def profiled(self) -> bool:
+        """True for a profiled build (``compile(..., profile=True)``)."""
+        return self._counters is not None
+
+    def profile(self):
+        """The in-program profile since the build was loaded or last reset
+        (``hlo.runtime.profile.Profile``); ``NotProfiledError`` for an unprofiled build."""
+        from .profile import NOT_PROFILED, NotProfiledError, Profile
+        if self._counters is None:
+            raise NotProfiledError(NOT_PROFILED)
+        return Profile.from_counters(self.manifest["profile"]["steps"], self._counters.copy())
+
+    def reset_profile(self) -> None:
+        """Zero a profiled build's counters (calls running meanwhile may be half counted)."""
+        self.profile()  # the error for an unprofiled build
+        self._counters[...] = 0
 
     def _raise_host_error(self) -> None:
         e = getattr(self._host_errors, "pending", None)

@@ -43,18 +43,19 @@ def declined_ops() -> dict:
     return CpuCodegen.declined_ops()
 
 
-def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
+def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, profile: bool = False):
     """Compile an optimized module (or a plain ``Module``) to an ``Executable``. The GEMM's
     library code it calls (``gemm_library``) is read from the library folder or compiled
-    alongside (started as the lowering names it)."""
+    alongside (started as the lowering names it). ``profile``: a profiled build, which times
+    every step in the program (``program.EntryEmitter``; ``Executable.profile()`` reads it)."""
     from hlo.ir.core import Module
     from hlo.runtime.executable import Executable, FORMAT_VERSION
     from ..llvm_util import ModuleContext
     from ..mathlib import CPU_MATH
     from ..lower import Lowering
     from .codegen import CpuCodegen
-    from .program import (ENTRY, PY_ENTRY, EntryEmitter, describe_steps, emit_call_entry, emit_py_entry,
-                          is_tiny)
+    from .program import (ENTRY, PROFILE, PY_ENTRY, EntryEmitter, describe_steps, emit_call_entry,
+                          emit_py_entry, is_tiny, timed_steps)
     from hlo.runtime.cpu.abi import CALL_ENTRY
     from .blas import find_blas
     from .target import compile_ir
@@ -62,7 +63,7 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
     import hashlib
     from hlo.runtime.cpu.target import default_threads, host
     if isinstance(optimized, Module):
-        return compile_module(optimized, threads=threads, opt_level=opt_level)
+        return compile_module(optimized, threads=threads, opt_level=opt_level, profile=profile)
     t_start = time.perf_counter()
     module = optimized.module
     if "main" not in module:
@@ -73,7 +74,7 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
     cg = CpuCodegen(ctx, nthreads)
     lw = Lowering(cg, module, optimized.buffers)
     steps = lw.lower_main()
-    run_fn = EntryEmitter(ctx, cg.kernels, cg.tasks, cg.constants).emit(steps)
+    run_fn = EntryEmitter(ctx, cg.kernels, cg.tasks, cg.constants, profile=profile).emit(steps)
     emit_py_entry(ctx, run_fn, len(module.main.args), len(module.main.result_types))
     main = module.main
     row_major = all(t.minor_to_major == t.default_layout
@@ -107,6 +108,10 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
     }
     if cores:  # library code linked with the object (each once per process)
         manifest["cores"] = [{"symbol": s, "sha256": hashlib.sha256(o).hexdigest()} for s, o in cores.items()]
+    if profile:  # what each counter slot of the profiled build times (the last: the whole call)
+        from .profile import profile_steps
+        manifest["profile"] = {"symbol": PROFILE,
+                               "steps": profile_steps(timed_steps(steps), lw.origin, cg.products)}
     if lw.host_sites:  # calls back into Python (hlo.ir.callbacks): the runtime's dispatcher
         manifest["host_calls"] = lw.host_sites
     if cg.uses_blas:
@@ -124,7 +129,8 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3):
     return exe
 
 
-def compile_module(module: Module, threads: Optional[int] = None, opt_level: int = 3):
+def compile_module(module: Module, threads: Optional[int] = None, opt_level: int = 3,
+                   profile: bool = False):
     """Optimize ``module`` with the passes' CPU pipeline when available, then compile."""
     try:
         from hlo.passes.pipeline import optimize
@@ -134,8 +140,8 @@ def compile_module(module: Module, threads: Optional[int] = None, opt_level: int
         from hlo.ir.verifier import verify_module
         from .fallback_plan import Unoptimized
         verify_module(module)
-        return compile(Unoptimized(module), threads=threads, opt_level=opt_level)
-    return compile(optimize(module, target="cpu"), threads=threads, opt_level=opt_level)
+        return compile(Unoptimized(module), threads=threads, opt_level=opt_level, profile=profile)
+    return compile(optimize(module, target="cpu"), threads=threads, opt_level=opt_level, profile=profile)
 
 
 __all__ = ["compile", "compile_module", "UnsupportedOp"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..kernel_emitter import KernelEmitter
 from .dot import lower_dot
+from .profile import product_kernels
 from .kernels import (Codegen, emit_column_reduce, emit_loop_kernel, emit_row_kernel,
                       emit_split_reduce, wants_split_reduce)
 from .sort_scatter import lower_scatter, lower_sort
@@ -13,6 +14,11 @@ from .sort_scatter import lower_scatter, lower_sort
 
 class CpuCodegen(Codegen, KernelEmitter):
     DECLINED = {}  # host callbacks run through the runtime's dispatcher (program.py)
+
+    def __init__(self, ctx, threads):
+        super().__init__(ctx, threads)
+        # id(step) -> the dot_general a product kernel computes (``profile.product_kernels``)
+        self.products = {}
 
     def loop_kernel(self, roots, env, name, what):
         return emit_loop_kernel(self, roots, env, name=name, what=what)
@@ -30,7 +36,10 @@ class CpuCodegen(Codegen, KernelEmitter):
         return True
 
     def dot(self, lw, op, dest, env, epilogue=None) -> bool:
-        return lower_dot(lw, op, dest, env, epilogue=epilogue)
+        n = len(lw.steps)
+        done = lower_dot(lw, op, dest, env, epilogue=epilogue)
+        self.products.update(product_kernels(lw.steps[n:], op))
+        return done
 
     def sort(self, lw, op, dests, env) -> None:
         lower_sort(lw, op, dests, env)

@@ -4,6 +4,15 @@ entry point ``hlo_run(inputs, outputs, arena, nthreads)`` that runs the whole sc
 call from Python runs everything. A ``HostCall`` calls the runtime's dispatcher through the
 global ``HOST_CALL_PTR`` with the site number and the site's buffers; when it returns nonzero
 (the Python callback raised), ``hlo_run`` returns at once and the runtime raises the error.
+
+A profiled build (``EntryEmitter(..., profile=True)``, ``compile(profile=True)``) reads the
+monotonic clock (``clock_gettime(CLOCK_MONOTONIC)``, libc's, through the vDSO: ~20 ns) before and
+after every timed step (kernel call, pool dispatch included; copy; host call) and adds the
+nanoseconds and one call to the step's slot of the global ``abi.PROFILE`` (``i64[slots][2]``:
+nanoseconds, calls; slot i is the i-th timed step of ``profile_steps``' order, the last slot the
+whole ``hlo_run``), with atomic adds, so concurrent calls count correctly. ``abi.PROFILE_SLOTS``
+holds the slot count, which the runtime checks against the manifest. Without ``profile`` the
+emitted code is exactly the unprofiled one.
 """
 from __future__ import annotations
 
@@ -12,10 +21,10 @@ import llvmlite.ir as ir
 from .. import llvm_util as U
 from ..llvm_util import I8, I32, I64, PTR, VOID, ModuleContext, glue, i64
 from hlo.runtime.cpu import abi
-from hlo.runtime.cpu.abi import (ENTRY, HOST_CALL_PTR, NP_ARRAY_DATA, POOL_PTR, PY_ENTRY,  # noqa: F401
-                                  PY_TUPLE_ITEMS, RW_ANCHOR)
+from hlo.runtime.cpu.abi import (ENTRY, HOST_CALL_PTR, NP_ARRAY_DATA, POOL_PTR, PROFILE,  # noqa: F401
+                                  PROFILE_SLOTS, PY_ENTRY, PY_TUPLE_ITEMS, RW_ANCHOR)
 from hlo.runtime.steps import (BufRef, Copy, HostCall, KernelCall, Switch, While,  # noqa: F401
-                               describe_steps)  # noqa: F401 (re-exported)
+                               describe_steps, walk_steps)  # noqa: F401 (re-exported)
 
 
 TASK_FN = ir.FunctionType(VOID, [PTR, I64, I64])
@@ -29,12 +38,24 @@ POOL_FN = ir.FunctionType(I32, [TASK_FN.as_pointer(), PTR, I64, I64])
 HOST_FN = ir.FunctionType(I32, [I64, PTR])  # the runtime's dispatcher: (site, buffers) -> status
 
 
+TIMED_STEPS = (KernelCall, Copy, HostCall)
+CLOCK_MONOTONIC = 1  # Linux's clockid_t
+
+
+def timed_steps(steps) -> list:
+    """The steps a profiled build times, in the order of their counter slots (``walk_steps``'
+    order: depth first, a loop's condition before its body)."""
+    return [s for s in walk_steps(steps) if isinstance(s, TIMED_STEPS)]
+
+
 class EntryEmitter:
-    def __init__(self, ctx: ModuleContext, kernels: dict, tasks: dict, constants: dict):
+    def __init__(self, ctx: ModuleContext, kernels: dict, tasks: dict, constants: dict,
+                 profile: bool = False):
         self.ctx = ctx
         self.kernels = kernels  # name -> ir.Function(ptr..., lo, hi)
         self.tasks = tasks  # name -> ir.Function(ptr args, lo, hi)
         self.constants = constants  # const id -> np.ndarray
+        self.profile = profile
 
     def emit(self, steps) -> ir.Function:
         fn = glue(ir.Function(self.ctx.module, ir.FunctionType(VOID, [PTR, PTR, PTR, I64]), name=ENTRY))
@@ -42,7 +63,12 @@ class EntryEmitter:
         self.inputs, self.outputs, self.arena, self.nthreads = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         self.b = b
+        if self.profile:
+            self._profile_setup(len(timed_steps(steps)) + 1)
+            t0 = self._now()
         self._steps(steps)
+        if self.profile:
+            self._count(self._slots - 1, t0)
         b.ret_void()
         # A writable section in every object: the loader's one-block memory manager keeps the
         # GOT of external calls there (runtime/loader.py, one_block_fits).
@@ -68,7 +94,46 @@ class EntryEmitter:
 
     def _steps(self, steps):
         for s in steps:
-            getattr(self, "_" + type(s).__name__)(s)
+            if self.profile and isinstance(s, TIMED_STEPS):
+                slot = self._next_slot
+                self._next_slot += 1
+                t0 = self._now()
+                getattr(self, "_" + type(s).__name__)(s)
+                self._count(slot, t0)
+            else:
+                getattr(self, "_" + type(s).__name__)(s)
+
+    # -- the profiled build's counters ---------------------------------------------------
+
+    def _profile_setup(self, slots: int) -> None:
+        m = self.ctx.module
+        ty = ir.ArrayType(I64, 2 * slots)
+        g = ir.GlobalVariable(m, ty, name=PROFILE)
+        g.initializer = ir.Constant(ty, None)
+        g.align = 64
+        n = ir.GlobalVariable(m, I64, name=PROFILE_SLOTS)
+        n.initializer = ir.Constant(I64, slots)
+        n.global_constant = True
+        self._counters, self._slots, self._next_slot = g, slots, 0
+        self._clock = self.ctx.declare("clock_gettime", I32, [I32, PTR])
+        with self.b.goto_entry_block():
+            self._timespec = self.b.alloca(I64, size=i64(2))
+
+    def _now(self) -> ir.Value:
+        """Nanoseconds of the monotonic clock."""
+        b = self.b
+        b.call(self._clock, [ir.Constant(I32, CLOCK_MONOTONIC), self._timespec])
+        sec = b.load(self._timespec, typ=I64)
+        nsec = b.load(b.gep(self._timespec, [i64(1)], source_etype=I64), typ=I64)
+        return b.add(b.mul(sec, i64(1_000_000_000)), nsec)
+
+    def _count(self, slot: int, t0: ir.Value) -> None:
+        b = self.b
+        dt = b.sub(self._now(), t0)
+        ns = b.gep(self._counters, [i64(0), i64(2 * slot)], source_etype=self._counters.value_type)
+        calls = b.gep(self._counters, [i64(0), i64(2 * slot + 1)], source_etype=self._counters.value_type)
+        b.atomic_rmw("add", ns, dt, "monotonic")
+        b.atomic_rmw("add", calls, i64(1), "monotonic")
 
     def _KernelCall(self, s: KernelCall):
         b = self.b

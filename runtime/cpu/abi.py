@@ -23,6 +23,9 @@
 - ``HOST_CALL_PTR``: a global the runtime sets to its host-call dispatcher,
   ``i32 dispatch(i64 site, void **buffers)`` (operands then results of call site ``site``);
   a nonzero return (the callback raised) makes ``hlo_run`` return at once.
+- ``PROFILE`` / ``PROFILE_SLOTS``: in a profiled build only, the counters (``i64[slots][2]``:
+  nanoseconds and calls per timed step, the last slot the whole call) and their slot count
+  (``backends/cpu/program.py``); the runtime reads them (``Executable.profile``).
 - ``RW_ANCHOR``: a writable global in every object (the loader's one-block memory manager keeps
   the GOT of external calls in its section).
 - ``PY_TUPLE_ITEMS`` / ``PY_TYPE`` / ``NP_ARRAY_*``: CPython (64-bit, GIL build) and numpy
@@ -37,6 +40,8 @@ CALL_ENTRY = "hlo_call_py"
 POOL_PTR = "hlo_pool_ptr"
 HOST_CALL_PTR = "hlo_host_call_ptr"
 RW_ANCHOR = "hlo_rw_anchor"
+PROFILE = "hlo_profile"
+PROFILE_SLOTS = "hlo_profile_slots"
 PY_TYPE = 8
 PY_TUPLE_ITEMS = 24
 NP_ARRAY_DATA = 16

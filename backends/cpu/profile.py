@@ -1,0 +1,73 @@
+"""What a profiled CPU build reports per timed step (``compile(optimized, profile=True)``):
+the records of the manifest's ``profile`` entry, one per counter slot of the program
+(``program.timed_steps`` order), which the runtime turns into times (``hlo.runtime.profile``).
+
+A record names the step (its kernel, ``copy`` or ``host_call#N``), the op it was lowered from
+(``op``: a fusion's kind and name, or the op's name, then its result types; empty for the copies
+of results that no op made), the step's own description (``what``) and, for a product kernel,
+the FLOPs of one run: ``2*B*M*K*N`` of its floating-point ``dot_general``. A product kernel is
+a kernel the CPU's ``dot`` lowering emits for the matrix product itself (``product_kernels``:
+the ``gemm`` family; not the loops that copy its operands into a canonical form or its result
+out of one, which do no arithmetic of the product).
+"""
+from __future__ import annotations
+
+from math import prod
+from typing import Dict, List
+
+from hlo.ir.core import Operation
+from hlo.runtime.steps import Copy, HostCall, KernelCall
+
+PRODUCT_KERNEL_PREFIX = "k.gemm"  # KernelBuilder names "gemm", "gemm_loop", "gemm_tiled"
+
+
+def gemm_shape(dot: Operation) -> tuple:
+    """(B, M, K, N) of a dot_general: batch, lhs free, contracting and rhs free sizes."""
+    lhs, rhs = dot.operands
+    a = dot.attrs
+    lb, rb = list(a.get("lhs_batching_dimensions", ())), list(a.get("rhs_batching_dimensions", ()))
+    lc, rc = list(a.get("lhs_contracting_dimensions", ())), list(a.get("rhs_contracting_dimensions", ()))
+    lfree = [d for d in range(lhs.type.rank) if d not in lb and d not in lc]
+    rfree = [d for d in range(rhs.type.rank) if d not in rb and d not in rc]
+    size = lambda v, ds: prod(v.type.shape[d] for d in ds)  # noqa: E731
+    return size(lhs, lb), size(lhs, lfree), size(lhs, lc), size(rhs, rfree)
+
+
+def dot_flops(dot: Operation) -> int:
+    """2*B*M*K*N of a floating-point dot_general (0 for other element types)."""
+    if not dot.operands[0].dtype.is_float:
+        return 0
+    return 2 * prod(gemm_shape(dot))
+
+
+def product_kernels(new_steps, dot: Operation) -> Dict[int, Operation]:
+    """id(step) -> ``dot`` for the product kernels among the steps its lowering appended."""
+    return {id(s): dot for s in new_steps
+            if isinstance(s, KernelCall) and s.name.startswith(PRODUCT_KERNEL_PREFIX)}
+
+
+def describe_op(op: Operation) -> str:
+    """``fusion output output_fusion.5 -> f32[128,512]`` / ``reduce -> f32[512]``."""
+    what = op.name
+    if op.name == "fusion":
+        what = f"fusion {op.attrs.get('kind', 'loop')} {op.attrs.get('name', '')}".rstrip()
+    return f"{what} -> {', '.join(str(r.type) for r in op.results)}"
+
+
+def profile_steps(timed: list, origin: Dict[int, Operation], products: Dict[int, Operation]) -> List[dict]:
+    """The manifest's records for ``timed`` (``program.timed_steps``), in slot order."""
+    out = []
+    for s in timed:
+        op = origin.get(id(s))
+        if isinstance(s, KernelCall):
+            name, what = s.name, s.what
+        elif isinstance(s, Copy):
+            name, what = "copy", f"{s.src} -> {s.dst} ({s.nbytes} bytes)"
+        elif isinstance(s, HostCall):
+            name, what = f"host_call#{s.site}", s.what
+        else:  # pragma: no cover - timed_steps lists only these
+            raise TypeError(f"not a timed step: {s!r}")
+        dot = products.get(id(s))
+        out.append({"name": name, "op": describe_op(op) if op is not None else "",
+                    "what": what, "flops": dot_flops(dot) if dot is not None else 0})
+    return out
