@@ -29,6 +29,7 @@ from hlo.runtime import hlox
 from hlo.runtime.cuda.interop import gpu_array_type
 from hlo.runtime.manifest_schema import check_ir_signature, check_manifest
 from hlo.runtime.memory_analysis import MemoryAnalysis
+from hlo.runtime.profile import ProfileMethods
 from hlo.runtime.hlox import (CorruptFileError, FormatVersionError, InputMismatchError, LoadError,
                               SaveError, TargetMismatchError)
 from hlo.runtime.target import check_kind, current
@@ -363,11 +364,15 @@ def _check_imports(runtime: dict, imports: Optional[List[str]], where: str,
                         f"{', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}")
 
 
-class LoadedExecutable:
+class LoadedExecutable(ProfileMethods):
     """An executable loaded from an ``.hlox`` file: call it like the jitted function (its
     non-static arguments, same pytrees); ``in_avals`` / ``out_avals`` / ``signature_text()``
     describe it; ``as_text()`` is the optimized IR it was built from; ``cost_analysis()`` and
-    ``memory_analysis()`` are what the passes measured when it was saved."""
+    ``memory_analysis()`` are what the passes measured when it was saved; a profiled build
+    (``compile(profile=True)``) keeps profiling: ``profile()`` / ``profile_report()``."""
+
+    def _runtime_executable(self):
+        return self.executable
 
     def __init__(self, payload: hlox.Payload, where: str = "the executable",
                  recompile: Optional[Callable[[str, str], Any]] = None, describe_only: bool = False):

@@ -212,6 +212,14 @@ def _check(m: Any) -> None:
                   f"links ({', '.join(LIBRARIES)}); a manifest never names a library by path")
     if rt.get("target") is not None:
         _target(rt["target"], "runtime.target", kind=False)
+    if rt.get("profile") is not None:  # a profiled build: its counters' symbol, a record a step
+        prof = _obj(rt["profile"], "runtime.profile", ("symbol", "steps"))
+        _str(prof["symbol"], "runtime.profile.symbol", _SYMBOL)
+        for i, r in enumerate(_list(prof["steps"], "runtime.profile.steps",
+                                    lambda x, p: _obj(x, p, ("name", "op", "what", "flops")))):
+            for k in ("name", "op", "what", "where"):
+                _str(r.get(k, ""), f"runtime.profile.steps[{i}].{k}")
+            _int(r["flops"], f"runtime.profile.steps[{i}].flops")
     for part, sig_arrays in (("inputs", ins), ("outputs", outs)):
         arrays = [_array(d, f"runtime.{part}[{i}]", True)
                   for i, d in enumerate(_list(rt[part], f"runtime.{part}", lambda x, p: None))]

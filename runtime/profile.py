@@ -28,6 +28,7 @@ class StepProfile:
     calls: int  # times it ran (a step in a loop body: once per iteration)
     seconds: float  # total wall time
     flops: int = 0  # per run, for a product kernel (2*B*M*K*N of its float dot_general)
+    where: str = ""  # control flow around it: '' (top level), 'while0.body', ...
 
     @property
     def mean_seconds(self) -> float:
@@ -55,7 +56,7 @@ class Profile:
         """``counters``: int64 pairs (nanoseconds, calls), one per record, then the whole
         call's."""
         steps = [StepProfile(i, r["name"], r["op"], r["what"], int(counters[i][1]),
-                             int(counters[i][0]) * 1e-9, int(r.get("flops", 0)))
+                             int(counters[i][0]) * 1e-9, int(r.get("flops", 0)), r.get("where", ""))
                  for i, r in enumerate(records)]
         whole = counters[len(records)]
         return cls(steps, int(whole[1]), int(whole[0]) * 1e-9)
@@ -87,8 +88,9 @@ class Profile:
             share = f"{s.seconds / wall:6.1%}" if wall > 0 else " " * 6
             g = f"{s.gflops:8.1f}" if s.gflops is not None else " " * 8
             op = f": {s.op}" if s.op else ""
+            where = f" (in {s.where})" if s.where else ""
             lines.append(f"{s.index:>4} {s.calls:>7} {s.seconds * 1e3:9.3f} {s.mean_seconds * 1e6:9.2f} "
-                         f"{share} {g}  {s.name}{op}" + (f"  [{s.what}]" if s.what else ""))
+                         f"{share} {g}  {s.name}{where}{op}" + (f"  [{s.what}]" if s.what else ""))
         if len(shown) < len(rows):
             rest = sum(s.seconds for s in rows[len(shown):])
             lines.append(f"     ({len(rows) - len(shown)} more steps: {rest * 1e3:.3f} ms)")

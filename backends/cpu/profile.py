@@ -5,7 +5,8 @@ the records of the manifest's ``profile`` entry, one per counter slot of the pro
 A record names the step (its kernel, ``copy`` or ``host_call#N``), the op it was lowered from
 (``op``: a fusion's kind and name, or the op's name, then its result types; empty for the copies
 of results that no op made), the step's own description (``what``) and, for a product kernel,
-the FLOPs of one run: ``2*B*M*K*N`` of its floating-point ``dot_general``. A product kernel is
+the control flow around it (``where``: '' at the top level, ``while0.body``, ...) and, for a
+product kernel, the FLOPs of one run: ``2*B*M*K*N`` of its floating-point ``dot_general``. A product kernel is
 a kernel the CPU's ``dot`` lowering emits for the matrix product itself (``product_kernels``:
 the ``gemm`` family; not the loops that copy its operands into a canonical form or its result
 out of one, which do no arithmetic of the product).
@@ -55,9 +56,10 @@ def describe_op(op: Operation) -> str:
 
 
 def profile_steps(timed: list, origin: Dict[int, Operation], products: Dict[int, Operation]) -> List[dict]:
-    """The manifest's records for ``timed`` (``program.timed_steps``), in slot order."""
+    """The manifest's records for ``timed`` (``program.timed_steps``: (step, where) pairs), in
+    slot order."""
     out = []
-    for s in timed:
+    for s, where in timed:
         op = origin.get(id(s))
         if isinstance(s, KernelCall):
             name, what = s.name, s.what
@@ -69,5 +71,5 @@ def profile_steps(timed: list, origin: Dict[int, Operation], products: Dict[int,
             raise TypeError(f"not a timed step: {s!r}")
         dot = products.get(id(s))
         out.append({"name": name, "op": describe_op(op) if op is not None else "",
-                    "what": what, "flops": dot_flops(dot) if dot is not None else 0})
+                    "what": what, "where": where, "flops": dot_flops(dot) if dot is not None else 0})
     return out

@@ -24,7 +24,7 @@ from hlo.runtime.cpu import abi
 from hlo.runtime.cpu.abi import (ENTRY, HOST_CALL_PTR, NP_ARRAY_DATA, POOL_PTR, PROFILE,  # noqa: F401
                                   PROFILE_SLOTS, PY_ENTRY, PY_TUPLE_ITEMS, RW_ANCHOR)
 from hlo.runtime.steps import (BufRef, Copy, HostCall, KernelCall, Switch, While,  # noqa: F401
-                               describe_steps, walk_steps)  # noqa: F401 (re-exported)
+                               describe_steps)  # noqa: F401 (re-exported)
 
 
 TASK_FN = ir.FunctionType(VOID, [PTR, I64, I64])
@@ -42,10 +42,26 @@ TIMED_STEPS = (KernelCall, Copy, HostCall)
 CLOCK_MONOTONIC = 1  # Linux's clockid_t
 
 
-def timed_steps(steps) -> list:
-    """The steps a profiled build times, in the order of their counter slots (``walk_steps``'
-    order: depth first, a loop's condition before its body)."""
-    return [s for s in walk_steps(steps) if isinstance(s, TIMED_STEPS)]
+def timed_steps(steps, where: str = "") -> list:
+    """``(step, where)`` for the steps a profiled build times, in the order of their counter
+    slots (``walk_steps``' order: depth first, a loop's condition before its body). ``where``
+    is the control flow around the step: '' at the top level, else a path such as
+    ``while0.body`` or ``while0.body/switch1.branch0`` (loops and switches numbered in that
+    order at each level)."""
+    out, n = [], 0
+    for s in steps:
+        if isinstance(s, TIMED_STEPS):
+            out.append((s, where))
+        elif isinstance(s, (While, Switch)):
+            pre = f"{where}/" if where else ""
+            if isinstance(s, While):
+                out += timed_steps(s.cond, f"{pre}while{n}.cond")
+                out += timed_steps(s.body, f"{pre}while{n}.body")
+            else:
+                for i, br in enumerate(s.branches):
+                    out += timed_steps(br, f"{pre}switch{n}.branch{i}")
+            n += 1
+    return out
 
 
 class EntryEmitter:
