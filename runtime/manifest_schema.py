@@ -220,6 +220,12 @@ def _check(m: Any) -> None:
             for k in ("name", "op", "what", "where"):
                 _str(r.get(k, ""), f"runtime.profile.steps[{i}].{k}")
             _int(r["flops"], f"runtime.profile.steps[{i}].flops")
+            if r.get("gemm") is not None:  # a product kernel's [B, M, K, N] and operand type
+                _list(r["gemm"], f"runtime.profile.steps[{i}].gemm",
+                      lambda x, p: _int(x, p, 0, MAX_DIM), max_items=4)
+                if len(r["gemm"]) != 4:
+                    _fail(f"runtime.profile.steps[{i}].gemm", "expected [B, M, K, N]")
+                _dtype(r.get("dtype"), f"runtime.profile.steps[{i}].dtype")
     for part, sig_arrays in (("inputs", ins), ("outputs", outs)):
         arrays = [_array(d, f"runtime.{part}[{i}]", True)
                   for i, d in enumerate(_list(rt[part], f"runtime.{part}", lambda x, p: None))]

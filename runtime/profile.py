@@ -10,7 +10,7 @@ a product kernel) into ``StepProfile`` rows; ``Profile.report()`` is the text ta
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 
 class NotProfiledError(ValueError):
@@ -29,6 +29,8 @@ class StepProfile:
     seconds: float  # total wall time
     flops: int = 0  # per run, for a product kernel (2*B*M*K*N of its float dot_general)
     where: str = ""  # control flow around it: '' (top level), 'while0.body', ...
+    gemm: Optional[Tuple[int, int, int, int]] = None  # a product kernel's (B, M, K, N)
+    dtype: str = ""  # a product kernel's operand element type
 
     @property
     def mean_seconds(self) -> float:
@@ -56,21 +58,22 @@ class Profile:
         """``counters``: int64 pairs (nanoseconds, calls), one per record, then the whole
         call's."""
         steps = [StepProfile(i, r["name"], r["op"], r["what"], int(counters[i][1]),
-                             int(counters[i][0]) * 1e-9, int(r.get("flops", 0)), r.get("where", ""))
+                             int(counters[i][0]) * 1e-9, int(r.get("flops", 0)), r.get("where", ""),
+                             tuple(r["gemm"]) if r.get("gemm") else None, r.get("dtype", ""))
                  for i, r in enumerate(records)]
         whole = counters[len(records)]
         return cls(steps, int(whole[1]), int(whole[0]) * 1e-9)
 
     @property
     def products(self) -> List[StepProfile]:
-        """The product kernels (steps with FLOPs)."""
-        return [s for s in self.steps if s.flops]
+        """The product kernels (steps with a ``gemm`` shape; an integer one has no FLOPs)."""
+        return [s for s in self.steps if s.gemm is not None]
 
     @property
     def product_gflops(self) -> Optional[float]:
         """The product kernels' rate: the sum of their FLOPs over the sum of their seconds
         (None without products or before they ran)."""
-        p = [s for s in self.products if s.calls]
+        p = [s for s in self.products if s.calls and s.flops]
         t = sum(s.seconds for s in p)
         return sum(s.flops * s.calls for s in p) / t / 1e9 if p and t > 0 else None
 
@@ -99,7 +102,7 @@ class Profile:
         lines.append(f"sum of steps {total * 1e3:.3f} ms{share}")
         g = self.product_gflops
         if g is not None:
-            p = [s for s in self.products if s.calls]
+            p = [s for s in self.products if s.calls and s.flops]
             lines.append(f"products: {len(p)} kernel(s), {sum(s.seconds for s in p) * 1e3:.3f} ms, "
                          f"{g:.1f} GFLOP/s")
         return "\n".join(lines)

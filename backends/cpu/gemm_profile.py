@@ -1,49 +1,28 @@
-"""Where a compiled CPU program spends its time, kernel by kernel, and how its matrix products
-compare with numpy's BLAS on the same shapes.
+"""Where a compiled CPU program spends its time, kernel by kernel, measured inside the program,
+and how its matrix products compare with numpy's BLAS on the same shapes.
 
-    python -m hlo.backends.cpu.gemm_profile transformer_layer [--quick] [--reps N]
+    python -m hlo.backends.cpu.gemm_profile transformer_layer [--quick] [--min-time S]
 
 (run from the repository root: the workloads come from ``bench/workloads.py``.)
-``profile(optimized)`` compiles every top-level op of the optimized ``main`` (in schedule order)
-as a program of its own, with its operands as parameters, and times it (median of repeated
-runs, random inputs). Ops that hold a ``dot_general`` also report the product's canonical
-shape [B x M x K] x [B x K x N], their GFLOP/s, and the time of ``numpy.matmul`` on the same
-shapes (numpy's bundled OpenBLAS, all cores) next to it: the GEMM's own speed, apart from its
-prologues and epilogues. Bitcasts (free reshapes and transposes) and constants are skipped.
-
-Timing one op alone leaves out what running next to its neighbours changes (caches warmed by
-the previous kernel), so the per-op times add up to a little more than the whole program.
+``profile_calls(compiled, args)`` calls a profiled build (``compile(profile=True)``, whose
+entry times every step with the monotonic clock: ``hlo.runtime.profile``) for ``min_time``
+seconds after a warm-up call; the main table is its ``report()``: every kernel's time in the
+real run, with neighbours' cache effects and the thread pool included, and the product
+kernels' GFLOP/s. ``numpy_rows`` then times ``numpy.matmul`` (numpy's bundled OpenBLAS, all
+cores) on each product kernel's canonical shapes [B x M x K] x [B x K x N]: the GEMM's speed
+next to the library's, apart from prologues and epilogues (a fused epilogue runs inside the
+product kernel, so it counts in hlo's time).
 """
 from __future__ import annotations
 
 import argparse
 import statistics
 import time
-from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Tuple
 
 import numpy as np
 
-from hlo.ir.core import Function, Module, Operation
-from hlo.ir.clone import clone_op
-
-
-@dataclass
-class OpTime:
-    index: int
-    what: str  # op name (fusion kind and name)
-    result: str  # result type(s)
-    seconds: float
-    gemm: Optional[tuple] = None  # (B, M, K, N) of the op's dot_general, if any
-    numpy_seconds: Optional[float] = None  # numpy.matmul on the same canonical shapes
-    numpy_dtype: Optional[object] = None
-
-    @property
-    def gflops(self) -> Optional[float]:
-        if self.gemm is None:
-            return None
-        B, M, K, N = self.gemm
-        return 2.0 * B * M * K * N / self.seconds / 1e9
+from hlo.runtime.profile import Profile, StepProfile
 
 
 def _median_time(fn, min_time: float = 0.2, reps: int = 5) -> float:
@@ -59,85 +38,40 @@ def _median_time(fn, min_time: float = 0.2, reps: int = 5) -> float:
     return statistics.median(ts)
 
 
-def gemm_shape(dot: Operation) -> tuple:
-    """(B, M, K, N) of a dot_general: batch, lhs free, contracting and rhs free sizes."""
-    lhs, rhs = dot.operands
-    a = dot.attrs
-    lb, rb = list(a.get("lhs_batching_dimensions", ())), list(a.get("rhs_batching_dimensions", ()))
-    lc, rc = list(a.get("lhs_contracting_dimensions", ())), list(a.get("rhs_contracting_dimensions", ()))
-    p = lambda v, ds: int(np.prod([v.shape[d] for d in ds])) if ds else 1
-    lfree = [d for d in range(lhs.type.rank) if d not in lb and d not in lc]
-    rfree = [d for d in range(rhs.type.rank) if d not in rb and d not in rc]
-    return p(lhs, lb), p(lhs, lfree), p(lhs, lc), p(rhs, rfree)
+def profile_calls(compiled, args, min_time: float = 0.2, min_calls: int = 3) -> Profile:
+    """The in-program profile of calls of ``compiled`` (a profiled build) on ``args``: one
+    warm-up call, not counted, then at least ``min_calls`` calls and ``min_time`` seconds."""
+    compiled(*args)
+    compiled.reset_profile()
+    n, t_end = 0, time.perf_counter() + min_time
+    while n < min_calls or time.perf_counter() < t_end:
+        compiled(*args)
+        n += 1
+    return compiled.profile()
 
 
-def _random(t, rng):
-    dt = t.dtype.np_dtype
-    if t.dtype.is_float:
-        return rng.standard_normal(t.shape).astype(dt)
-    if t.dtype.is_pred:
-        return rng.random(t.shape) < 0.5
-    return rng.integers(0, 4, size=t.shape).astype(dt)
-
-
-def single_op_module(op: Operation) -> Module:
-    """A module whose main runs ``op`` alone, its distinct operands as parameters."""
-    params = []
-    for v in op.operands:
-        if v not in params:
-            params.append(v)
-    fn = Function("main", [v.type for v in params])
-    vmap = dict(zip(params, fn.args))
-    new = clone_op(op, vmap)
-    fn.body.append(new)
-    fn.body.outputs = list(new.results)
-    m = Module("profile")
-    m.add(fn)
-    return m
-
-
-def profile(optimized, threads: Optional[int] = None, min_time: float = 0.2) -> List[OpTime]:
-    from hlo.passes.layout import is_bitcast
-    from . import compile as cpu_compile
-    from .fallback_plan import Unoptimized
+def numpy_rows(prof: Profile, min_time: float = 0.2) -> List[Tuple[StepProfile, float]]:
+    """(product kernel, median seconds of ``numpy.matmul`` on its canonical shapes)."""
+    from hlo.ir.types import BY_NAME
     rng = np.random.default_rng(0)
-    out: List[OpTime] = []
-    for i, op in enumerate(optimized.module.main.body.ops):
-        if op.name == "constant" or is_bitcast(op):
+    out = []
+    for s in prof.products:
+        if not s.flops:
             continue
-        m = single_op_module(op)
-        exe = cpu_compile(Unoptimized(m), threads=threads)
-        args = [_random(t, rng) for t in m.main.arg_types]
-        sec = _median_time(lambda: exe.run(args), min_time)
-        what = op.name if op.name != "fusion" else f"fusion {op.attrs.get('kind')} {op.attrs.get('name', '')}"
-        rec = OpTime(i, what.strip(), ", ".join(str(r.type) for r in op.results), sec)
-        dots = [o for o in op.walk() if o.name == "dot_general"]
-        if len(dots) == 1 and dots[0].operands[0].dtype.is_float:
-            rec.gemm = gemm_shape(dots[0])
-            rec.numpy_dtype = dots[0].operands[0].dtype.np_dtype
-        out.append(rec)
-    # numpy last: OpenBLAS's own threads spin for a while after each call and would slow the
-    # next op's timing if the two were interleaved
-    for rec in out:
-        if rec.gemm is not None:
-            B, M, K, N = rec.gemm
-            a = rng.standard_normal((B, M, K)).astype(rec.numpy_dtype)
-            b = rng.standard_normal((B, K, N)).astype(rec.numpy_dtype)
-            c = np.empty((B, M, N), rec.numpy_dtype)
-            rec.numpy_seconds = _median_time(lambda: np.matmul(a, b, out=c), min_time)
+        B, M, K, N = s.gemm
+        dt = BY_NAME[s.dtype].np_dtype
+        a = rng.standard_normal((B, M, K)).astype(dt)
+        b = rng.standard_normal((B, K, N)).astype(dt)
+        c = np.empty((B, M, N), dt)
+        out.append((s, _median_time(lambda: np.matmul(a, b, out=c), min_time)))
     return out
 
 
-def report(rows: List[OpTime], total: Optional[float] = None) -> str:
-    lines = [f"{'#':>3} {'ms':>8} {'GFLOP/s':>8} {'numpy ms':>9} {'hlo/np':>6}  op"]
-    for r in rows:
-        g = f"{r.gflops:8.1f}" if r.gflops is not None else " " * 8
-        n = f"{r.numpy_seconds * 1e3:9.3f}" if r.numpy_seconds else " " * 9
-        q = f"{r.seconds / r.numpy_seconds:6.2f}" if r.numpy_seconds else " " * 6
-        shape = f" gemm[{'x'.join(map(str, r.gemm))}]" if r.gemm else ""
-        lines.append(f"{r.index:>3} {r.seconds * 1e3:8.3f} {g} {n} {q}  {r.what} -> {r.result}{shape}")
-    s = sum(r.seconds for r in rows)
-    lines.append(f"sum of kernels {s * 1e3:.3f} ms" + (f"; whole program {total * 1e3:.3f} ms" if total else ""))
+def numpy_report(rows: List[Tuple[StepProfile, float]]) -> str:
+    lines = [f"{'#':>4} {'hlo ms':>8} {'GFLOP/s':>8} {'numpy ms':>9} {'hlo/np':>6}  product"]
+    for s, t in rows:
+        lines.append(f"{s.index:>4} {s.mean_seconds * 1e3:8.3f} {s.gflops or 0:8.1f} {t * 1e3:9.3f} "
+                     f"{s.mean_seconds / t:6.2f}  {s.name} gemm[{'x'.join(map(str, s.gemm))}] {s.dtype}")
     return "\n".join(lines)
 
 
@@ -145,22 +79,21 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("workload")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--min-time", type=float, default=0.2)
     args = ap.parse_args(argv)
     import hlo
     import hlo.numpy as hnp
-    from hlo.passes.pipeline import optimize
     from bench import workloads as W
     case = W.select([args.workload], "quick" if args.quick else "cpu")[0]
     inputs = case.inputs()
     ops = W.Ops(hnp, hlo.grad, hlo.vmap)
-    fn = lambda *a: case.workload.fn(ops, *a)
-    f = hlo.jit(fn, target="cpu")
-    f(*inputs)
-    total = _median_time(lambda: f(*inputs), args.min_time)
-    opt = optimize(f.lower(*inputs).ir, target="cpu")
-    print(report(profile(opt, args.threads, args.min_time), total))
+    f = hlo.jit(lambda *a: case.workload.fn(ops, *a), target="cpu")
+    prof = profile_calls(f.lower(*inputs).compile(profile=True), inputs, args.min_time)
+    print(prof.report())
+    rows = numpy_rows(prof, args.min_time)  # numpy last: OpenBLAS's threads spin after a call
+    if rows:
+        print("\nproducts next to numpy.matmul on the same shapes (mean per call):")
+        print(numpy_report(rows))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ A record names the step (its kernel, ``copy`` or ``host_call#N``), the op it was
 (``op``: a fusion's kind and name, or the op's name, then its result types; empty for the copies
 of results that no op made), the step's own description (``what``) and, for a product kernel,
 the control flow around it (``where``: '' at the top level, ``while0.body``, ...) and, for a
-product kernel, the FLOPs of one run: ``2*B*M*K*N`` of its floating-point ``dot_general``. A product kernel is
+product kernel, the FLOPs of one run (``2*B*M*K*N`` of its floating-point ``dot_general``; 0 for
+an integer one), the product's ``gemm`` shape ``[B, M, K, N]`` and its operands' ``dtype``. A product kernel is
 a kernel the CPU's ``dot`` lowering emits for the matrix product itself (``product_kernels``:
 the ``gemm`` family; not the loops that copy its operands into a canonical form or its result
 out of one, which do no arithmetic of the product).
@@ -69,7 +70,10 @@ def profile_steps(timed: list, origin: Dict[int, Operation], products: Dict[int,
             name, what = f"host_call#{s.site}", s.what
         else:  # pragma: no cover - timed_steps lists only these
             raise TypeError(f"not a timed step: {s!r}")
+        rec = {"name": name, "op": describe_op(op) if op is not None else "", "what": what,
+               "where": where, "flops": 0}
         dot = products.get(id(s))
-        out.append({"name": name, "op": describe_op(op) if op is not None else "",
-                    "what": what, "where": where, "flops": dot_flops(dot) if dot is not None else 0})
+        if dot is not None:
+            rec.update(flops=dot_flops(dot), gemm=list(gemm_shape(dot)), dtype=dot.operands[0].dtype.name)
+        out.append(rec)
     return out

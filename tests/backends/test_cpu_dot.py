@@ -462,26 +462,6 @@ def test_find_blas_is_not_cached_off(monkeypatch):
     assert "numpy.libs" not in blas.find_blas().path
 
 
-def test_gemm_profile_times_each_kernel():
-    """The profiling tool compiles each top-level op alone and reports the product's shape."""
-    from hlo.backends.cpu.gemm_profile import profile, report
-    from hlo.passes.pipeline import optimize
-    src = """module @m
-
-func @main(%x: f32[8,16], %w: f32[16,24], %b: f32[24]) -> (f32[8,24]) {
-  %0 = dot_general(%x, %w) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[8,24]
-  %1 = broadcast_in_dim(%b) {broadcast_dimensions = [1]} : f32[8,24]
-  %2 = add(%0, %1) : f32[8,24]
-  %3 = exponential(%2) : f32[8,24]
-  return(%3)
-}
-"""
-    rows = profile(optimize(parse_module(src), target="cpu"), min_time=0.0)
-    assert [r.gemm for r in rows if r.gemm] == [(1, 8, 16, 24)]
-    assert all(r.seconds > 0 for r in rows)
-    assert "gemm[1x8x16x24]" in report(rows)
-
-
 @pytest.mark.parametrize("gemm", ["generated", "blas"])
 @pytest.mark.parametrize("lt,rt,ot", [("f16", "f16", "f16"), ("bf16", "bf16", "bf16"), ("f16", "f16", "f32"),
                                       ("s8", "s8", "s32"), ("f32", "f32", "f32")])

@@ -90,7 +90,8 @@ def test_an_integer_product_has_no_flops():
     a = np.arange(12, dtype=np.int32).reshape(3, 4)
     prof = hlo.jit(lambda a: a @ a.T).lower(a).compile(profile=True)
     np.testing.assert_array_equal(prof(a), a @ a.T)
-    assert prof.profile().products == [] and prof.profile().product_gflops is None
+    assert [(s.gemm, s.flops) for s in prof.profile().products] == [((1, 3, 4, 3), 0)]
+    assert prof.profile().product_gflops is None
 
 
 @pytest.mark.parametrize("n", [1, 5])
@@ -219,3 +220,14 @@ def test_other_targets_refuse_to_profile(target):
     low = hlo.jit(mlp).lower(*MLP_ARGS)
     with pytest.raises(UnsupportedError, match="CPU-only"):
         low.compile(target, profile=True)
+
+
+def test_the_gemm_profile_tool_reports_the_products_next_to_numpy():
+    from hlo.backends.cpu.gemm_profile import numpy_report, numpy_rows, profile_calls
+    prof = hlo.jit(mlp).lower(*MLP_ARGS).compile(profile=True)
+    p = profile_calls(prof, MLP_ARGS, min_time=0.0, min_calls=4)
+    assert p.calls == 4
+    rows = numpy_rows(p, min_time=0.0)
+    assert sorted(s.gemm for s, _ in rows) == [(1, 64, 80, 48), (1, 64, 96, 80)]
+    assert all(t > 0 for _, t in rows)
+    assert "gemm[1x64x96x80] f32" in numpy_report(rows)
