@@ -88,7 +88,7 @@ def fmt_bytes(b: Optional[int]) -> str:
 
 
 COLUMNS = ["workload", "system", "median", "min", "max", "calls", "vs best peer", "first call",
-           "compile", "kernels", "temp", "GB/s (%copy)", "GFLOP/s", "check"]
+           "compile", "kernels", "temp", "GB/s (%copy)", "GFLOP/s", "products GFLOP/s (%mm)", "check"]
 
 
 def table_rows(results: list) -> tuple:
@@ -103,20 +103,25 @@ def table_rows(results: list) -> tuple:
         if r["status"] != "ok":
             status = {"skipped": "skipped", "unavailable": "unavailable", "error": "ERROR",
                       "wrong": "WRONG"}[r["status"]]
-            rows.append([r["case"], r["system"]] + [""] * 11 + [f"{status} {cell_note}".strip()])
+            rows.append([r["case"], r["system"]] + [""] * 12 + [f"{status} {cell_note}".strip()])
             continue
         bw = ""
         if r.get("GBps") is not None:
             bw = f"{r['GBps']:.1f}"
             if r.get("bw_fraction") is not None:
                 bw += f" ({100 * r['bw_fraction']:.0f}%)"
+        prod = ""
+        if r.get("product_GFLOPs") is not None:
+            prod = f"{r['product_GFLOPs']:.1f}"
+            if r.get("product_fraction_of_matmul") is not None:
+                prod += f" ({100 * r['product_fraction_of_matmul']:.0f}%)"
         ratio = r.get("ratio_to_best_peer")
         rows.append([
             r["case"], r["system"], fmt_time(r["median_s"]), fmt_time(r["min_s"]), fmt_time(r["max_s"]),
             str(r["calls"]), f"x{ratio:.2f}" if ratio is not None else "", fmt_time(r["first_call_s"]),
             fmt_time(r.get("compile_s")),
             "" if r.get("kernels") is None else str(r["kernels"]), fmt_bytes(r.get("temp_bytes")), bw,
-            "" if r.get("GFLOPs") is None else f"{r['GFLOPs']:.1f}", f"ok {cell_note}".strip(),
+            "" if r.get("GFLOPs") is None else f"{r['GFLOPs']:.1f}", prod, f"ok {cell_note}".strip(),
         ])
     return rows, notes
 
@@ -124,7 +129,7 @@ def table_rows(results: list) -> tuple:
 def format_table(results: list) -> str:
     rows, notes = table_rows(results)
     widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c) for i, c in enumerate(COLUMNS)]
-    right = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+    right = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}
 
     def line(cells):
         return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()

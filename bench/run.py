@@ -157,7 +157,8 @@ def _release_memory(gpu: bool) -> None:
 
 
 def derive(results, cases_info, limits) -> None:
-    """Fill in ratios to the fastest peer, bandwidth and GFLOP/s."""
+    """Fill in ratios to the fastest peer, bandwidth, GFLOP/s and the product kernels' rate as a
+    fraction of the machine's f32 matmul."""
     best = {}
     for r in results:
         if r["status"] == "ok" and r["is_peer"]:
@@ -175,6 +176,9 @@ def derive(results, cases_info, limits) -> None:
                 r["bw_fraction"] = r["GBps"] / copy
         if info["flops"]:
             r["GFLOPs"] = info["flops"] / r["median_s"] / 1e9
+        matmul = (limits.get(r["device"]) or {}).get("matmul_GFLOPs_f32")
+        if r.get("product_GFLOPs") is not None and matmul:
+            r["product_fraction_of_matmul"] = r["product_GFLOPs"] / matmul
 
 
 def main(argv=None) -> int:

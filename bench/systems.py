@@ -430,6 +430,8 @@ class HloSystem(System):
                     st["kernels"] = compiled.cost_analysis()["kernels"]
                 if hasattr(compiled, "memory_analysis"):
                     st["temp_bytes"] = int(compiled.memory_analysis().temp_size_in_bytes)
+                if target == "cpu" and case.flops():
+                    st.update(product_rate(hlo.jit(fn, target=target).lower(*inputs), inputs))
                 return st
         return B()
 
@@ -442,6 +444,28 @@ class HloSystem(System):
     def versions(self):
         import hlo
         return {"hlo": getattr(hlo, "__version__", "?")}
+
+
+# The profiled run of ``product_rate``: a few calls, at least this long (after one warm-up call)
+PROFILE_MIN_S = 0.05
+PROFILE_MIN_CALLS = 3
+
+
+def product_rate(lowered, inputs) -> dict:
+    """The product kernels' rate in hlo:cpu's real run: one extra, profiled build
+    (``compile(profile=True)``, separate from the timed unprofiled calls) called a few times; the
+    sum of its product kernels' FLOPs over the sum of their in-program seconds
+    (``product_GFLOPs``), with their share of the calls' wall time. Empty for a program
+    without float products."""
+    from hlo.backends.cpu.gemm_profile import profile_calls
+    prof = profile_calls(lowered.compile(profile=True), inputs, PROFILE_MIN_S, PROFILE_MIN_CALLS)
+    g = prof.product_gflops
+    if g is None:
+        return {}
+    products = [p for p in prof.products if p.flops and p.calls]
+    seconds = sum(p.seconds for p in products)
+    return {"product_GFLOPs": g, "product_kernels": len(products),
+            "product_share": seconds / prof.seconds if prof.seconds > 0 else None}
 
 
 PEERS = {"numpy": NumpySystem, "jax": JaxSystem, "torch": TorchSystem,
