@@ -117,7 +117,11 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
     N = _prod(rhs.shape[d] for d in rfree)
     bsizes = [lhs.shape[d] for d in lb]
     et = lhs.dtype
-    blas = find_blas()
+    # the BLAS is looked up (and its library opened) only where a product may call it: opening
+    # OpenBLAS starts its threads, which spin for ~0.1 s and took the second core from the
+    # first calls of every program (32 x 512 x 1024 ran at 230-300 us a call for its first
+    # ~0.1 s, against 120-130 after)
+    blas = find_blas() if et.is_float and gemm_mode() == "blas" else None
     if et.is_float:
         comp = F64_T if et.name == "f64" else F32_T
         kind = choose_gemm(blas, Bn, M, N, K)
