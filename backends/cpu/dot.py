@@ -61,6 +61,12 @@ _ELEMENTWISE = op_table.with_trait(op_table.ELEMENTWISE)
 # idle workers watch for the next job before sleeping (it was 1 << 22 before: the train step's
 # N=10 products, 1.3 MFLOP each, went 34-37 -> 22 us, the whole step 1.54 -> 1.50 ms).
 GEMM_PARALLEL_MIN_FLOPS = 1 << 19
+# A product of at most STORE_BOUND_K multiply-adds per element of C is bound by writing C: its
+# grid keeps C's rows whole (``_blocks``'s ``whole``), as a product whose epilogue reads C back
+# does. 128 x 10 x 512 (the train step's backward g @ w2^T), 2 threads of an AVX-512 Xeon:
+# 21.9 us as 1 x 4 blocks (two threads writing halves of the same rows), 9.8 as 4 x 1; one
+# thread 11.0.
+STORE_BOUND_K = 32
 
 
 def _prod(xs):
@@ -117,7 +123,11 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
     N = _prod(rhs.shape[d] for d in rfree)
     bsizes = [lhs.shape[d] for d in lb]
     et = lhs.dtype
-    blas = find_blas()
+    # the BLAS is looked up (and its library opened) only where a product may call it: opening
+    # OpenBLAS starts its threads, which spin for ~0.1 s and took the second core from the
+    # first calls of every program (32 x 512 x 1024 ran at 230-300 us a call for its first
+    # ~0.1 s, against 120-130 after)
+    blas = find_blas() if et.is_float and gemm_mode() == "blas" else None
     if et.is_float:
         comp = F64_T if et.name == "f64" else F32_T
         kind = choose_gemm(blas, Bn, M, N, K)
@@ -192,12 +202,12 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
         elif not pairs and _computed_transposed(comp, A, M, N):
             lw.steps.append(emit_tiled_gemm(
                 cg, comp, C.transposed(), Bv.transposed(), A.transposed(), Bn, N, M, K,
-                _blocks(cg, Bn, N, M, K, "cols" if epi else ""), what + ", as C^T = B^T A^T", epi,
+                _blocks(cg, Bn, N, M, K, _whole(epi, K, True)), what + ", as C^T = B^T A^T", epi,
                 lambda kb, em, e, c, bi, m0, rows, n0, cols:
                     _block_epilogue(kb, em, e, c, bi, n0, cols, m0, rows)))
         else:
             lw.steps.append(emit_tiled_gemm(cg, comp, C, A, Bv, Bn, M, N, K,
-                                            _blocks(cg, Bn, M, N, K, "rows" if epi else ""), what,
+                                            _blocks(cg, Bn, M, N, K, _whole(epi, K, False)), what,
                                             epi, _block_epilogue, pairs=pairs))
     else:
         lw.steps.append(_loop_gemm_kernel(cg, comp, C.ref, A.ref, Bv.ref, Bn, M, N, K, what))
@@ -309,6 +319,15 @@ def _readable(kind: str, v: MatrixView, role: str) -> bool:
     return role != "c" or tiled_supports(v, v, v)
 
 
+def _whole(epi, K: int, transposed: bool) -> str:
+    """``_blocks``'s ``whole`` for a product with epilogue ``epi`` (or None) and contraction
+    ``K``, computed transposed or not: C's rows (its columns, when transposed) are kept whole
+    where an epilogue reads C back or the product is bound by writing C (``STORE_BOUND_K``)."""
+    if epi is None and K > STORE_BOUND_K:
+        return ""
+    return "cols" if transposed else "rows"
+
+
 def _blocks(cg: Codegen, Bn: int, M: int, N: int, K: int = 0, whole: str = ""):
     """(rows, cols) per parallel item. A batch with enough matrices to keep every thread busy
     takes whole matrices. Otherwise each matrix is cut into a grid of blocks, 2 per thread (a
@@ -324,7 +343,7 @@ def _blocks(cg: Codegen, Bn: int, M: int, N: int, K: int = 0, whole: str = ""):
     1024 x 512 x 2048 as 2 x 2: the same as before within noise).
 
     ``whole`` ("rows" or "cols"): for a product whose epilogue reads its C block back
-    (``_block_epilogue``) and whose rows (columns, when it is computed transposed) lie
+    (``_block_epilogue``), or whose C takes few multiply-adds an element (``STORE_BOUND_K``), and whose rows (columns, when it is computed transposed) lie
     contiguous in memory, a grid that divides them costs M * N / 2 elements more. Where two
     threads write the two halves of each row at once, the epilogue's pass over a block meets
     lines that the other core holds modified (the hardware prefetchers read ahead across the
@@ -392,7 +411,7 @@ def _blas_kernel(cg, blas, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, B
     em = make_emitter(kb, ereads, env2) if epi is not None else None
     assert len(A.batch) == len(Bv.batch) == len(C.batch)
     batch_dims = [(n, sa, sb, sc) for (n, sa), (_, sb), (_, sc) in zip(A.batch, Bv.batch, C.batch)]
-    MB, NB = _blocks(cg, Bn, M, N, K, ("cols" if swapped else "rows") if epi is not None else "")
+    MB, NB = _blocks(cg, Bn, M, N, K, _whole(epi, K, swapped))
     mblocks, nblocks = -(-M // MB), -(-N // NB)
     per_batch = mblocks * nblocks
     n_ = lambda v: b.trunc(v, ity) if blas.int_bits < 64 else v

@@ -47,3 +47,28 @@ def test_blas_thread_count_is_restored(monkeypatch):
         t.join()
     assert not errors, errors[0]
     assert get() == before
+
+
+def test_the_generated_gemm_does_not_open_the_blas():
+    """Compiling and running products on the generated GEMM (the default) leaves the optional
+    BLAS unopened: opening OpenBLAS starts threads that spin for a while and took the second
+    core from a program's first calls."""
+    import subprocess
+    import sys
+    import textwrap
+    import importlib.util
+    if importlib.util.find_spec("scipy_openblas32") is None:   # (importing it opens it)
+        pytest.skip("the optional BLAS is not installed: nothing that could be opened")
+    code = textwrap.dedent("""
+        import os, numpy as np, hlo
+        a = np.ones((64, 128), np.float32); w = np.ones((128, 96), np.float32)
+        r = hlo.jit(lambda a, w: a @ w, target="cpu")(a, w)
+        assert float(r[0, 0]) == 128.0
+        maps = open("/proc/self/maps").read()
+        print("opened" if "/scipy_openblas32/" in maps else "not opened")
+    """)
+    env = {k: v for k, v in __import__("os").environ.items() if k != "HLO_CPU_GEMM"}
+    env["HLO_CACHE"] = "0"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "not opened"

@@ -326,6 +326,8 @@ func @main(%a: {_t("f32", [m, k])}, %b: {_t("f32", [k, n])}) -> ({_t("f32", [m, 
     (784, 512, 128, "rows", (4, 1)),  # ... with the update fused (an epilogue), rows stay whole
     (128, 512, 784, "rows", (1, 4)),  # packing 784 x 512 four times costs more than the epilogue
     (512, 784, 128, "cols", (1, 4)),  # computed transposed: C's rows are the columns here
+    (128, 512, 10, "", (1, 4)),      # the train step's g @ w2^T: column blocks pack the least ...
+    (128, 512, 10, "store", (4, 1)),  # ... but writing C bounds it: rows stay whole
 ])
 def test_parallel_blocks_pack_the_least_then_keep_rows_whole(M, N, K, whole, grid):
     """Two threads split a product into a grid of 4 blocks (row blocks x column blocks) shaped
@@ -336,6 +338,10 @@ def test_parallel_blocks_pack_the_least_then_keep_rows_whole(M, N, K, whole, gri
     import hlo.backends.cpu.dot as dot
     from hlo.backends.cpu.gemm_tiled import register_tile, vector_lanes
     from hlo.ir.types import f32
+    if whole == "store":   # no epilogue, a short contraction
+        assert K <= dot.STORE_BOUND_K and dot._whole(None, K, False) == "rows"
+        whole = dot._whole(None, K, False)
+    assert dot._whole(None, 784, False) == "" and dot._whole(object(), 784, True) == "cols"
 
     class Cg:
         threads = 2
