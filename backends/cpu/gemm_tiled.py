@@ -7,7 +7,7 @@ contiguous stack buffer (gathering a vector at a time when B's columns are not c
 e.g. attention's k^T), then runs every row tile of the block over it; when B's rows are a page
 or more apart, a few panels are packed at once, row by row of B. When B's columns are
 contiguous and its rows less than a page apart, no separate copy runs: the panel's first tile
-(the row tail, or a whole tile when there is none) reads B, prefetching a few rows ahead,
+(a whole one; the rows left after the whole tiles run last) reads B, prefetching a few rows ahead,
 and fills the panel as it computes, so the copy overlaps the arithmetic (with 32 rows, the
 copy had cost a fifth of the time: 32 x 512 x 256 on 2 threads 135 -> 143 GFLOP/s,
 32 x 1024 x 512 125 -> 136, 13 x 512 x 256 99 -> 109; filling from rows a page apart was
@@ -588,25 +588,28 @@ def emit_core(ctx, comp, fn: ir.Function, mode: str, c_strided: bool = False, a_
         independent accumulation chains, where one latency-bound chain per row would not; the
         powers of two keep the body, which has code for every count, small: a tile per
         remainder made the f32 body 37,000 lines of LLVM IR and 1.8 s of compile).
-        ``filling`` (an i1, run time): the panel is still to be copied; then the rows left (or,
-        with none, a first whole tile) run first in one tile that copies it, else they run last."""
-        rem = b.urem(b.sub(m1, m0), i64(mr))
-        start, tail = m0, rem
-        if filling is True:
-            first = b.select(b.icmp_unsigned("==", rem, i64(0)), i64(MR), rem)
-            by_height(first, fill_heights, "fill", lambda h: tile(oa, ob, oc, m0, j0, h, nv, fill=True))
-            start, tail = b.add(m0, first), None
-        elif filling not in (None, False):
-            first = b.select(b.icmp_unsigned("==", rem, i64(0)), i64(MR), rem)
-            with b.if_then(filling):
-                by_height(first, fill_heights, "fill", lambda h: tile(oa, ob, oc, m0, j0, h, nv, fill=True))
-            start = b.select(filling, b.add(m0, first), m0)
-            tail = b.select(filling, i64(0), rem)
-        full_end = m1 if tail is None else b.sub(m1, tail)
+        ``filling`` (an i1, run time): the panel is still to be copied; then a first whole tile
+        (or all the rows, fewer than a tile) copies it as it computes, and the rows left after
+        the whole tiles run last, from the panel. (The rows left had copied it: a tile of 2 rows
+        has too few multiply-adds per row of B to hide the copy's loads and stores; one thread
+        of an AVX-512 Xeon, 32 x 512 x 256 52.7 -> 48.1 us, 32 x 512 x 1024 236 -> 225,
+        128 x 784 x 512 639 -> 609; two threads the same within noise.)"""
+        start = m0
+        if filling not in (None, False):
+            rows = b.sub(m1, m0)
+            first = b.select(b.icmp_unsigned("<", rows, i64(MR)), rows, i64(MR))
+            fill_tile = lambda h: tile(oa, ob, oc, m0, j0, h, nv, fill=True)  # noqa: E731
+            if filling is True:
+                by_height(first, fill_heights, "fill", fill_tile)
+                start = b.add(m0, first)
+            else:
+                with b.if_then(filling):
+                    by_height(first, fill_heights, "fill", fill_tile)
+                start = b.select(filling, b.add(m0, first), m0)
+        tail = b.urem(b.sub(m1, start), i64(mr))
+        full_end = b.sub(m1, tail)
         with for_range(b, i64(0), b.udiv(b.sub(full_end, start), i64(mr)), "it") as it:
             tile(oa, ob, oc, b.add(start, b.mul(it, i64(mr))), j0, mr, nv, packed, lanes=lanes, bsrc=bsrc)
-        if tail is None:
-            return
         at = full_end
         for h in reversed([1 << e for e in range((mr - 1).bit_length()) if 1 << e < mr]):
             with b.if_then(b.icmp_unsigned("!=", b.and_(tail, i64(h)), i64(0))):
