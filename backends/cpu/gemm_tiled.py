@@ -76,6 +76,12 @@ PANEL_BLOCK_L2_FRACTION = 1 / 8
 # 162 -> 171. Not for taller products: 128 x 784 x 512 gained 181 -> 195, but its blocked tiles
 # (loads of C) in a second shared body nearly doubled the train step's backend compile time
 # (348 -> 628 ms); ffn1 (1024 x 512 x 2048, one thread) would re-copy B per chunk: 187 -> 161.
+# Their whole row tiles, which read the panel from L1, also prefetch the next panel's rows of B
+# into L2, a line of each row per tile: the panel-filling tile otherwise waited on B from L3
+# (simple_mlp's two 2 MiB weights do not stay in the two cores' L2). Product kernels in the
+# program, 2 threads, both built in one process and timed in alternation: simple_mlp 230 -> 241
+# GFLOP/s; linear_relu the same (its B stays in L2); one thread, 32 x 512 x 1024 231-240 ->
+# 220-224 us. For every filled panel (128 x 784 x 512 too): no better.
 SMALL_ITEM_TILES = 8
 # A chunk's rows of A (MC x KC) and, when the contraction is blocked, its rows of C (MC x
 # columns) stay in L2 while the panels pass over them: at most L2_FRACTION of the core's L2.
@@ -231,7 +237,8 @@ class _Core:
     contiguous; bit 0 of argument ``fill``, for B's rows less than a page apart: the first
     tile of each panel copies it as it computes, else up to G panels are copied row by row of
     B first; bit 1, for B's rows no longer than a panel: the column-tail panel reads B in
-    place), "gather" (B's columns strided: copied a vector gather at a time) or "bf16". ``acc`` != 0:
+    place; bit 2, for a small product: the whole tiles prefetch the next panel's rows into
+    L2), "gather" (B's columns strided: copied a vector gather at a time) or "bf16". ``acc`` != 0:
     add to C (a later block of a blocked contraction)."""
 
     def __init__(self, cg, comp, mode: str, c_strided: bool = False, a_unit: bool = True):
@@ -306,6 +313,8 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
     MC = chunk_rows(MR, KC, NB, NK, comp.itemsize, MB)
     # B's rows no longer than a whole panel: the column-tail panel reads B in place
     direct = int(b_contig and ldb <= NV * W and not pairs)
+    # a small product's whole tiles prefetch the next panel's rows into L2 (bit 2 of ``fill``)
+    ahead = int(b_contig and not pairs and small)
     with b.goto_entry_block():
         bpanel = b.alloca(vty, size=i64(KC * NV * G), name="bpanel")
         bpanel.align = 64
@@ -320,7 +329,7 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
             left = b.sub(b.add(mb0, brows), m0)
             rows = b.select(b.icmp_signed("<", left, i64(MC)), left, i64(MC))
             m1 = b.add(m0, rows)
-            strides = (KC * NV, G, rsA, csA, ldb, csB, ldc, fill | direct << 1, C.cs or 0)
+            strides = (KC * NV, G, rsA, csA, ldb, csB, ldc, fill | direct << 1 | ahead << 2, C.cs or 0)
             if NK == 1:
                 core.call(b, Cp, Ap, Bp, bpanel, oa, ob, oc, m0, m1, n0, n1, K, 0, *strides)
             else:
@@ -388,6 +397,11 @@ def emit_core(ctx, comp, fn: ir.Function, mode: str, c_strided: bool = False, a_
     # first): known when every product of this core does the same, else the argument says
     filling = (True if fills == {1} else False if fills == {0}
                else b.icmp_unsigned("!=", b.and_(fill, i64(1)), i64(0)))
+    # bit 2 of ``fill``: the whole tiles of a panel prefetch the next panel's rows of B into L2
+    prefetching = (False if mode != "contig" else
+                   b.icmp_unsigned("!=", b.and_(fill, i64(4)), i64(0)))
+    line_elems = max(1, 64 // comp.itemsize)       # a cache line of B's elements
+    ahead_lines = max(1, NV * W // line_elems)     # lines in a row of a panel
     zero_v = ir.Constant(vty, [ir.Constant(fty, 0.0)] * W)
     shuf0 = ir.Constant(ir.VectorType(ir.IntType(32), W), [ir.Constant(ir.IntType(32), 0)] * W)
     undef_v = ir.Constant(vty, ir.Undefined)
@@ -401,6 +415,7 @@ def emit_core(ctx, comp, fn: ir.Function, mode: str, c_strided: bool = False, a_
     if b_contig:
         prefetch = ctx.declare("llvm.prefetch.p0", U.VOID, [U.PTR, U.I32, U.I32, U.I32])
         prefetch_args = [ir.Constant(U.I32, c) for c in (0, 3, 1)]  # read, keep (L1), data
+        prefetch_l2_args = [ir.Constant(U.I32, c) for c in (0, 2, 1)]  # read, L2, data
     kc_cur = [kc]                                         # rows of B in this block
     acc_cur = [b.icmp_unsigned("!=", acc, i64(0)) if has_acc else None]  # i1: add to C
     cur_panel = [i64(0)]  # which panel of the packed group the row tiles read
@@ -452,7 +467,7 @@ def emit_core(ctx, comp, fn: ir.Function, mode: str, c_strided: bool = False, a_
         return b.call(fn, [value, ptrs, align, mask])
 
     def tile(oa, ob, oc, i0, j0, mr: int, nv: int, packed: bool = False, fill: bool = False,
-             lanes=0, bsrc=None):
+             lanes=0, bsrc=None, ahead=None):
         """C[i0:i0+mr, j0:j0+nv*W]; ``lanes`` (an i64, 1..W, or 0: whole vectors): only that
         many lanes of the last vector (a column tail: masked loads and stores of C; its panel
         holds zeros past them); ``bsrc``: (start, row stride) of B's rows when they are read
@@ -470,15 +485,18 @@ def emit_core(ctx, comp, fn: ir.Function, mode: str, c_strided: bool = False, a_
                        for v in range(nv)]
                 for v in range(nv):
                     b.store(bvs[v], panel_at(k, v))
-                ahead = b.add(k, i64(FILL_PREFETCH_ROWS))
+                k_ahead = b.add(k, i64(FILL_PREFETCH_ROWS))
                 last = b.sub(kc_cur[0], i64(1))
-                ahead = b.select(b.icmp_signed("<", ahead, kc_cur[0]), ahead, last)
-                src = elem_in(Bp, b.add(b.add(ob, b.mul(ahead, ldb)), j0))
+                k_ahead = b.select(b.icmp_signed("<", k_ahead, kc_cur[0]), k_ahead, last)
+                src = elem_in(Bp, b.add(b.add(ob, b.mul(k_ahead, ldb)), j0))
                 span = nv * W * comp.itemsize
                 for off in sorted({0, span - 1}):  # the first and last line of the row's run
                     b.call(prefetch, [b.gep(src, [i64(off)], source_etype=U.I8)] + prefetch_args)
             elif packed:
                 bvs = [b.load(panel_at(k, v), typ=vty) for v in range(nv)]
+                if ahead is not None:   # a line of row k of the next panel, into L2
+                    b.call(prefetch, [b.gep(ahead[0], [b.mul(k, ahead[1])], source_etype=ety)]
+                           + prefetch_l2_args)
             elif bsrc is not None:   # row k at bsrc[0] + k * bsrc[1] (elements)
                 row = b.gep(bsrc[0], [b.mul(k, bsrc[1])], source_etype=ety)
                 bvs = [masked("load", elem_in(row, i64(v * W)), lanes)
@@ -582,7 +600,8 @@ def emit_core(ctx, comp, fn: ir.Function, mode: str, c_strided: bool = False, a_
 
     fill_heights = list(range(1, MR + 1))
 
-    def row_tiles(oa, ob, oc, m0, m1, j0, nv, packed=False, filling=None, lanes=0, mr=MR, bsrc=None):
+    def row_tiles(oa, ob, oc, m0, m1, j0, nv, packed=False, filling=None, lanes=0, mr=MR, bsrc=None,
+                  ahead=None):
         """Row tiles of ``mr`` for the column panel at j0, then the 1..mr-1 rows left in tiles
         of the powers of two in their count, largest first (tiles of several rows keep
         independent accumulation chains, where one latency-bound chain per row would not; the
@@ -609,7 +628,12 @@ def emit_core(ctx, comp, fn: ir.Function, mode: str, c_strided: bool = False, a_
         tail = b.urem(b.sub(m1, start), i64(mr))
         full_end = b.sub(m1, tail)
         with for_range(b, i64(0), b.udiv(b.sub(full_end, start), i64(mr)), "it") as it:
-            tile(oa, ob, oc, b.add(start, b.mul(it, i64(mr))), j0, mr, nv, packed, lanes=lanes, bsrc=bsrc)
+            tile_ahead = None
+            if ahead is not None:   # whole tile ``it`` prefetches line it % LINES of each row
+                line = b.mul(b.urem(it, i64(ahead_lines)), i64(line_elems))
+                tile_ahead = (b.gep(ahead[0], [line], source_etype=ety), ahead[1])
+            tile(oa, ob, oc, b.add(start, b.mul(it, i64(mr))), j0, mr, nv, packed, lanes=lanes, bsrc=bsrc,
+                 ahead=tile_ahead)
         at = full_end
         for h in reversed([1 << e for e in range((mr - 1).bit_length()) if 1 << e < mr]):
             with b.if_then(b.icmp_unsigned("!=", b.and_(tail, i64(h)), i64(0))):
@@ -753,7 +777,18 @@ def emit_core(ctx, comp, fn: ir.Function, mode: str, c_strided: bool = False, a_
                     pack(ob, g0, NV, count)
             with for_range(b, i64(0), count, "jp") as jp:
                 cur_panel[0] = jp
-                row_tiles(oa, ob, oc, m0, m1, b.add(g0, b.mul(jp, i64(panel))), NV, True, filling)
+                j0 = b.add(g0, b.mul(jp, i64(panel)))
+                ahead = None
+                if prefetching is not False:
+                    # the next whole panel's rows of B, a line per tile, into L2 while these
+                    # tiles run from the panel in L1; else the panel's own rows (in L1)
+                    nxt = b.add(j0, i64(panel))
+                    on = b.icmp_unsigned("<=", b.add(nxt, i64(panel)), n_panels_end)
+                    if prefetching is not True:
+                        on = b.and_(on, prefetching)
+                    ahead = (b.select(on, elem_in(Bp, b.add(ob, nxt)), bpanel),
+                             b.select(on, ldb, i64(NV * W)))
+                row_tiles(oa, ob, oc, m0, m1, j0, NV, True, filling, ahead=ahead)
                 cur_panel[0] = i64(0)
         # the columns left: one narrower panel of nv vectors, its last vector masked to the
         # 1..W columns there
