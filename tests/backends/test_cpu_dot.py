@@ -317,21 +317,22 @@ func @main(%a: {_t("f32", [m, k])}, %b: {_t("f32", [k, n])}) -> ({_t("f32", [m, 
 
 
 @pytest.mark.parametrize("M,N,K,whole,grid", [
-    (1024, 512, 2048, "", (4, 1)),   # the FFN's second product: packing ties, whole-width rows
-    (1024, 512, 512, "", (4, 1)),    # q/k/v: a tie too
-    (1024, 2048, 512, "", (2, 2)),   # the FFN's first: 1 x 4 packs as much, in more column blocks
-    (128, 512, 784, "", (1, 4)),     # column blocks pack the least
+    (1024, 512, 2048, "", (2, 1)),   # the FFN's second product: packing ties, whole-width rows
+    (1024, 512, 512, "", (2, 1)),    # q/k/v: a tie too
+    (1024, 2048, 512, "", (1, 2)),   # the FFN's first: column blocks pack the least
+    (128, 512, 784, "", (1, 2)),     # column blocks pack the least
     (16, 16, 16, "", (1, 1)),        # too small to split
-    (784, 512, 128, "", (2, 2)),     # the train step's dW1 alone: 2 x 2 packs the least ...
-    (784, 512, 128, "rows", (4, 1)),  # ... with the update fused (an epilogue), rows stay whole
-    (128, 512, 784, "rows", (1, 4)),  # packing 784 x 512 four times costs more than the epilogue
-    (512, 784, 128, "cols", (1, 4)),  # computed transposed: C's rows are the columns here
-    (128, 512, 10, "", (1, 4)),      # the train step's g @ w2^T: column blocks pack the least ...
-    (128, 512, 10, "store", (4, 1)),  # ... but writing C bounds it: rows stay whole
+    (784, 512, 128, "", (2, 1)),     # the train step's dW1: row blocks pack the least
+    (128, 512, 784, "rows", (1, 2)),  # packing 784 x 512 twice costs more than the epilogue
+    (512, 784, 128, "cols", (1, 2)),  # computed transposed: C's rows are the columns here
+    (128, 512, 10, "", (1, 2)),      # the train step's g @ w2^T: column blocks pack the least ...
+    (128, 512, 10, "store", (2, 1)),  # ... but writing C bounds it: rows stay whole
+    (128, 512, 64, "rows", (2, 1)),  # an epilogue reads C back: rows stay whole
+    (128, 512, 64, "", (1, 2)),
 ])
 def test_parallel_blocks_pack_the_least_then_keep_rows_whole(M, N, K, whole, grid):
-    """Two threads split a product into a grid of 4 blocks (row blocks x column blocks) shaped
-    to pack the least; of grids that pack the same, the one with whole-width rows (each item
+    """Two threads split a product into a grid of 2 blocks, one per thread (row blocks x column
+    blocks), shaped to pack the least; of grids that pack the same, the one with whole-width rows (each item
     reads its rows of A once). A grid that divides C's rows between threads costs more when an
     epilogue reads C back (``whole``). Blocks are whole register tiles of rows, whole panels of
     columns."""
@@ -495,7 +496,8 @@ func @main(%a: {_t(lt, [5, 3, 20])}, %b: {_t(rt, [3, 17, 20])}) -> ({_t(ot, [3, 
 
 def test_small_items_keep_their_panels_in_l1(monkeypatch):
     """A product of a few row tiles (M = 32) blocks its contraction so each panel stays in
-    L1, and fills its panels as it computes even with B's rows a page apart; a tall product
+    L1, and fills its panels as it computes even with B's rows a page apart (its whole tiles
+    prefetching the next panel into L2); a tall product
     keeps the whole contraction (its panel in L2) and copies panels in groups."""
     import hlo.backends.cpu.gemm_tiled as gt
     from hlo.backends.cpu.dot import vector_lanes
@@ -520,6 +522,8 @@ func @main(%a: {_t("f32", [m, k])}, %b: {_t("f32", [k, 1024])}) -> ({_t("f32", [
         # blocked: later blocks add to C (``acc`` known at run time only); filled: bit 0 of ``fill``
         assert any(not c["acc"].isdigit() for c in calls) == small
         assert {int(c["fill"]) & 1 for c in calls} == {int(small)}
+        # bit 2: its whole tiles prefetch the next panel's rows of B into L2
+        assert {int(c["fill"]) >> 2 & 1 for c in calls} == {int(small)}
         if small:
             rng = np.random.default_rng(3)
             a, b = _rand(rng, "f32", (m, k)), _rand(rng, "f32", (k, 1024))
