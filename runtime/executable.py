@@ -152,15 +152,18 @@ class Executable(Signature):
         self._out_specs = [(s.phys_shape, s.dtype) for s in self._out]
         # large outputs, or several medium ones, come from recycled memory (no page faults on
         # every call: ``output_pool.call_threshold``)
-        self._pool_min = output_pool.call_threshold([s.nbytes for s in self._out])
-        self._empty = functools.partial(output_pool.empty, min_bytes=self._pool_min) \
-            if any(s.nbytes >= self._pool_min for s in self._out) else np.empty
+        pool_min = output_pool.call_threshold([s.nbytes for s in self._out])
+        # per output: the pool's allocator, or None (a plain ``np.empty``)
+        self._pooled = [output_pool.allocator(sh, dt, pool_min) for sh, dt in self._out_specs]
+        # per output, a function of no arguments that makes it
+        self._makers = tuple(take or functools.partial(np.empty, sh, dt)
+                             for take, (sh, dt) in zip(self._pooled, self._out_specs))
         self._simple = all(s.perm is None for s in self._in + self._out)
         # What ``run`` accepts without normalizing: per input, ``_ARRAY_KEY`` of an exact,
         # C-contiguous numpy array of the right shape and dtype (one tuple compare per call).
         self._expected = tuple((np.ndarray, s.shape, s.dtype, c_strides(s.shape, s.dtype)) for s in self._in) \
             if self._simple else None
-        self._out0 = self._out_specs[0] if self._nout == 1 else None
+        self._make0 = self._makers[0] if self._nout == 1 else None
         if threads is None:
             from .cpu.target import default_threads
             threads = default_threads()
@@ -324,12 +327,10 @@ class Executable(Signature):
         return self._run_native(ins)
 
     def _run_native(self, ins: tuple) -> tuple:
-        if self._out0 is not None:
-            sh, dt = self._out0
-            outs = (self._empty(sh, dt),)
+        if self._make0 is not None:
+            outs = (self._make0(),)
         else:
-            empty = self._empty
-            outs = tuple([empty(sh, dt) for sh, dt in self._out_specs])
+            outs = tuple([make() for make in self._makers])
         if not self._arena_size:
             if self._pyfn is not None:
                 self._pyfn(ins, outs, None, self.threads)
@@ -364,18 +365,19 @@ class Executable(Signature):
         same arguments, to ``fallback``. ``finish``: "single" (return the one output), "tuple"
         (the tuple of outputs) or a function of that tuple. None where the executable has no
         such entry or may not use it: host calls, BLAS (its thread setting), a non-row-major
-        layout, an output large enough for the recycled-output pool, or an interpreter whose
-        object layout is not the one the entry reads."""
+        layout, or an interpreter whose object layout is not the one the entry reads. Outputs
+        of the recycled-output pool's size come from the pool there too (the entry calls their
+        ``output_pool.allocator``, as the Python path does), so they go back to it when the
+        caller drops them."""
         from .cpu.abi import CALL_ENTRY
         entry = self.manifest.get("call_entry")
-        if entry != CALL_ENTRY or self._blas or self._host_errors is not None or not self._simple \
-                or any(s.nbytes >= self._pool_min for s in self._out):
+        if entry != CALL_ENTRY or self._blas or self._host_errors is not None or not self._simple:
             return None
         if finish == "single" and self._nout != 1:
             raise ValueError(f"native_call: finish='single' for {self._nout} outputs")
         from .cpu import pycall
         return pycall.make(self._obj.address(entry), self, [s.dtype for s in self._in + self._out],
-                           self._arena_size, self.threads, fallback, finish)
+                           self._arena_size, self.threads, fallback, finish, self._pooled)
 
 
 def _link_cores(entries, objects: dict) -> dict:

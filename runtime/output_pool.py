@@ -8,14 +8,14 @@ any executable reuses it, already faulted in (what XLA's allocator does for jax)
 
 The pool keeps at most ``MAX_CACHED_BYTES`` of free memory (oldest sizes dropped first) and
 only handles outputs of at least ``MIN_BYTES`` (``call_threshold`` lowers that for a call with
-several medium outputs); smaller ones are plain ``np.empty``.
+several medium outputs; ``allocator``); smaller ones are plain ``np.empty``.
 """
 from __future__ import annotations
 
 import math
 import threading
 from collections import OrderedDict
-from typing import Dict, List
+from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 
@@ -43,25 +43,31 @@ def call_threshold(sizes) -> int:
 
 
 class _Pool:
+    """Free allocations by size: lists of ``(raw, addr)``, ``raw`` a uint8 array and ``addr``
+    its first ``_ALIGN``-aligned address (computed once per allocation: ``ndarray.ctypes``
+    costs ~0.8 us)."""
+
     def __init__(self):
-        self.free: "OrderedDict[int, List[np.ndarray]]" = OrderedDict()
+        self.free: "OrderedDict[int, List[Tuple[np.ndarray, int]]]" = OrderedDict()
         self.cached = 0
         self.lock = threading.Lock()
 
-    def take(self, nbytes: int) -> np.ndarray:
+    def take(self, nbytes: int) -> Tuple[np.ndarray, int]:
         with self.lock:
             lst = self.free.get(nbytes)
             if lst:
-                raw = lst.pop()
+                mem = lst.pop()
                 self.cached -= nbytes
-                return raw
-        return np.empty(nbytes + _ALIGN, np.uint8)
+                return mem
+        raw = np.empty(nbytes + _ALIGN, np.uint8)
+        addr = raw.ctypes.data
+        return raw, addr + (-addr) % _ALIGN
 
-    def give(self, nbytes: int, raw: np.ndarray) -> None:
+    def give(self, nbytes: int, mem: Tuple[np.ndarray, int]) -> None:
         with self.lock:
             if nbytes > MAX_CACHED_BYTES:
                 return
-            self.free.setdefault(nbytes, []).append(raw)
+            self.free.setdefault(nbytes, []).append(mem)
             self.free.move_to_end(nbytes)
             self.cached += nbytes
             while self.cached > MAX_CACHED_BYTES and self.free:
@@ -78,32 +84,38 @@ _POOL = _Pool()
 class _Block:
     """Owns one pooled allocation while arrays use it; returns it to the pool when freed."""
 
-    __slots__ = ("raw", "nbytes", "__array_interface__")
+    __slots__ = ("mem", "nbytes", "__array_interface__")
 
-    def __init__(self, raw: np.ndarray, nbytes: int, shape, dtype: np.dtype):
-        self.raw = raw
+    def __init__(self, mem: Tuple[np.ndarray, int], nbytes: int, shape: tuple, typestr: str):
+        self.mem = mem
         self.nbytes = nbytes
-        addr = raw.ctypes.data
-        addr += (-addr) % _ALIGN
-        self.__array_interface__ = {"shape": tuple(shape), "typestr": dtype.str,
-                                    "data": (addr, False), "version": 3}
+        self.__array_interface__ = {"shape": shape, "typestr": typestr, "data": (mem[1], False),
+                                    "version": 3}
 
     def __del__(self):
         try:
-            _POOL.give(self.nbytes, self.raw)
+            _POOL.give(self.nbytes, self.mem)
         except Exception:  # interpreter shutdown
             pass
 
 
-def empty(shape, dtype: np.dtype, min_bytes: int = MIN_BYTES) -> np.ndarray:
-    """An uninitialized C-contiguous array, from the pool when it is ``min_bytes`` or more."""
+def allocator(shape, dtype, min_bytes: int = MIN_BYTES) -> Optional[Callable[[], np.ndarray]]:
+    """A function of no arguments that returns an uninitialized C-contiguous array of ``shape``
+    and ``dtype`` from the pool (its base a ``_Block``), or None where such an array does not
+    come from the pool (under ``min_bytes``, or a dtype of Python objects or without a byte
+    order). The executable calls it for every such output, from Python or from its native entry
+    (``Executable.native_call``); everything per array is worked out here, once."""
     dtype = np.dtype(dtype)
-    # math.prod, not np.prod: numpy's reduction machinery took ~2.5 us a call, 12 us of the
-    # train step's 5 outputs (0.1 us here)
+    shape = tuple(int(d) for d in shape)
+    # math.prod, not np.prod: numpy's reduction machinery took ~2.5 us a call
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < min_bytes or dtype.hasobject or dtype.str[0] not in "<>|=":
-        return np.empty(shape, dtype)
-    return np.asarray(_Block(_POOL.take(nbytes), nbytes, shape, dtype))
+        return None
+    typestr = dtype.str
+
+    def take() -> np.ndarray:
+        return np.asarray(_Block(_POOL.take(nbytes), nbytes, shape, typestr))
+    return take
 
 
 def cached_bytes() -> int:

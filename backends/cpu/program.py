@@ -341,26 +341,52 @@ def emit_call_entry(ctx: ModuleContext, run_fn: ir.Function, in_shapes, out_shap
     incref = lambda o: call(abi.CTX_INCREF, VOID, [PTR], [o])  # noqa: E731
     decref = lambda o: call(abi.CTX_DECREF, VOID, [PTR], [o])  # noqa: E731
     new_fty = [PTR, PTR, I32, PTR, PTR, PTR, I32, PTR]
+    vec_fty = [PTR, PTR, I64, PTR]
     dims_buf = b.alloca(I64, size=i64(max(1, max((len(s) for s in out_shapes), default=1))))
     null = ir.Constant(PTR, None)
     out_objs = []
+
+    def drop_made(extra=None):  # an allocation failed: drop the outputs made, free the arena
+        for prev in out_objs + ([extra] if extra is not None else []):
+            decref(prev)
+        release_arena()
+
     for j, shape in enumerate(out_shapes):
+        # an output of the recycled-output pool's size: its allocator (a callable of no
+        # arguments); any other: numpy's PyArray_NewFromDescr
+        alloc = slot(abi.CTX_DESCRS + nin + nout + j, PTR)
+        pooled = fn.append_basic_block("pooled")
+        plain = fn.append_basic_block("plain")
+        made = fn.append_basic_block("allocated")
+        failed = fn.append_basic_block("alloc_failed")
+        b.cbranch(b.icmp_unsigned("!=", alloc, null), pooled, plain)
+        b.position_at_end(pooled)
+        po = call(abi.CTX_VECTORCALL, PTR, vec_fty, [alloc, null, i64(0), null])
+        called = fn.append_basic_block("pool_returned")
+        b.cbranch(b.icmp_unsigned("==", po, null), failed, called)
+        b.position_at_end(called)
+        not_array = fn.append_basic_block("pool_not_array")
+        b.cbranch(b.icmp_unsigned("==", at(po, abi.PY_TYPE), ndarray), made, not_array)
+        b.position_at_end(not_array)  # not what the entry writes into: the Python path decides
+        drop_made(po)
+        b.branch(fallback_bb)
+        b.position_at_end(plain)
         descr = slot(abi.CTX_DESCRS + nin + j, PTR)
         incref(descr)  # PyArray_NewFromDescr steals a reference
         for d, n in enumerate(shape):
             b.store(i64(n), b.gep(dims_buf, [i64(d)], source_etype=I64))
-        o = call(abi.CTX_NEW_FROM_DESCR, PTR, new_fty,
-                 [ndarray, descr, ir.Constant(I32, len(shape)), dims_buf, null, null,
-                  ir.Constant(I32, 0), null])
-        ok = fn.append_basic_block("allocated")
-        failed = fn.append_basic_block("alloc_failed")
-        b.cbranch(b.icmp_unsigned("==", o, null), failed, ok)
-        b.position_at_end(failed)  # MemoryError is set: drop the outputs made, free the arena
-        for prev in out_objs:
-            decref(prev)
-        release_arena()
+        no = call(abi.CTX_NEW_FROM_DESCR, PTR, new_fty,
+                  [ndarray, descr, ir.Constant(I32, len(shape)), dims_buf, null, null,
+                   ir.Constant(I32, 0), null])
+        plain_end = b.block
+        b.cbranch(b.icmp_unsigned("==", no, null), failed, made)
+        b.position_at_end(failed)  # the exception (MemoryError, the allocator's) is set
+        drop_made()
         b.ret(null)
-        b.position_at_end(ok)
+        b.position_at_end(made)
+        o = b.phi(PTR)
+        o.add_incoming(po, called)
+        o.add_incoming(no, plain_end)
         out_objs.append(o)
         b.store(at(o, NP_ARRAY_DATA), b.gep(outs, [i64(j)], source_etype=PTR))
     nth = slot(abi.CTX_NTHREADS)
@@ -397,7 +423,6 @@ def emit_call_entry(ctx: ModuleContext, run_fn: ir.Function, in_shapes, out_shap
     b.position_at_end(as_tuple)
     b.ret(tup)
     b.position_at_end(finish)
-    vec_fty = [PTR, PTR, I64, PTR]
     one = b.alloca(PTR)
     b.store(tup, one)
     r = call(abi.CTX_VECTORCALL, PTR, vec_fty, [item(me, abi.SELF_FINISH), one, i64(1), null])

@@ -15,10 +15,15 @@
   dimension, C-contiguous and aligned flags), the guard cell (``hlo.config`` unchanged since
   the callable was made, no trace active) and the arena (free); on any mismatch it returns
   ``fallback(*args)`` (the full Python path, with all its checks and errors). Otherwise it
-  allocates the outputs (numpy's ``PyArray_NewFromDescr``), runs ``hlo_run`` (releasing the
-  GIL unless the program is tiny, decided when it is emitted), counts the hit in ``ctx`` and
-  returns the output (``OUT_SINGLE``), a tuple of them (``OUT_TUPLE``) or ``finish(tuple)``
-  (``OUT_FINISH``).
+  allocates the outputs: one whose ``CTX_DESCRS`` allocator slot (``ctx``'s last ``nout``
+  slots) holds a callable by calling it with no arguments (``PyObject_Vectorcall``: the
+  recycled-output pool's ``output_pool.allocator``; it must return an ndarray of the output's
+  shape and dtype, else the call goes to ``fallback``; when it raises, the call returns NULL
+  with its exception), any other with numpy's ``PyArray_NewFromDescr``. Then it runs
+  ``hlo_run`` (releasing the GIL unless the program is tiny, decided when it is emitted),
+  counts the hit in ``ctx`` and returns the output (``OUT_SINGLE``), a tuple of them
+  (``OUT_TUPLE``) or ``finish(tuple)`` (``OUT_FINISH``). An allocation that fails releases
+  the arena and the outputs made so far.
 - ``POOL_PTR``: a global the loader sets to the process-wide pool's ``parallel_for``.
 - ``HOST_CALL_PTR``: a global the runtime sets to its host-call dispatcher,
   ``i32 dispatch(i64 site, void **buffers)`` (operands then results of call site ``site``);
@@ -69,5 +74,6 @@ CTX_INCREF = 11        # Py_IncRef
 CTX_DECREF = 12        # Py_DecRef
 CTX_SAVE_THREAD = 13   # PyEval_SaveThread
 CTX_RESTORE_THREAD = 14  # PyEval_RestoreThread
-CTX_DESCRS = 15        # then one expected descr per input, then one per output
+CTX_DESCRS = 15        # then one expected descr per input, then one per output, then per
+                       # output its allocator (a callable of no arguments) or 0
 OUT_SINGLE, OUT_TUPLE, OUT_FINISH = 0, 1, 2

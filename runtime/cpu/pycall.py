@@ -4,7 +4,8 @@
 ``PyMethodDef`` kept alive by the function itself, ``METH_FASTCALL``) whose ``self`` is the
 tuple ``(ctx, fallback, finish, keep)``: ``ctx`` holds, per process and per callable, every
 address the native code uses (``abi.CTX_*``), ``keep`` everything those addresses point into
-(the executable's code, the descriptors, the arena, the method definition). The function
+(the executable's code, the descriptors, the outputs' allocators, the arena, the method
+definition). The function
 object owns all of it: nothing the native code reads can go away while it can run.
 
 ``available()`` says whether this interpreter and numpy have the object layout the native
@@ -146,20 +147,24 @@ def available() -> bool:
 
 
 def make(entry: int, keep: Any, descrs: Sequence[np.dtype], arena_size: int, nthreads: int,
-         fallback: Callable, finish) -> Optional[Callable]:
+         fallback: Callable, finish, allocators: Sequence[Optional[Callable]]) -> Optional[Callable]:
     """A builtin function running the ``hlo_call_py`` at address ``entry`` (see the module
     docstring); ``keep``: what must outlive it (the executable's code); ``descrs``: the input
-    then output dtypes; ``finish``: "single", "tuple" or a callable of the outputs' tuple. None
-    where ``available()`` is False."""
+    then output dtypes; ``finish``: "single", "tuple" or a callable of the outputs' tuple;
+    ``allocators``: per output, a function of no arguments that makes it (the recycled-output
+    pool's, ``output_pool.allocator``) or None (numpy's ``PyArray_NewFromDescr``). None where
+    ``available()`` is False."""
     if not available():
         return None
-    ctx = np.zeros(abi.CTX_DESCRS + len(descrs), np.int64)
+    allocators = tuple(allocators)
+    ctx = np.zeros(abi.CTX_DESCRS + len(descrs) + len(allocators), np.int64)
     ctx[abi.CTX_GUARD] = guard.ctypes.data
     ctx[abi.CTX_EPOCH] = guard[0]
     for slot, addr in _api.items():
         ctx[slot] = addr
     descrs = tuple(np.dtype(d) for d in descrs)
-    ctx[abi.CTX_DESCRS:] = [id(d) for d in descrs]
+    ctx[abi.CTX_DESCRS:abi.CTX_DESCRS + len(descrs)] = [id(d) for d in descrs]
+    ctx[abi.CTX_DESCRS + len(descrs):] = [0 if a is None else id(a) for a in allocators]
     ctx[abi.CTX_NTHREADS] = nthreads
     arena = None
     if arena_size:
@@ -172,7 +177,7 @@ def make(entry: int, keep: Any, descrs: Sequence[np.dtype], arena_size: int, nth
     else:
         ctx[abi.CTX_OUT_MODE] = abi.OUT_FINISH
     md = _PyMethodDef(b"hlo_call", entry, _METH_FASTCALL, None)
-    me = (ctx, fallback, finish, (md, keep, descrs, arena, guard))
+    me = (ctx, fallback, finish, (md, keep, descrs, allocators, arena, guard))
     new = ctypes.pythonapi.PyCFunction_NewEx
     new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.py_object, ctypes.c_void_p]
     return new(ctypes.addressof(md), me, None)
