@@ -325,7 +325,7 @@ def test_pooled_outputs_come_from_the_native_entry(case):
     expect = hlo.tree_util.tree_leaves(ref(*[a.astype(np.float64) for a in args]))
     for g, e in zip(leaves, expect):
         assert g.dtype == np.float32 and g.shape == np.shape(e)
-        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-3)
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-3)  # (f32 sums of 512K values)
     assert [_is_pooled(o) for o in leaves] == pooled
     # dropped, their blocks go back to the pool and the next call takes them again
     addrs = {o.ctypes.data for o, p in zip(leaves, pooled) if p}
