@@ -264,16 +264,41 @@ def test_misaligned_output_takes_the_plain_loop():
 
 def test_unaligned_fallback_stays_scalar_and_the_twin_vectorizes():
     """The plain loop of a streaming kernel runs only for buffers the runtime did not allocate:
-    it is kept out of the loop vectorizer (compile time), the ``.stream`` twin is vectorized."""
+    it is kept out of the loop vectorizer and its kernel is not optimized (compile time), the
+    ``.stream`` twin is vectorized."""
     from hlo.backends.cpu.target import compile_ir
-    _, mod, _ = compile_ir(compile_text(BIG).ir_text)
+    ir_text = compile_text(BIG).ir_text
+    _, mod, _ = compile_ir(ir_text)
     fns = dict(re.findall(r'define [^\n]*@"?(k\.[\w.]+)"?\(.*?\n(.*?)\n}', str(mod), re.S))
     plain = [n for n in fns if n.startswith("k.") and not n.endswith((".stream", ".task"))]
     assert plain and all(n + ".stream" in fns for n in plain)
+    defines = {m.group(1): m.group(0) for m in re.finditer(r'define [^\n]*@"?(k\.[\w.]+)"?\([^\n]*', ir_text)}
     for n in plain:
         assert "x float>" not in fns[n]
+        assert "optnone" in defines[n] and "optnone" not in defines[n + ".stream"]
         # any vector width: the vectorizer picks 4, 8 or 16 lanes (and interleaves) per target
         assert re.search(r"<(4|8|16|32|64) x float>", fns[n + ".stream"])
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_streaming_outputs_come_aligned_so_the_fallback_does_not_run(native, monkeypatch):
+    """Every output the runtime makes at the streaming size comes 64-byte aligned from the
+    output pool, through the native entry and the Python path alike: the unoptimized fallback
+    of a streaming kernel runs only for buffers made elsewhere."""
+    import hlo
+    from hlo.backends.cpu.streaming import NT_MIN_BYTES
+    monkeypatch.setenv("HLO_NATIVE_CALL", "1" if native else "0")
+    monkeypatch.setenv("HLO_CACHE", "0")
+    n = NT_MIN_BYTES // 4 // 1024 + 1
+    f = hlo.jit(lambda x: (x * 2.0 + 1.0, x - 1.0), target="cpu")
+    x = np.ones((n, 1024), np.float32)
+    held = []
+    for _ in range(3):
+        a, b = f(x)
+        assert a.nbytes >= NT_MIN_BYTES
+        assert a.ctypes.data % 64 == 0 and b.ctypes.data % 64 == 0
+        assert float(a[-1, -1]) == 3.0 and float(b[0, 0]) == 0.0
+        held.append(a)
 
 
 def test_small_outputs_do_not_stream():
