@@ -60,3 +60,38 @@ def test_a_second_caller_gets_zero_while_a_job_runs(monkeypatch):
     t.join(10)
     assert got == [1]
     assert parallel_for(fquick, None, 4, 2) == 1
+
+
+def test_each_thread_takes_its_own_range_first(monkeypatch):
+    """The chunks are cut into one range per thread: the caller takes the first range's chunks
+    in order from chunk 0, a worker starts in its own range (the second), and only then does
+    either take what is left of the other's; every item still runs once."""
+    import time
+    pool, parallel_for = _own_pool(monkeypatch, 4096)
+    n = 40
+    nch = min(n, 2 * tp.CHUNKS_PER_THREAD)
+    chunk = -(-n // nch)
+    nch = -(-n // chunk)
+    second = (nch // 2) * chunk        # the first item of the second thread's range
+    main = threading.get_ident()
+    worker_joined = 0
+    for job in range(30):
+        order = []
+
+        def task(args, lo, hi):
+            order.append((threading.get_ident(), lo, hi))
+            time.sleep(0.0005)   # lets the other thread take chunks meanwhile
+
+        fn = TASK(task)
+        assert parallel_for(fn, None, n, 2) == 1
+        seen = sorted(i for _, lo, hi in order for i in range(lo, hi))
+        assert seen == list(range(n))
+        mine = [lo for t, lo, _ in order if t == main]
+        theirs = [lo for t, lo, _ in order if t != main]
+        assert mine and mine[0] == 0
+        own = [lo for lo in mine if lo < second]
+        assert own == sorted(own) and mine[:len(own)] == own   # its range first, in order
+        if theirs:
+            worker_joined += 1
+            assert theirs[0] >= second, (job, order)   # the worker starts in its own range
+    assert worker_joined > 0
