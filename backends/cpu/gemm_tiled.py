@@ -77,11 +77,14 @@ PANEL_BLOCK_L2_FRACTION = 1 / 8
 # (loads of C) in a second shared body nearly doubled the train step's backend compile time
 # (348 -> 628 ms); ffn1 (1024 x 512 x 2048, one thread) would re-copy B per chunk: 187 -> 161.
 # Their whole row tiles, which read the panel from L1, also prefetch the next panel's rows of B
-# into L2, a line of each row per tile: the panel-filling tile otherwise waited on B from L3
+# into L2, a line of each row per tile (the last panel of a call: the first panel's rows of the
+# next block of the contraction): the panel-filling tile otherwise waited on B from L3
 # (simple_mlp's two 2 MiB weights do not stay in the two cores' L2). Product kernels in the
 # program, 2 threads, both built in one process and timed in alternation: simple_mlp 230 -> 241
 # GFLOP/s; linear_relu the same (its B stays in L2); one thread, 32 x 512 x 1024 231-240 ->
-# 220-224 us. For every filled panel (128 x 784 x 512 too): no better.
+# 220-224 us. With a block per panel (``dot._blocks``) every call has one panel, and without
+# the next block's rows simple_mlp fell 243 -> 221. For every filled panel (128 x 784 x 512
+# too): no better.
 SMALL_ITEM_TILES = 8
 # A chunk's rows of A (MC x KC) and, when the contraction is blocked, its rows of C (MC x
 # columns) stay in L2 while the panels pass over them: at most L2_FRACTION of the core's L2.
@@ -238,7 +241,7 @@ class _Core:
     tile of each panel copies it as it computes, else up to G panels are copied row by row of
     B first; bit 1, for B's rows no longer than a panel: the column-tail panel reads B in
     place; bit 2, for a small product: the whole tiles prefetch the next panel's rows into
-    L2), "gather" (B's columns strided: copied a vector gather at a time) or "bf16". ``acc`` != 0:
+    L2, or the next block's), "gather" (B's columns strided: copied a vector gather at a time) or "bf16". ``acc`` != 0:
     add to C (a later block of a blocked contraction)."""
 
     def __init__(self, cg, comp, mode: str, c_strided: bool = False, a_unit: bool = True):
@@ -782,11 +785,14 @@ def emit_core(ctx, comp, fn: ir.Function, mode: str, c_strided: bool = False, a_
                 if prefetching is not False:
                     # the next whole panel's rows of B, a line per tile, into L2 while these
                     # tiles run from the panel in L1; else the panel's own rows (in L1)
+                    # (the last panel: the first panel's rows of the next block of the
+                    # contraction, which the next call reads; past the last block, lines it
+                    # will not read: a prefetch never faults)
                     nxt = b.add(j0, i64(panel))
-                    on = b.icmp_unsigned("<=", b.add(nxt, i64(panel)), n_panels_end)
-                    if prefetching is not True:
-                        on = b.and_(on, prefetching)
-                    ahead = (b.select(on, elem_in(Bp, b.add(ob, nxt)), bpanel),
+                    last = b.icmp_unsigned(">", b.add(nxt, i64(panel)), n_panels_end)
+                    tgt = b.select(last, b.add(b.add(ob, b.mul(kc_cur[0], ldb)), n0), b.add(ob, nxt))
+                    on = ir.Constant(ir.IntType(1), 1) if prefetching is True else prefetching
+                    ahead = (b.select(on, elem_in(Bp, tgt), bpanel),
                              b.select(on, ldb, i64(NV * W)))
                 row_tiles(oa, ob, oc, m0, m1, j0, NV, True, filling, ahead=ahead)
                 cur_panel[0] = i64(0)

@@ -528,3 +528,26 @@ func @main(%a: {_t("f32", [m, k])}, %b: {_t("f32", [k, 1024])}) -> ({_t("f32", [
             rng = np.random.default_rng(3)
             a, b = _rand(rng, "f32", (m, k)), _rand(rng, "f32", (k, 1024))
             np.testing.assert_allclose(exe.run([a, b])[0], a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("M,N,whole,panels", [
+    (32, 1024, "", True),      # simple_mlp's first product: a block per panel, rows whole
+    (32, 256, "rows", True),   # linear_relu (an epilogue): rows stay whole anyway
+    (32, 512, "cols", False),  # computed transposed: panels would divide C's rows
+    (128, 512, "", False),     # more row tiles than a small product has
+])
+def test_small_products_get_a_block_per_panel(M, N, whole, panels):
+    """A product of a few row tiles is cut into one block per panel of columns (its rows
+    whole), so each block's C stays in L1 across the blocks of its contraction."""
+    import hlo.backends.cpu.dot as dot
+    from hlo.backends.cpu.gemm_tiled import SMALL_ITEM_TILES, register_tile, vector_lanes
+    from hlo.ir.types import f32
+
+    class Cg:
+        threads = 2
+
+    mr, nv = register_tile()
+    panel = nv * vector_lanes(f32)
+    assert (M <= SMALL_ITEM_TILES * mr) == (M == 32)
+    got = dot._blocks(Cg(), 1, M, N, 512, whole)
+    assert (got == (M, panel)) == panels, got
