@@ -82,9 +82,10 @@ PANEL_BLOCK_L2_FRACTION = 1 / 8
 # (simple_mlp's two 2 MiB weights do not stay in the two cores' L2). Product kernels in the
 # program, 2 threads, both built in one process and timed in alternation: simple_mlp 230 -> 241
 # GFLOP/s; linear_relu the same (its B stays in L2); one thread, 32 x 512 x 1024 231-240 ->
-# 220-224 us. With a block per panel (``dot._blocks``) every call has one panel, and without
-# the next block's rows simple_mlp fell 243 -> 221. For every filled panel (128 x 784 x 512
-# too): no better.
+# 220-224 us. With a block per panel (``dot._blocks``) every call has one panel: its tiles
+# prefetch the next block of the contraction (without, simple_mlp fell 243 -> 221), and those
+# of an item's last block the next item's first panel (simple_mlp 245 -> 263). For every
+# filled panel (128 x 784 x 512 too): no better.
 SMALL_ITEM_TILES = 8
 # A chunk's rows of A (MC x KC) and, when the contraction is blocked, its rows of C (MC x
 # columns) stay in L2 while the panels pass over them: at most L2_FRACTION of the core's L2.
@@ -241,7 +242,8 @@ class _Core:
     tile of each panel copies it as it computes, else up to G panels are copied row by row of
     B first; bit 1, for B's rows no longer than a panel: the column-tail panel reads B in
     place; bit 2, for a small product: the whole tiles prefetch the next panel's rows into
-    L2, or the next block's), "gather" (B's columns strided: copied a vector gather at a time) or "bf16". ``acc`` != 0:
+    L2, the last panel's tiles those of the next call: at element ``csB`` of B when that is
+    >= 0, else the first panel's next block of the contraction), "gather" (B's columns strided: copied a vector gather at a time) or "bf16". ``acc`` != 0:
     add to C (a later block of a blocked contraction)."""
 
     def __init__(self, cg, comp, mode: str, c_strided: bool = False, a_unit: bool = True):
@@ -281,7 +283,9 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
     em = make_emitter(kb, ereads, epi[1]) if epi is not None else None
     rsA, csA = A.rs or 0, A.cs or 0
     ldb, ldc = Bv.rs or 0, C.rs or 0
-    csB = Bv.cs or 0
+    # B's column stride; with B's columns adjacent (no stride to pass) the body reads ``csB`` as
+    # where the next call starts (a prefetch target, see ``_Core``), -1 for none
+    csB = (Bv.cs or 0) if Bv.cs not in (1, None) else -1
     b_contig = Bv.cs in (1, None)
     batch_dims = [(n, sa, sb, sc) for (n, sa), (_, sb), (_, sc) in zip(A.batch, Bv.batch, C.batch)]
     MB, NB = blocks
@@ -340,9 +344,17 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
                     k0 = b.mul(kk, i64(KC))
                     left_k = b.sub(i64(K), k0)
                     kc = b.select(b.icmp_signed("<", left_k, i64(KC)), left_k, i64(KC))
+                    st = strides
+                    if ahead:
+                        # the last block's last panel prefetches the next item's first panel
+                        # (passed as csB, which B with adjacent columns does not use)
+                        last_k = b.icmp_unsigned("==", kk, i64(NK - 1))
+                        has_next = b.icmp_unsigned("<", n1, i64(N))
+                        nxt_at = b.select(b.and_(last_k, has_next), b.add(ob, n1), i64(-1))
+                        st = strides[:5] + (nxt_at,) + strides[6:]
                     core.call(b, Cp, Ap, Bp, bpanel, b.add(oa, b.mul(k0, i64(csA))),
                               b.add(ob, b.mul(k0, i64(ldb))), oc, m0, m1, n0, n1, kc,
-                              b.zext(b.icmp_unsigned("!=", kk, i64(0)), I64), *strides)
+                              b.zext(b.icmp_unsigned("!=", kk, i64(0)), I64), *st)
             if epi is not None:
                 epilogue_fn(kb, em, epi, C.ref, bi, m0, rows, n0, cols)
 
@@ -790,7 +802,10 @@ def emit_core(ctx, comp, fn: ir.Function, mode: str, c_strided: bool = False, a_
                     # will not read: a prefetch never faults)
                     nxt = b.add(j0, i64(panel))
                     last = b.icmp_unsigned(">", b.add(nxt, i64(panel)), n_panels_end)
-                    tgt = b.select(last, b.add(b.add(ob, b.mul(kc_cur[0], ldb)), n0), b.add(ob, nxt))
+                    nxt_block = b.add(b.add(ob, b.mul(kc_cur[0], ldb)), n0)
+                    if mode == "contig":   # csB >= 0: where the next call starts (the next item)
+                        nxt_block = b.select(b.icmp_signed(">=", csB, i64(0)), csB, nxt_block)
+                    tgt = b.select(last, nxt_block, b.add(ob, nxt))
                     on = ir.Constant(ir.IntType(1), 1) if prefetching is True else prefetching
                     ahead = (b.select(on, elem_in(Bp, tgt), bpanel),
                              b.select(on, ldb, i64(NV * W)))
