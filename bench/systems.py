@@ -446,8 +446,11 @@ class HloSystem(System):
         return {"hlo": getattr(hlo, "__version__", "?")}
 
 
-# The profiled run of ``product_rate``: a few calls, at least this long (after one warm-up call)
-PROFILE_MIN_S = 0.05
+# The profiled run of ``product_rate``: calls for PROFILE_WARMUP_S (not counted), then at least
+# PROFILE_MIN_CALLS calls and PROFILE_MIN_S seconds. (With one warm-up call and 0.05 s, the
+# train step's products read 256 GFLOP/s in one make bench run, 281-307 in longer runs.)
+PROFILE_WARMUP_S = 0.1
+PROFILE_MIN_S = 0.3
 PROFILE_MIN_CALLS = 3
 
 
@@ -458,7 +461,8 @@ def product_rate(lowered, inputs) -> dict:
     (``product_GFLOPs``), with their share of the calls' wall time. Empty for a program
     without float products."""
     from hlo.backends.cpu.gemm_profile import profile_calls
-    prof = profile_calls(lowered.compile(profile=True), inputs, PROFILE_MIN_S, PROFILE_MIN_CALLS)
+    prof = profile_calls(lowered.compile(profile=True), inputs, PROFILE_MIN_S, PROFILE_MIN_CALLS,
+                         PROFILE_WARMUP_S)
     g = prof.product_gflops
     if g is None:
         return {}

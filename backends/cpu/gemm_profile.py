@@ -38,10 +38,15 @@ def _median_time(fn, min_time: float = 0.2, reps: int = 5) -> float:
     return statistics.median(ts)
 
 
-def profile_calls(compiled, args, min_time: float = 0.2, min_calls: int = 3) -> Profile:
-    """The in-program profile of calls of ``compiled`` (a profiled build) on ``args``: one
-    warm-up call, not counted, then at least ``min_calls`` calls and ``min_time`` seconds."""
+def profile_calls(compiled, args, min_time: float = 0.2, min_calls: int = 3,
+                  warmup: float = 0.0) -> Profile:
+    """The in-program profile of calls of ``compiled`` (a profiled build) on ``args``: calls
+    for ``warmup`` seconds (at least one), not counted, then at least ``min_calls`` calls and
+    ``min_time`` seconds."""
+    t_end = time.perf_counter() + warmup
     compiled(*args)
+    while time.perf_counter() < t_end:
+        compiled(*args)
     compiled.reset_profile()
     n, t_end = 0, time.perf_counter() + min_time
     while n < min_calls or time.perf_counter() < t_end:
