@@ -44,9 +44,9 @@ import llvmlite.ir as ir
 # is bumped when it changes meaning.
 CORE_PREFIX = "hlo.gemm_core"
 CORE_ARGS = ("C", "A", "B", "panel", "oa", "ob", "oc", "m0", "m1", "n0", "n1", "kc", "acc",
-             "pstride", "G", "rsA", "csA", "ldb", "csB", "ldc", "fill", "csC")
+             "pstride", "G", "rsA", "csA", "ldb", "csB", "ldc", "fill", "csC", "nxt")
 CORE_FNTY = ir.FunctionType(ir.VoidType(), [ir.PointerType()] * 4 + [ir.IntType(64)] * (len(CORE_ARGS) - 4))
-CORE_ABI = 1
+CORE_ABI = 2
 
 
 @dataclass(frozen=True)

@@ -242,9 +242,9 @@ class _Core:
     tile of each panel copies it as it computes, else up to G panels are copied row by row of
     B first; bit 1, for B's rows no longer than a panel: the column-tail panel reads B in
     place; bit 2, for a small product: the whole tiles prefetch the next panel's rows into
-    L2, the last panel's tiles those of the next call: at element ``csB`` of B when that is
-    >= 0, else the first panel's next block of the contraction), "gather" (B's columns strided: copied a vector gather at a time) or "bf16". ``acc`` != 0:
-    add to C (a later block of a blocked contraction)."""
+    L2, the last panel's tiles the rows that the next call starts at, element ``nxt`` of B,
+    none where it is -1), "gather" (B's columns strided: copied a vector gather at a time) or
+    "bf16". ``acc`` != 0: add to C (a later block of a blocked contraction)."""
 
     def __init__(self, cg, comp, mode: str, c_strided: bool = False, a_unit: bool = True):
         spec = library_body(comp.name, mode, c_strided, a_unit)
@@ -283,9 +283,7 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
     em = make_emitter(kb, ereads, epi[1]) if epi is not None else None
     rsA, csA = A.rs or 0, A.cs or 0
     ldb, ldc = Bv.rs or 0, C.rs or 0
-    # B's column stride; with B's columns adjacent (no stride to pass) the body reads ``csB`` as
-    # where the next call starts (a prefetch target, see ``_Core``), -1 for none
-    csB = (Bv.cs or 0) if Bv.cs not in (1, None) else -1
+    csB = Bv.cs or 0
     b_contig = Bv.cs in (1, None)
     batch_dims = [(n, sa, sb, sc) for (n, sa), (_, sb), (_, sc) in zip(A.batch, Bv.batch, C.batch)]
     MB, NB = blocks
@@ -338,23 +336,23 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
             m1 = b.add(m0, rows)
             strides = (KC * NV, G, rsA, csA, ldb, csB, ldc, fill | direct << 1 | ahead << 2, C.cs or 0)
             if NK == 1:
-                core.call(b, Cp, Ap, Bp, bpanel, oa, ob, oc, m0, m1, n0, n1, K, 0, *strides)
+                core.call(b, Cp, Ap, Bp, bpanel, oa, ob, oc, m0, m1, n0, n1, K, 0, *strides, -1)
             else:
                 with for_range(b, i64(0), i64(NK), "kb") as kk:
                     k0 = b.mul(kk, i64(KC))
                     left_k = b.sub(i64(K), k0)
                     kc = b.select(b.icmp_signed("<", left_k, i64(KC)), left_k, i64(KC))
-                    st = strides
+                    nxt = i64(-1)
                     if ahead:
-                        # the last block's last panel prefetches the next item's first panel
-                        # (passed as csB, which B with adjacent columns does not use)
+                        # where the next call starts: this item's next block of the contraction,
+                        # after its last block the next item's first panel (none after the last)
                         last_k = b.icmp_unsigned("==", kk, i64(NK - 1))
-                        has_next = b.icmp_unsigned("<", n1, i64(N))
-                        nxt_at = b.select(b.and_(last_k, has_next), b.add(ob, n1), i64(-1))
-                        st = strides[:5] + (nxt_at,) + strides[6:]
+                        next_block = b.add(b.add(ob, b.mul(b.add(k0, i64(KC)), i64(ldb))), n0)
+                        next_item = b.select(b.icmp_unsigned("<", n1, i64(N)), b.add(ob, n1), i64(-1))
+                        nxt = b.select(last_k, next_item, next_block)
                     core.call(b, Cp, Ap, Bp, bpanel, b.add(oa, b.mul(k0, i64(csA))),
                               b.add(ob, b.mul(k0, i64(ldb))), oc, m0, m1, n0, n1, kc,
-                              b.zext(b.icmp_unsigned("!=", kk, i64(0)), I64), *st)
+                              b.zext(b.icmp_unsigned("!=", kk, i64(0)), I64), *strides, nxt)
             if epi is not None:
                 epilogue_fn(kb, em, epi, C.ref, bi, m0, rows, n0, cols)
 
@@ -397,7 +395,7 @@ def emit_core(ctx, comp, fn: ir.Function, mode: str, c_strided: bool = False, a_
     fma_v = ctx.intrinsic("fma", vty, 3)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     (Cp, Ap, Bp, bpanel, oa0, ob0, oc, m0, m1, n0, n1, kc, acc, pstride, G,
-     rsA, csA, ldb, csB, ldc, fill, csC) = fn.args
+     rsA, csA, ldb, csB, ldc, fill, csC, nxt) = fn.args
     if a_unit:
         csA = i64(1)
     pairs = mode == "bf16"   # A and B bf16 (i16 bits), C and the accumulators f32
@@ -796,17 +794,13 @@ def emit_core(ctx, comp, fn: ir.Function, mode: str, c_strided: bool = False, a_
                 ahead = None
                 if prefetching is not False:
                     # the next whole panel's rows of B, a line per tile, into L2 while these
-                    # tiles run from the panel in L1; else the panel's own rows (in L1)
-                    # (the last panel: the first panel's rows of the next block of the
-                    # contraction, which the next call reads; past the last block, lines it
-                    # will not read: a prefetch never faults)
-                    nxt = b.add(j0, i64(panel))
-                    last = b.icmp_unsigned(">", b.add(nxt, i64(panel)), n_panels_end)
-                    nxt_block = b.add(b.add(ob, b.mul(kc_cur[0], ldb)), n0)
-                    if mode == "contig":   # csB >= 0: where the next call starts (the next item)
-                        nxt_block = b.select(b.icmp_signed(">=", csB, i64(0)), csB, nxt_block)
-                    tgt = b.select(last, nxt_block, b.add(ob, nxt))
-                    on = ir.Constant(ir.IntType(1), 1) if prefetching is True else prefetching
+                    # tiles run from the panel in L1; the last panel's tiles prefetch where the
+                    # next call starts (``nxt``); with nothing to fetch, the panel's own rows
+                    # (in L1)
+                    nxt_panel = b.add(j0, i64(panel))
+                    last = b.icmp_unsigned(">", b.add(nxt_panel, i64(panel)), n_panels_end)
+                    tgt = b.select(last, nxt, b.add(ob, nxt_panel))
+                    on = b.and_(prefetching, b.icmp_signed(">=", tgt, i64(0)))
                     ahead = (b.select(on, elem_in(Bp, tgt), bpanel),
                              b.select(on, ldb, i64(NV * W)))
                 row_tiles(oa, ob, oc, m0, m1, j0, NV, True, filling, ahead=ahead)
