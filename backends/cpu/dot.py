@@ -328,7 +328,8 @@ def _whole(epi, K: int, transposed: bool) -> str:
     return "cols" if transposed else "rows"
 
 
-def _blocks(cg: Codegen, Bn: int, M: int, N: int, K: int = 0, whole: str = ""):
+def _blocks(cg: Codegen, Bn: int, M: int, N: int, K: int = 0, whole: str = "",
+            panels: bool = True):
     """(rows, cols) per parallel item. A batch with enough matrices to keep every thread busy
     takes whole matrices. Otherwise each matrix is cut into a grid of blocks, one per thread,
     shaped to pack the least: every ?gemm call packs its block of A (rows x K) and of B (K x cols), so a
@@ -340,15 +341,16 @@ def _blocks(cg: Codegen, Bn: int, M: int, N: int, K: int = 0, whole: str = ""):
     block; the FFN's 1024 x 2048 x 512 (a blocked contraction) as 4 x 1 blocks ran at 165-169
     GFLOP/s of one thread's CPU time, as 2 x 2 at 151-158 (1024 x 512 x 512 as 4 x 1 and
     1024 x 512 x 2048 as 2 x 2: the same as before within noise). One block per thread, not
-    two (a spare each, for a thread slowed by other work): the pool hands blocks out through an
-    atomic counter, so with two each a thread got other blocks from call to call and read
-    their B from the other core's L2 or from L3. Product kernels in the program, 2 threads of
-    an AVX-512 Xeon, both grids built in one process and timed in alternation: simple_mlp
-    246 -> 253 GFLOP/s, linear_relu 256 -> 264, mlp_train_step 291 -> 296; the transformer
-    layer and ln_linear_gelu_res the same.
+    two (a spare each, for a thread slowed by other work): when the pool still handed blocks
+    out through one atomic counter, with two each a thread got other blocks from call to call
+    and read their B from the other core's L2 or from L3. Product kernels in the program, 2
+    threads of an AVX-512 Xeon, both grids built in one process and timed in alternation:
+    simple_mlp 246 -> 253 GFLOP/s, linear_relu 256 -> 264, mlp_train_step 291 -> 296; the
+    transformer layer and ln_linear_gelu_res the same.
 
-    A product of a few row tiles (at most ``gemm_tiled.SMALL_ITEM_TILES``, whose contraction is
-    blocked to keep each panel in L1) is cut into a block per panel of columns instead, its
+    On the generated GEMM (``panels``), a product of a few row tiles (at most
+    ``gemm_tiled.SMALL_ITEM_TILES``, whose contraction is blocked to keep each panel in L1) is
+    cut into a block per panel of columns instead, its
     rows whole: a thread then runs every block of the contraction on one panel while that
     panel's C stays in L1, where a block of several panels had read its C back from L2 for
     each. The pool gives every thread the same contiguous range of blocks from call to call.
@@ -356,24 +358,26 @@ def _blocks(cg: Codegen, Bn: int, M: int, N: int, K: int = 0, whole: str = ""):
     GFLOP/s; simple_mlp and the train step the same.
 
     ``whole`` ("rows" or "cols"): for a product whose epilogue reads its C block back
-    (``_block_epilogue``), or whose C takes few multiply-adds an element (``STORE_BOUND_K``), and whose rows (columns, when it is computed transposed) lie
-    contiguous in memory, a grid that divides them costs M * N / 2 elements more. Where two
+    (``_block_epilogue``), or whose C takes few multiply-adds an element (``STORE_BOUND_K``),
+    and whose rows (columns, when it is computed transposed) lie contiguous in memory, a grid
+    that divides them costs M * N / 2 elements more. Where two
     threads write the two halves of each row at once, the epilogue's pass over a block meets
     lines that the other core holds modified (the hardware prefetchers read ahead across the
     block's edge): the train step's 784 x 128 x 512 with the SGD update fused, 2 threads of an
     AVX-512 Xeon, took 0.48 ms as 2 x 2 blocks and 0.38 as 4 x 1 (the product alone 0.32 and
     0.33; with a plain scale epilogue 0.48 and 0.33), about 0.25 ns per element of C where a
-    packed element costs about 0.5. Its forward 128 x 784 x 512 (bias and relu) stays 1 x 4:
-    as 4 x 1 it packs B's 784 x 512 four times, 0.37 -> 0.50 ms."""
+    packed element costs about 0.5. (Measured with 4 blocks; its forward 128 x 784 x 512, bias
+    and relu, kept column blocks: as 4 x 1 it packed B's 784 x 512 four times, 0.37 -> 0.50
+    ms.)"""
     T = cg.threads
     if T <= 1 or Bn >= 2 * T or 2 * Bn * M * N * max(K, 1) < GEMM_PARALLEL_MIN_FLOPS:
         return M, N
     want = -(-T // Bn)
     mr, nv = register_tile()
     panel = nv * vector_lanes(F32_T)
-    if M <= SMALL_ITEM_TILES * mr and N >= T * panel and whole != "cols":
+    if panels and M <= SMALL_ITEM_TILES * mr and N >= T * panel and whole != "cols":
         return M, panel   # a product of a few row tiles: a block per panel (see above)
-    grids = []   # (undivided as asked, cost, rows, cols)
+    grids = []   # (cost, -row blocks, rows, cols)
     for mb in range(1, want + 1):
         if want % mb:
             continue
@@ -426,7 +430,7 @@ def _blas_kernel(cg, blas, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, B
     em = make_emitter(kb, ereads, env2) if epi is not None else None
     assert len(A.batch) == len(Bv.batch) == len(C.batch)
     batch_dims = [(n, sa, sb, sc) for (n, sa), (_, sb), (_, sc) in zip(A.batch, Bv.batch, C.batch)]
-    MB, NB = _blocks(cg, Bn, M, N, K, _whole(epi, K, swapped))
+    MB, NB = _blocks(cg, Bn, M, N, K, _whole(epi, K, swapped), panels=False)
     mblocks, nblocks = -(-M // MB), -(-N // NB)
     per_batch = mblocks * nblocks
     n_ = lambda v: b.trunc(v, ity) if blas.int_bits < 64 else v

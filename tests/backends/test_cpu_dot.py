@@ -303,7 +303,7 @@ def test_tiled_gemm_emits_the_tiles_every_block_needs(monkeypatch, blocks):
     theirs (23 rows in blocks of 7 leave 2; 45 columns in blocks of 20 leave 5: a scalar tail)."""
     import hlo.backends.cpu.dot as dot
     monkeypatch.setenv("HLO_CPU_GEMM", "generated")
-    monkeypatch.setattr(dot, "_blocks", lambda cg, Bn, M, N, K=0, whole="": blocks)
+    monkeypatch.setattr(dot, "_blocks", lambda cg, Bn, M, N, K=0, whole="", panels=True: blocks)
     m, k, n = 23, 17, 45
     src = f"""module @m
 
@@ -551,3 +551,5 @@ def test_small_products_get_a_block_per_panel(M, N, whole, panels):
     assert (M <= SMALL_ITEM_TILES * mr) == (M == 32)
     got = dot._blocks(Cg(), 1, M, N, 512, whole)
     assert (got == (M, panel)) == panels, got
+    # the BLAS's calls pack their own blocks: it keeps the grid that packs the least
+    assert dot._blocks(Cg(), 1, M, N, 512, whole, panels=False) != (M, panel)
