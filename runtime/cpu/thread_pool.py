@@ -18,7 +18,7 @@ between the cores' L2 caches from call to call): product kernels in the program,
 an AVX-512 Xeon, alternating processes, linear_relu 249-264 -> 268-299 GFLOP/s, simple_mlp
 203-234 -> 239-262; softmax 4.31-4.63 -> 4.17-4.20 ms; the others the same.
 Workers join a job when they wake up; the caller never waits for one that has not joined (it
-closes the job once its own chunks run out), so a descheduled worker costs nothing. The
+closes the job once no chunk is left in any range), so a descheduled worker costs nothing. The
 workers persist (a BLAS called inside a kernel keeps its per-thread buffers) and sleep on a
 condition variable between jobs. One job runs at a time; a concurrent caller gets 0 back
 (try-lock failed) and runs its loop itself.
@@ -125,8 +125,8 @@ def build_pool_module() -> str:
     detach = ctx.declare("pthread_detach", I32, [I64])
 
     # run_chunks(me) -> chunks taken. Thread ``me`` (0: the caller, 1 + w: worker w) first takes
-    # the chunks of its own range, in order, then those left in the other threads' ranges
-    # (theirs first from their own ends: each range has one counter, so a chunk is taken once).
+    # the chunks of its own range, in order, then those left in the other threads' ranges, in
+    # the same order (each range has one counter, so a chunk is taken once).
     rc = ir.Function(m, ir.FunctionType(I64, [I64]), name="pool.run_chunks")
     rc.linkage = "internal"
     me = rc.args[0]
