@@ -231,7 +231,9 @@ class Executable(Signature):
 
     def reset_profile(self) -> None:
         """Zero a profiled build's counters (calls running meanwhile may be half counted)."""
-        self.profile()  # the error for an unprofiled build
+        if self._counters is None:
+            from .profile import NOT_PROFILED, NotProfiledError
+            raise NotProfiledError(NOT_PROFILED)
         self._counters[...] = 0
 
     def _raise_host_error(self) -> None:

@@ -123,20 +123,24 @@ class ProfileMethods:
     def _runtime_executable(self):
         raise NotImplementedError
 
+    def _profiled(self, method: str):
+        """The runtime executable's ``method``; ``NotProfiledError`` where it has none (an
+        executable of another target)."""
+        fn = getattr(self._runtime_executable(), method, None)
+        if fn is None:
+            raise NotProfiledError(NOT_PROFILED)
+        return fn
+
     def profile(self) -> Profile:
         """The in-program profile of every call since the build was loaded or last reset:
         per step (schedule order) its calls, time and, for a matrix product, FLOPs and GFLOP/s
         (``hlo.runtime.profile.Profile``). Raises ``NotProfiledError`` unless the executable
         was compiled with ``profile=True``."""
-        prof = getattr(self._runtime_executable(), "profile", None)
-        if prof is None:
-            raise NotProfiledError(NOT_PROFILED)
-        return prof()
+        return self._profiled("profile")()
 
     def reset_profile(self) -> None:
-        """Zero the profile's counters."""
-        self.profile()  # the error for an unprofiled build
-        self._runtime_executable().reset_profile()
+        """Zero the profile's counters (``NotProfiledError`` for an unprofiled build)."""
+        self._profiled("reset_profile")()
 
     def profile_report(self, limit: Optional[int] = None) -> str:
         """``profile().report(limit)``: the steps by time, longest first, with totals."""

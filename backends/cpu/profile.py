@@ -4,10 +4,10 @@ the records of the manifest's ``profile`` entry, one per counter slot of the pro
 
 A record names the step (its kernel, ``copy`` or ``host_call#N``), the op it was lowered from
 (``op``: a fusion's kind and name, or the op's name, then its result types; empty for the copies
-of results that no op made), the step's own description (``what``) and, for a product kernel,
-the control flow around it (``where``: '' at the top level, ``while0.body``, ...) and, for a
-product kernel, the FLOPs of one run (``2*B*M*K*N`` of its floating-point ``dot_general``; 0 for
-an integer one), the product's ``gemm`` shape ``[B, M, K, N]`` and its operands' ``dtype``. A product kernel is
+of results that no op made), the step's own description (``what``), the control flow around
+it (``where``: '' at the top level, ``while0.body``, ...) and, for a product kernel, the FLOPs
+of one run (``2*B*M*K*N`` of its floating-point ``dot_general``; 0 for an integer one), the
+product's ``gemm`` shape ``[B, M, K, N]`` and its operands' ``dtype``. A product kernel is
 a kernel the CPU's ``dot`` lowering emits for the matrix product itself (``product_kernels``:
 the ``gemm`` family; not the loops that copy its operands into a canonical form or its result
 out of one, which do no arithmetic of the product).
