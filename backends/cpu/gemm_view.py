@@ -3,8 +3,9 @@
 A GEMM (BLAS ``?gemm``) reads a matrix from any base pointer with one stride per row (the
 leading dimension) and contiguous columns, or the transpose. A batched product adds one stride
 per batch dimension. Many dot operands are such views of a buffer that already exists: the
-buffer itself in a permuted layout, or a chain of reshapes and transposes of it inside a
-fusion (attention's ``[B,S,H*D] -> [B,H,S,D]`` head split is one). ``element_strides`` follows
+buffer itself in a permuted layout, or a chain of reshapes, transposes and slices of it inside
+a fusion (attention's ``[B,S,H*D] -> [B,H,S,D]`` head split is one; a slice of a weight's rows
+or columns is another: a window of the buffer, at an offset). ``element_strides`` follows
 those chains to the buffer and gives the element stride of each of the value's dimensions, so
 the product reads the bytes where they are instead of copying them into canonical form first.
 ``MatrixView`` then groups those strides into the (batch, row, column) shape of one operand.
@@ -18,14 +19,15 @@ from hlo.ir.core import Value
 from ..llvm_util import i64, strides_of
 from .program import BufRef
 
-_VIEW_OPS = ("reshape", "transpose")
+_VIEW_OPS = ("reshape", "transpose", "slice")
 
 
-def element_strides(v: Value, env: Dict[Value, BufRef]) -> Optional[Tuple[Value, List[int]]]:
-    """(buffered value, element stride of each dimension of ``v``) when ``v`` reads a buffer in
-    ``env`` at an affine index (a chain of reshapes and transposes of it); None otherwise."""
+def element_strides(v: Value, env: Dict[Value, BufRef]) -> Optional[Tuple[Value, int, List[int]]]:
+    """(buffered value, element offset, element stride of each dimension of ``v``) when ``v``
+    reads a buffer in ``env`` at an affine index (a chain of reshapes, transposes and slices of
+    it); None otherwise."""
     if v in env:
-        return v, strides_of(v.type)
+        return v, 0, strides_of(v.type)
     op = v.op
     if op is None or op.name not in _VIEW_OPS or len(op.operands) != 1:
         return None
@@ -35,12 +37,16 @@ def element_strides(v: Value, env: Dict[Value, BufRef]) -> Optional[Tuple[Value,
     inner = element_strides(x, env)
     if inner is None:
         return None
-    base, s = inner
+    base, off, s = inner
     if op.name == "transpose":
         perm = op.attrs["permutation"]
-        return base, [s[p] for p in perm]
+        return base, off, [s[p] for p in perm]
+    if op.name == "slice":   # a window of x, every step-th element: start offset, strides x step
+        start = op.attrs["start_indices"]
+        step = op.attrs.get("strides") or (1,) * len(start)
+        return base, off + sum(i * st for i, st in zip(start, s)), [st * k for st, k in zip(s, step)]
     r = _reshape_strides(list(x.shape), s, list(v.shape))
-    return None if r is None else (base, r)
+    return None if r is None else (base, off, r)
 
 
 def _reshape_strides(shape: List[int], strides: List[int], new: List[int]) -> Optional[List[int]]:
@@ -122,13 +128,20 @@ def matrix_view(v: Value, env: Dict[Value, BufRef], batch_dims, row_dims, col_di
     r = element_strides(v, env)
     if r is None:
         return None
-    base, s = r
+    base, off, s = r
     rows = merge_group([v.shape[d] for d in row_dims], [s[d] for d in row_dims])
     cols = merge_group([v.shape[d] for d in col_dims], [s[d] for d in col_dims])
     if rows is None or cols is None:
         return None
     batch = [(v.shape[d], s[d]) for d in batch_dims if v.shape[d] != 1]
-    return MatrixView(env[base], batch, rows[0], cols[0], rows[1], cols[1])
+    ref = env[base]
+    if off or any(n == 0 for n in v.shape):
+        # a window of the buffer: the bytes from its first element to its last
+        item = v.dtype.itemsize
+        span = 0 if any(n == 0 for n in v.shape) else \
+            (sum((n - 1) * st for n, st in zip(v.shape, s)) + 1) * item
+        ref = BufRef(ref.kind, ref.index, ref.offset + off * item, span)
+    return MatrixView(ref, batch, rows[0], cols[0], rows[1], cols[1])
 
 
 def canonical_view(ref: BufRef, batch: Sequence[int], R: int, C: int) -> MatrixView:

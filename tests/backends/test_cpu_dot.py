@@ -135,6 +135,61 @@ def test_head_views_need_no_operand_copies():
     assert "dot result" not in exe.steps_text, exe.steps_text
 
 
+# Windows of a weight as products' operands: its first rows, a block of rows and columns, every
+# third column (B's columns gathered into the panel), A's strided columns; and a batched window
+# (every other matrix of a batch, a few rows of each).
+WINDOWS = """module @m
+
+func @main(%x: f32[9,40], %w: f32[50,70], %q: f32[6,7,8], %k: f32[6,8,9]) -> (f32[9,70], f32[9,21], f32[9,13], f32[3,5,9]) {
+  %0 = fusion(%x, %w) {kind = "output"} : f32[9,70] {
+    ^fused(%1: f32[9,40], %2: f32[50,70]):
+      %3 = slice(%2) {limit_indices = [40, 70], start_indices = [0, 0]} : f32[40,70]
+      %4 = dot_general(%1, %3) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[9,70]
+      return(%4)
+  }
+  %5 = fusion(%x, %w) {kind = "output"} : f32[9,21] {
+    ^fused(%6: f32[9,40], %7: f32[50,70]):
+      %8 = slice(%7) {limit_indices = [47, 63], start_indices = [7, 0], strides = [1, 3]} : f32[40,21]
+      %9 = dot_general(%6, %8) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[9,21]
+      return(%9)
+  }
+  %10 = fusion(%x, %w) {kind = "output"} : f32[9,13] {
+    ^fused(%11: f32[9,40], %12: f32[50,70]):
+      %13 = slice(%11) {limit_indices = [9, 39], start_indices = [0, 1], strides = [1, 2]} : f32[9,19]
+      %14 = slice(%12) {limit_indices = [31, 68], start_indices = [12, 55]} : f32[19,13]
+      %15 = dot_general(%13, %14) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[9,13]
+      return(%15)
+  }
+  %16 = fusion(%q, %k) {kind = "output"} : f32[3,5,9] {
+    ^fused(%17: f32[6,7,8], %18: f32[6,8,9]):
+      %19 = slice(%17) {limit_indices = [6, 7, 8], start_indices = [1, 2, 0], strides = [2, 1, 1]} : f32[3,5,8]
+      %20 = slice(%18) {limit_indices = [5, 8, 9], start_indices = [0, 0, 0], strides = [2, 1, 1]} : f32[3,8,9]
+      %21 = dot_general(%19, %20) {lhs_batching_dimensions = [0], lhs_contracting_dimensions = [2], rhs_batching_dimensions = [0], rhs_contracting_dimensions = [1]} : f32[3,5,9]
+      return(%21)
+  }
+  return(%0, %5, %10, %16)
+}
+"""
+
+
+@pytest.mark.parametrize("gemm", ["generated", "blas"])
+def test_windows_of_operands_are_read_in_place(monkeypatch, gemm):
+    """Slices of a parameter are read where they lie (an offset into its buffer, its strides
+    scaled by the slice's steps), not copied into canonical form first; the results match."""
+    from cpu_helpers import compile_text
+    if gemm == "blas" and find_blas() is None:
+        pytest.skip("no BLAS")
+    monkeypatch.setenv("HLO_CPU_GEMM", gemm)
+    rng = np.random.default_rng(11)
+    args = [_rand(rng, "f32", s) for s in ((9, 40), (50, 70), (6, 7, 8), (6, 8, 9))]
+    check(WINDOWS, args, rtol=1e-5, atol=1e-5)
+    steps = compile_text(WINDOWS).steps_text
+    # BLAS reads B's columns only when they are contiguous: the every-third-column window and
+    # the strided A are copied there, and only there
+    want = 0 if gemm == "generated" else 2
+    assert steps.count("canonical") == want, steps
+
+
 def test_column_major_result_is_computed_transposed():
     """A 2-D product whose result is laid out {0,1}: C^T = B^T A^T, no relayout kernel."""
     from cpu_helpers import compile_text
@@ -193,14 +248,33 @@ def dot_programs(draw):
     rtr = draw(st.permutations(range(len(rshape))))
     olay = draw(st.permutations(range(len(out_shape))))
     epilogue = draw(st.booleans())
-    return dt, lshape, rshape, attrs, out_shape, ltr, rtr, olay, epilogue
+    # each operand a window of a larger parameter or not: (start, step, past the end) per dimension
+    window = st.lists(st.tuples(st.integers(0, 2), st.integers(1, 3), st.integers(0, 2)),
+                      min_size=8, max_size=8)
+    lwin = draw(st.one_of(st.none(), window))
+    rwin = draw(st.one_of(st.none(), window))
+    return dt, lshape, rshape, attrs, out_shape, ltr, rtr, olay, epilogue, lwin, rwin
 
 
-def _dot_src(dt, lshape, rshape, attrs, out_shape, ltr, rtr, olay, epilogue):
+def _sliced(name, dt, shape, win):
+    """(parameter shape, the slice op's text or "", the value the transpose reads): ``shape``
+    read as a window of a larger parameter."""
+    if win is None:
+        return shape, "", name
+    full = [a + (n - 1) * k + 1 + z for n, (a, k, z) in zip(shape, win)]
+    start = [a for a, _, _ in win[:len(shape)]]
+    limit = [a + (n - 1) * k + 1 for n, (a, k, _) in zip(shape, win)]
+    step = [k for _, k, _ in win[:len(shape)]]
+    op = (f"      {name}s = slice({name}) {{limit_indices = {limit}, start_indices = {start}, "
+          f"strides = {step}}} : {_t(dt, shape)}\n")
+    return full, op, name + "s"
+
+
+def _dot_src(dt, lshape, rshape, attrs, out_shape, ltr, rtr, olay, epilogue, lwin=None, rwin=None):
     inv = lambda p: [p.index(i) for i in range(len(p))]
-    # parameter shapes: transpose(param, ltr) has shape lshape
-    lp = [lshape[i] for i in inv(ltr)]
-    rp = [rshape[i] for i in inv(rtr)]
+    # parameter shapes: transpose(param, ltr) has shape lshape (of a window of it, when sliced)
+    lp, lslice, lv = _sliced("%p0", dt, [lshape[i] for i in inv(ltr)], lwin)
+    rp, rslice, rv = _sliced("%p1", dt, [rshape[i] for i in inv(rtr)], rwin)
     at = ", ".join(f"{k} = {v}" for k, v in sorted(attrs.items()))
     ot = _t(dt, out_shape)
     ep = ""
@@ -216,8 +290,8 @@ def _dot_src(dt, lshape, rshape, attrs, out_shape, ltr, rtr, olay, epilogue):
 func @main({args}) -> ({ot}) {{
   %0 = fusion(%arg0, %arg1{extra_arg}) {{kind = "output"}} : {_t(dt, out_shape, list(reversed(olay)))} {{
     ^fused(%p0: {_t(dt, lp)}, %p1: {_t(dt, rp)}{extra_param}):
-      %3 = transpose(%p0) {{permutation = {list(ltr)}}} : {_t(dt, lshape)}
-      %4 = transpose(%p1) {{permutation = {list(rtr)}}} : {_t(dt, rshape)}
+{lslice}{rslice}      %3 = transpose({lv}) {{permutation = {list(ltr)}}} : {_t(dt, lshape)}
+      %4 = transpose({rv}) {{permutation = {list(rtr)}}} : {_t(dt, rshape)}
       %5 = dot_general(%3, %4) {{{at}}} : {ot}
 {ep}      return({res})
   }}
@@ -230,7 +304,8 @@ func @main({args}) -> ({ot}) {{
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(dot_programs(), st.sampled_from(["generated", "blas"]), st.integers(0, 2 ** 31 - 1))
 def test_random_dimension_numbers(prog, gemm, seed):
-    """Through the generated tiled GEMM and through BLAS (``HLO_CPU_GEMM``)."""
+    """Through the generated tiled GEMM and through BLAS (``HLO_CPU_GEMM``); operands as
+    windows (slices, any step) of their parameters, too."""
     dt = prog[0]
     src, shapes = _dot_src(*prog)
     rng = np.random.default_rng(seed)
