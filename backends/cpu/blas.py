@@ -39,6 +39,14 @@ def _candidates():
             yield p
 
 
+def gemm_mode() -> str:
+    """``HLO_CPU_GEMM``: "auto" (unset; the generated GEMM), "generated" or "blas"."""
+    mode = os.environ.get("HLO_CPU_GEMM", "").strip().lower() or "auto"
+    if mode not in ("auto", "generated", "blas"):
+        raise ValueError(f"HLO_CPU_GEMM must be 'auto', 'generated' or 'blas', got {mode!r}")
+    return mode
+
+
 def find_blas() -> Optional[Blas]:
     """The installed BLAS, or None (also under ``HLO_CPU_GEMM=generated``, which turns it off
     for the process's compilations while it is set)."""

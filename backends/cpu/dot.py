@@ -34,7 +34,6 @@ kernel over canonical copies.
 """
 from __future__ import annotations
 
-import os
 from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -46,7 +45,7 @@ from hlo.ir.types import TensorType, bf16 as BF16_T, f32 as F32_T, f64 as F64_T
 from hlo.runtime.cpu import target as _target
 from .. import llvm_util as U, scalar_ops
 from ..llvm_util import F32, F64, I32, PTR, for_range, i64
-from .blas import BLAS_PACKAGE, find_blas
+from .blas import BLAS_PACKAGE, find_blas, gemm_mode
 from .kernels import (Codegen, KernelBuilder, Root, collect_reads, emit_loop_kernel,
                       make_emitter)
 from .gemm_tiled import SMALL_ITEM_TILES, emit_tiled_gemm, register_tile, supports as tiled_supports, vector_lanes
@@ -301,13 +300,6 @@ def bf16_pairs() -> bool:
     h = _target.host()
     return (h.vector_bits == 512 and h.has("avx512bf16")
             and h.cpu.startswith(BF16_PAIRS_CPUS))
-
-
-def gemm_mode() -> str:
-    mode = os.environ.get("HLO_CPU_GEMM", "").strip().lower() or "auto"
-    if mode not in ("auto", "generated", "blas"):
-        raise ValueError(f"HLO_CPU_GEMM must be 'auto', 'generated' or 'blas', got {mode!r}")
-    return mode
 
 
 def _readable(kind: str, v: MatrixView, role: str) -> bool:

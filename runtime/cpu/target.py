@@ -75,8 +75,10 @@ class CpuTarget(Target):
                 f"{', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}; compile it again here")
 
     def key_parts(self) -> Dict[str, str]:
-        from hlo.backends.cpu.blas import find_blas
-        b = find_blas()
+        from hlo.backends.cpu.blas import find_blas, gemm_mode
+        # the BLAS is looked for (imported, opened: its threads start) only where
+        # HLO_CPU_GEMM=blas selects it; else the key names the generated GEMM
+        b = find_blas() if gemm_mode() == "blas" else None
         blas = "generated GEMM" if b is None else f"{os.path.basename(b.path)}:{b.sgemm},{b.dgemm}"
         # every HLO_CPU_* variable: the CPU backend's code-generation switches (HLO_CPU_GEMM, ...)
         knobs = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("HLO_CPU_"))
