@@ -50,7 +50,7 @@ def gemm_mode() -> str:
 def find_blas() -> Optional[Blas]:
     """The installed BLAS, or None (also under ``HLO_CPU_GEMM=generated``, which turns it off
     for the process's compilations while it is set)."""
-    if os.environ.get("HLO_CPU_GEMM", "").strip().lower() == "generated":
+    if gemm_mode() == "generated":
         return None
     return _search()
 
