@@ -4,10 +4,10 @@ Every dot_general is seen as the batched product C[b, m, n] = sum_k A[b, m, k] B
 (batch, free and contracting dimension groups). Each of A, B and C is a strided view
 (``gemm_view.py``): an operand that is a buffer in any layout, or a chain of reshapes,
 transposes and slices of one inside a fusion (attention's head split, a window of a weight), is
-read where it is, with one
-stride per batch dimension and a leading dimension per matrix; only what the kernel cannot
-read that way (fused elementwise producers, f16/bf16 needing f32, groups that do not flatten
-to one stride) is first written to a canonical scratch copy by a loop kernel. A result the
+read where it is, with one stride per batch dimension and a leading dimension per matrix; only
+what the kernel cannot read that way (fused elementwise producers, f16/bf16 needing f32, groups
+that do not flatten to one stride) is first written to a canonical scratch copy by a loop
+kernel. A result the
 kernel cannot write in place (another dtype, a layout that interleaves the groups) goes to
 scratch and is laid out by one more loop kernel; a column-major result is computed as
 C^T = B^T A^T instead.
