@@ -30,6 +30,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     from hlo.passes.dump import Dumper
     from hlo.passes.options import Options, PassConfig, TARGETS
     from hlo.passes.pipeline import PipelineError, Runner, optimize
+    from hlo.runtime.target import current
 
     ap = argparse.ArgumentParser(prog="python -m hlo.opt", description=__doc__.split("\n\n")[0])
     ap.add_argument("file", nargs="?", help="IR text file ('-' for standard input)")
@@ -74,7 +75,10 @@ def main(argv: Optional[List[str]] = None) -> int:
               file=sys.stderr)
         return 1
     try:
-        opts = Options.from_any({"verify": not a.no_verify, "fusion": not a.no_fusion,
+        # the cpu target's options (this machine's: the thread count products split over, ...)
+        # as a compile for it takes them
+        machine = current("cpu").pass_options() if a.target == "cpu" else {}
+        opts = Options.from_any({**machine, "verify": not a.no_verify, "fusion": not a.no_fusion,
                                  "donate_argnums": donate, "dump_filter": a.dump_filter})
     except ValueError as e:
         print(f"python -m hlo.opt: error: {e}", file=sys.stderr)

@@ -172,9 +172,15 @@ def _analysis(name: str, art: Artifact):
 
 
 def _optimize(module: Module, target: str, options: Optional[dict], dump_dir: Optional[str] = None):
+    """The pipeline's result for ``target``, with the options a cpu compile takes from this
+    machine (``CpuTarget.pass_options()``: the thread count products split over, ...) under the
+    caller's; those facts are in the cache key already, as the machine's part."""
     if not _module_exists("hlo.passes.pipeline"):
         return None
     from hlo.passes.pipeline import optimize
+    if target == "cpu":
+        from hlo.runtime.target import current
+        options = {**current("cpu").pass_options(), **(options or {})}
     # (``optimize`` works on a clone of its own: ``module`` is left as it is)
     return optimize(module, target, dump_dir=dump_dir, options=options or None)
 

@@ -47,6 +47,13 @@ class Options:
     dot_merger: Optional[bool] = None
     # ... for products of at most this many result elements each (a larger one fills the GPU).
     dot_merger_max_elements: int = 1 << 22
+    # Split the contraction of a product of few rows whose RHS streams from memory into this
+    # many products, one a thread, summed after (pass ``dot-split-k``). None, 0 or 1: off. A
+    # cpu compile gives its thread count (the CPU target's ``pass_options()``).
+    dot_split_k: Optional[int] = None
+    # ... only where each part's RHS has at least this many bytes (a cpu compile: 3/8 of a
+    # core's L2, below which the RHS stays in cache from call to call).
+    dot_split_k_min_rhs_bytes: Optional[int] = None
 
     @classmethod
     def from_any(cls, x: Any) -> "Options":
@@ -98,6 +105,14 @@ class Options:
         if self.dot_merger is not None:
             return bool(self.dot_merger)
         return bool(target_defaults(target).get("dot_merger", False))
+
+    def dot_split_k_for(self, target: str) -> Tuple[int, int]:
+        """(parts, least bytes of a part's RHS) of pass ``dot-split-k`` on ``target``: off
+        (parts 0) but on cpu, where the options give them (a compile takes them from the CPU
+        target's ``pass_options()``: its thread count and 3/8 of a core's L2)."""
+        if target != "cpu":
+            return 0, 0
+        return int(self.dot_split_k or 0), int(self.dot_split_k_min_rhs_bytes or 0)
 
 
 # What each target kind changes from the defaults (a target's ``pass_options()``,

@@ -5,6 +5,7 @@ Per target (``interpreter``, ``cpu``, ``cuda``) the same order runs:
     simplify (until nothing changes, at most SIMPLIFY_ROUNDS rounds):
         inline, canonicalize, algebraic-simplifier, constant-folding, cse, dce
     dot-merger                                        (on for cuda: Options.dot_merger)
+    dot-split-k                                       (on for cpu: Options.dot_split_k)
     layout-assignment
     fusion, multi-output-fusion, horizontal-fusion   (when Options.fusion)
     cse, dce                                          (tidy fused regions)
@@ -13,7 +14,9 @@ Per target (``interpreter``, ``cpu``, ``cuda``) the same order runs:
 
 Targets differ in what fusion may do: cpu and the interpreter fuse a row-wise normalization
 into a dot's operand (``Options.row_prologue``), cuda does not; cuda merges products that share
-their LHS (``Options.dot_merger``), the others do not. The input module is not
+their LHS (``Options.dot_merger``), the others do not; cpu splits the contraction of a product
+of few rows whose RHS streams from memory over its threads (``Options.dot_split_k``), the
+others do not. The input module is not
 changed (it is cloned). The module is verified after every pass that changed it
 (``Options.verify``; ``"all"`` also after passes that report no change), including that every
 fusion op is a valid fusion of its kind; each pass is timed, and so is each verification; with a dump directory
@@ -85,7 +88,7 @@ def pipeline_passes(target: str, options: Options) -> Tuple[List[str], List[str]
     check_target(target)
     off = options.disabled_passes
     simplify = [n for n in SIMPLIFY if n not in off]
-    rest = ["dot-merger", "layout-assignment"] + (FUSION if options.fusion else []) + TIDY + ["schedule"]
+    rest = ["dot-merger", "dot-split-k", "layout-assignment"] + (FUSION if options.fusion else []) + TIDY + ["schedule"]
     rest = [n for n in rest if n not in off] + ["buffer-assignment"]
     return simplify, rest
 

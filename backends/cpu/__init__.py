@@ -131,7 +131,10 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, profil
 
 def compile_module(module: Module, threads: Optional[int] = None, opt_level: int = 3,
                    profile: bool = False):
-    """Optimize ``module`` with the passes' CPU pipeline when available, then compile."""
+    """Optimize ``module`` with the passes' CPU pipeline when available, with this CPU's
+    options (``CpuTarget.pass_options()``; products split over ``threads`` where given), then
+    compile."""
+    from hlo.runtime.cpu.target import host
     try:
         from hlo.passes.pipeline import optimize
     except ImportError:
@@ -141,7 +144,11 @@ def compile_module(module: Module, threads: Optional[int] = None, opt_level: int
         from .fallback_plan import Unoptimized
         verify_module(module)
         return compile(Unoptimized(module), threads=threads, opt_level=opt_level, profile=profile)
-    return compile(optimize(module, target="cpu"), threads=threads, opt_level=opt_level, profile=profile)
+    options = host().pass_options()
+    if threads:
+        options["dot_split_k"] = threads
+    return compile(optimize(module, target="cpu", options=options), threads=threads, opt_level=opt_level,
+                   profile=profile)
 
 
 __all__ = ["compile", "compile_module", "UnsupportedOp"]

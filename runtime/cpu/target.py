@@ -87,8 +87,12 @@ class CpuTarget(Target):
                 "environment": f"threads={default_threads()} gemm={blas}" + (f" {knobs}" if knobs else "")}
 
     def pass_options(self) -> dict:
+        """The pipeline's cpu defaults, and pass ``dot-split-k``'s facts of this machine: a
+        product splits over the threads it runs on, where each part's RHS is at least 3/8 of a
+        core's L2 (no longer kept in cache from call to call)."""
         from hlo.passes.options import target_defaults
-        return target_defaults("cpu")
+        return {**target_defaults("cpu"), "dot_split_k": default_threads(),
+                "dot_split_k_min_rhs_bytes": cache_bytes(2, 1 << 20) * 3 // 8}
 
 
 @functools.lru_cache(maxsize=None)
