@@ -457,9 +457,9 @@ PROFILE_MIN_CALLS = 3
 def product_rate(lowered, inputs) -> dict:
     """The product kernels' rate in hlo:cpu's real run: one extra, profiled build
     (``compile(profile=True)``, separate from the timed unprofiled calls) called a few times; the
-    sum of its product kernels' FLOPs over the sum of their in-program seconds
-    (``product_GFLOPs``), with their share of the calls' wall time. Empty for a program
-    without float products."""
+    sum of its product kernels' FLOPs over the sum of their in-program seconds, those of the
+    sums of split products included (``product_GFLOPs``), with their share of the calls' wall
+    time. Empty for a program without float products."""
     from hlo.backends.cpu.gemm_profile import profile_calls
     prof = profile_calls(lowered.compile(profile=True), inputs, PROFILE_MIN_S, PROFILE_MIN_CALLS,
                          PROFILE_WARMUP_S)
@@ -467,7 +467,7 @@ def product_rate(lowered, inputs) -> dict:
     if g is None:
         return {}
     products = [p for p in prof.products if p.flops and p.calls]
-    seconds = sum(p.seconds for p in products)
+    seconds = prof.product_seconds
     return {"product_GFLOPs": g, "product_kernels": len(products),
             "product_share": seconds / prof.seconds if prof.seconds > 0 else None}
 

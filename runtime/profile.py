@@ -31,6 +31,7 @@ class StepProfile:
     where: str = ""  # control flow around it: '' (top level), 'while0.body', ...
     gemm: Optional[Tuple[int, int, int, int]] = None  # a product kernel's (B, M, K, N)
     dtype: str = ""  # a product kernel's operand element type
+    split_sum: bool = False  # sums a product's partial results (pass dot-split-k): product time
 
     @property
     def mean_seconds(self) -> float:
@@ -59,7 +60,8 @@ class Profile:
         call's."""
         steps = [StepProfile(i, r["name"], r["op"], r["what"], int(counters[i][1]),
                              int(counters[i][0]) * 1e-9, int(r.get("flops", 0)), r.get("where", ""),
-                             tuple(r["gemm"]) if r.get("gemm") else None, r.get("dtype", ""))
+                             tuple(r["gemm"]) if r.get("gemm") else None, r.get("dtype", ""),
+                             bool(r.get("split_sum", False)))
                  for i, r in enumerate(records)]
         whole = counters[len(records)]
         return cls(steps, int(whole[1]), int(whole[0]) * 1e-9)
@@ -70,11 +72,22 @@ class Profile:
         return [s for s in self.steps if s.gemm is not None]
 
     @property
+    def split_sums(self) -> List[StepProfile]:
+        """The kernels that sum a split product's partial results (see ``StepProfile``)."""
+        return [s for s in self.steps if s.split_sum]
+
+    @property
+    def product_seconds(self) -> float:
+        """The seconds of the float product kernels and of the sums of split products."""
+        return sum(s.seconds for s in self.products if s.calls and s.flops) + \
+            sum(s.seconds for s in self.split_sums)
+
+    @property
     def product_gflops(self) -> Optional[float]:
-        """The product kernels' rate: the sum of their FLOPs over the sum of their seconds
-        (None without products or before they ran)."""
+        """The product kernels' rate: the sum of their FLOPs over the sum of their seconds and
+        those of the sums of split products (None without products or before they ran)."""
         p = [s for s in self.products if s.calls and s.flops]
-        t = sum(s.seconds for s in p)
+        t = self.product_seconds
         return sum(s.flops * s.calls for s in p) / t / 1e9 if p and t > 0 else None
 
     def report(self, limit: Optional[int] = None) -> str:
@@ -103,8 +116,9 @@ class Profile:
         g = self.product_gflops
         if g is not None:
             p = [s for s in self.products if s.calls and s.flops]
-            lines.append(f"products: {len(p)} kernel(s), {sum(s.seconds for s in p) * 1e3:.3f} ms, "
-                         f"{g:.1f} GFLOP/s")
+            sums = len(self.split_sums)
+            lines.append(f"products: {len(p)} kernel(s){f' and {sums} split-K sum(s)' if sums else ''}, "
+                         f"{self.product_seconds * 1e3:.3f} ms, {g:.1f} GFLOP/s")
         return "\n".join(lines)
 
     def __str__(self) -> str:

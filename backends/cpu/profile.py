@@ -7,7 +7,10 @@ A record names the step (its kernel, ``copy`` or ``host_call#N``), the op it was
 of results that no op made), the step's own description (``what``), the control flow around
 it (``where``: '' at the top level, ``while0.body``, ...) and, for a product kernel, the FLOPs
 of one run (``2*B*M*K*N`` of its floating-point ``dot_general``; 0 for an integer one), the
-product's ``gemm`` shape ``[B, M, K, N]`` and its operands' ``dtype``. A product kernel is
+product's ``gemm`` shape ``[B, M, K, N]`` and its operands' ``dtype``, and ``split_sum`` for a
+kernel that sums a product's partial results (``split_sum_of``: the product split along its
+contraction by pass ``dot-split-k``; the sum carries what was the product's epilogue, so its
+time counts as the product's, ``hlo.runtime.profile.Profile.product_gflops``). A product kernel is
 a kernel the CPU's ``dot`` lowering emits for the matrix product itself (``product_kernels``:
 the ``gemm`` family; not the loops that copy its operands into a canonical form or its result
 out of one, which do no arithmetic of the product).
@@ -56,10 +59,37 @@ def describe_op(op: Operation) -> str:
     return f"{what} -> {', '.join(str(r.type) for r in op.results)}"
 
 
+def split_sum_of(op: Operation, partials) -> bool:
+    """Whether fusion ``op`` sums a product's partial results: it reads a value of
+    ``partials`` (the results of product kernels' ops), of S >= 2 parts along its first
+    dimension, only through one-index-wide slices of that dimension, one for every part."""
+    if op is None or op.name != "fusion" or not op.regions:
+        return False
+    body = op.regions[0]
+    for arg, v in zip(body.args, op.operands):
+        if v not in partials or v.type.rank < 2 or v.type.shape[0] < 2:
+            continue
+        users = [u for u in body.walk() if any(x is arg for x in u.operands)]
+        parts = set()
+        for u in users:
+            a = u.attrs
+            if (u.name != "slice" or a["limit_indices"][0] - a["start_indices"][0] != 1
+                    or any(a["start_indices"][1:]) or list(a["limit_indices"][1:]) != list(v.type.shape[1:])
+                    or any(x != 1 for x in a.get("strides") or ())):
+                break
+            parts.add(a["start_indices"][0])
+        else:
+            if parts == set(range(v.type.shape[0])):
+                return True
+    return False
+
+
 def profile_steps(timed: list, origin: Dict[int, Operation], products: Dict[int, Operation]) -> List[dict]:
     """The manifest's records for ``timed`` (``program.timed_steps``: (step, where) pairs), in
     slot order."""
     out = []
+    partials = {v for s, _ in timed if id(s) in products and origin.get(id(s)) is not None
+                for v in origin[id(s)].results}
     for s, where in timed:
         op = origin.get(id(s))
         if isinstance(s, KernelCall):
@@ -75,5 +105,7 @@ def profile_steps(timed: list, origin: Dict[int, Operation], products: Dict[int,
         dot = products.get(id(s))
         if dot is not None:
             rec.update(flops=dot_flops(dot), gemm=list(gemm_shape(dot)), dtype=dot.operands[0].dtype.name)
+        elif isinstance(s, KernelCall) and split_sum_of(op, partials):
+            rec["split_sum"] = True
         out.append(rec)
     return out

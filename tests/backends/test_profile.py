@@ -86,6 +86,34 @@ def test_batched_product_flops():
     assert [s.flops for s in prof.profile().products] == [2 * 3 * 16 * 24 * 40]
 
 
+def test_the_sum_of_a_split_products_parts_counts_as_product_time():
+    """A product split along its contraction (by hand here; pass dot-split-k does it the same
+    way) and the kernel that sums its parts: the sum's time counts as the product's. A kernel
+    that reads one part only, or the parts through something other than slices, is not a sum."""
+    x = RNG.standard_normal((4, 64)).astype(np.float32)
+    w = RNG.standard_normal((64, 48)).astype(np.float32)
+    b = RNG.standard_normal(48).astype(np.float32)
+
+    def split(x, w, b):
+        p = hnp.transpose(hnp.reshape(x, (4, 2, 32)), (1, 0, 2)) @ hnp.reshape(w, (2, 32, 48))
+        return hnp.tanh(p[0] + p[1] + b)
+
+    prof = hlo.jit(split).lower(x, w, b).compile(profile=True)
+    got = prof(x, w, b)
+    np.testing.assert_allclose(got, np.tanh(x.astype(np.float64) @ w + b), rtol=1e-4, atol=1e-5)
+    p = prof.profile()
+    sums = p.split_sums
+    assert len(sums) == 1 and not sums[0].flops and sums[0].calls == 1, p.report()
+    assert not any(s.split_sum for s in p.steps if s is not sums[0])
+    assert p.product_seconds == pytest.approx(sum(s.seconds for s in p.products) + sums[0].seconds)
+    assert p.product_gflops == pytest.approx(2 * 4 * 64 * 48 * p.calls / p.product_seconds / 1e9)
+    assert "1 split-K sum(s)" in p.report()
+    one = hlo.jit(lambda x, w: hnp.exp((hnp.transpose(hnp.reshape(x, (4, 2, 32)), (1, 0, 2))
+                                        @ hnp.reshape(w, (2, 32, 48)))[1])).lower(x, w).compile(profile=True)
+    one(x, w)
+    assert not one.profile().split_sums
+
+
 def test_an_integer_product_has_no_flops():
     a = np.arange(12, dtype=np.int32).reshape(3, 4)
     prof = hlo.jit(lambda a: a @ a.T).lower(a).compile(profile=True)
