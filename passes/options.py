@@ -90,6 +90,10 @@ class Options:
         if self.matmul_precision not in MATMUL_PRECISIONS:
             raise ValueError(f"matmul_precision must be one of {', '.join(MATMUL_PRECISIONS)}, got "
                              f"{self.matmul_precision!r}")
+        for name in ("dot_split_k", "dot_split_k_min_rhs_bytes"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise ValueError(f"{name} must be None or a non-negative integer, got {v!r}")
         if self.dump_filter is not None:
             try:
                 re.compile(self.dump_filter)

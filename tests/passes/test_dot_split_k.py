@@ -134,6 +134,9 @@ def test_a_cpu_compile_splits_over_its_threads_where_parts_are_three_eighths_of_
     assert Options.from_any(opts).dot_split_k_for("cpu") == (1, opts["dot_split_k_min_rhs_bytes"])
     assert Options.from_any(opts).dot_split_k_for("cuda") == (0, 0)
     assert Options().dot_split_k_for("cpu") == (0, 0)
+    for bad in ({"dot_split_k": -1}, {"dot_split_k": 2.5}, {"dot_split_k_min_rhs_bytes": "1M"}):
+        with pytest.raises(ValueError, match="must be None or a non-negative integer"):
+            Options.from_any(bad)
 
 
 @settings(max_examples=40, deadline=None)
