@@ -100,6 +100,18 @@ def random_args(module: Module, seed: int = 0, special: bool = False) -> List[np
 # Buffer-level simulation
 # --------------------------------------------------------------------------------------------
 
+def rewritten(src: str, passes: Sequence[str], target: str, options=None, tol: float = 1e-6):
+    """The module after ``passes`` (printed), their decision log (one string), and a check that
+    it computes what ``src`` does (interpreter, random inputs, ``tol`` relative and absolute)."""
+    log: list = []
+    out = run_passes(src, passes, target, options, log)
+    m0, m1 = parse_module(src), parse_module(out)
+    args = random_args(m0)
+    for a, b in zip(run(m0, args), run(m1, args)):
+        np.testing.assert_allclose(b, a, rtol=tol, atol=tol)
+    return out, "\n".join(log)
+
+
 def _store(buf: bytearray, offset: int, x: np.ndarray, t) -> None:
     order = list(reversed(t.minor_to_major))  # major to minor
     phys = np.ascontiguousarray(np.transpose(np.asarray(x, dtype=t.np_dtype), order))

@@ -16,7 +16,7 @@ from hlo.ir import parse_module
 from hlo.ir.interpreter import run
 from hlo.passes.pipeline import optimize
 
-from pass_testing import assert_ir, random_args, run_passes
+from pass_testing import assert_ir, rewritten, run_passes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.workloads import WORKLOADS, Case, Ops, flatten, reference  # noqa: E402
@@ -43,13 +43,7 @@ func @main(%x: f32[2,4,8], %wq: f32[8,8], %bq: f32[8], %wk: f32[8,8], %bk: f32[8
 def merged(src, target="cuda", options=None):
     """The module after dot-merger, its decision log, and a check that it computes what the
     original does (interpreter, random inputs)."""
-    log = []
-    out = run_passes(src, ["dot-merger"], target, options, log)
-    m0, m1 = parse_module(src), parse_module(out)
-    args = random_args(m0)
-    for a, b in zip(run(m0, args), run(m1, args)):
-        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)
-    return out, "\n".join(log)
+    return rewritten(src, ["dot-merger"], target, options)
 
 
 def dots(text):

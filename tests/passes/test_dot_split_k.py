@@ -19,7 +19,7 @@ from hlo.passes import dot_split_k
 from hlo.passes.options import Options
 from hlo.passes.pipeline import optimize
 
-from pass_testing import assert_ir, random_args, run_passes
+from pass_testing import assert_ir, rewritten, run_passes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.workloads import WORKLOADS, Case, Ops  # noqa: E402
@@ -30,13 +30,7 @@ ON = {"dot_split_k": 2, "dot_split_k_min_rhs_bytes": 0}
 def split(src, options=ON, target="cpu"):
     """The module after dot-split-k, its decision log, and a check that it computes what the
     original does (interpreter, random inputs)."""
-    log = []
-    out = run_passes(src, ["dot-split-k"], target, options, log)
-    m0, m1 = parse_module(src), parse_module(out)
-    args = random_args(m0)
-    for a, b in zip(run(m0, args), run(m1, args)):
-        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
-    return out, "\n".join(log)
+    return rewritten(src, ["dot-split-k"], target, options, tol=1e-5)
 
 
 def dots(text):
