@@ -72,6 +72,11 @@ class Profile:
         return [s for s in self.steps if s.gemm is not None]
 
     @property
+    def float_products(self) -> List[StepProfile]:
+        """The product kernels that ran and have FLOPs (a float product's)."""
+        return [s for s in self.products if s.calls and s.flops]
+
+    @property
     def split_sums(self) -> List[StepProfile]:
         """The kernels that sum a split product's partial results (see ``StepProfile``)."""
         return [s for s in self.steps if s.split_sum]
@@ -79,14 +84,13 @@ class Profile:
     @property
     def product_seconds(self) -> float:
         """The seconds of the float product kernels and of the sums of split products."""
-        return sum(s.seconds for s in self.products if s.calls and s.flops) + \
-            sum(s.seconds for s in self.split_sums)
+        return sum(s.seconds for s in self.float_products) + sum(s.seconds for s in self.split_sums)
 
     @property
     def product_gflops(self) -> Optional[float]:
         """The product kernels' rate: the sum of their FLOPs over the sum of their seconds and
         those of the sums of split products (None without products or before they ran)."""
-        p = [s for s in self.products if s.calls and s.flops]
+        p = self.float_products
         t = self.product_seconds
         return sum(s.flops * s.calls for s in p) / t / 1e9 if p and t > 0 else None
 
@@ -115,7 +119,7 @@ class Profile:
         lines.append(f"sum of steps {total * 1e3:.3f} ms{share}")
         g = self.product_gflops
         if g is not None:
-            p = [s for s in self.products if s.calls and s.flops]
+            p = self.float_products
             sums = len(self.split_sums)
             lines.append(f"products: {len(p)} kernel(s){f' and {sums} split-K sum(s)' if sums else ''}, "
                          f"{self.product_seconds * 1e3:.3f} ms, {g:.1f} GFLOP/s")
