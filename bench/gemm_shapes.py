@@ -27,12 +27,13 @@ import time
 
 import numpy as np
 
+from bench.numpy_unset import OPENBLAS_VARS, unset_env
+
 SEED_GEMM_WORKLOADS = ("transformer_layer", "simple_mlp", "linear_relu", "mlp_train_step",
                        "ln_linear_gelu_res", "per_example_grads")
 # What the project's AVX-512 machines set for every process (older OpenBLAS builds fail on their
 # processor without them): the "set" column uses these where the environment has neither.
-MACHINE_OPENBLAS_ENV = {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_L2_SIZE": "512"}
-OPENBLAS_VARS = tuple(MACHINE_OPENBLAS_ENV)
+MACHINE_OPENBLAS_ENV = dict(zip(OPENBLAS_VARS, ("Haswell", "512")))
 
 
 def products(ids):
@@ -158,11 +159,8 @@ def measure(ids, rounds, threads=(1, 2), with_hlo=True):
 
 
 def _child(env_mode, args):
-    env = dict(os.environ)
-    if env_mode == "unset":
-        for v in OPENBLAS_VARS:
-            env.pop(v, None)
-    elif not any(v in env for v in OPENBLAS_VARS):
+    env = unset_env() if env_mode == "unset" else dict(os.environ)
+    if env_mode != "unset" and not any(v in env for v in OPENBLAS_VARS):
         env.update(MACHINE_OPENBLAS_ENV)
     cmd = [sys.executable, "-m", "bench.gemm_shapes", "--json", "--rounds", str(args.rounds),
            "--only", args.only] + (["--numpy-only"] if env_mode == "unset" else [])

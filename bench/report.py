@@ -88,7 +88,7 @@ def fmt_bytes(b: Optional[int]) -> str:
 
 
 COLUMNS = ["workload", "system", "median", "min", "max", "calls", "vs best peer", "first call",
-           "compile", "kernels", "temp", "GB/s (%copy)", "GFLOP/s", "products GFLOP/s (%mm)", "check"]
+           "compile", "kernels", "temp", "GB/s (%copy)", "GFLOP/s", "products GFLOP/s (%mm, %unset)", "check"]
 
 
 def table_rows(results: list) -> tuple:
@@ -113,8 +113,10 @@ def table_rows(results: list) -> tuple:
         prod = ""
         if r.get("product_GFLOPs") is not None:
             prod = f"{r['product_GFLOPs']:.1f}"
-            if r.get("product_fraction_of_matmul") is not None:
-                prod += f" ({100 * r['product_fraction_of_matmul']:.0f}%)"
+            parts = [f"{100 * r[k]:.0f}%" for k in ("product_fraction_of_matmul", "product_fraction_of_numpy_unset")
+                     if r.get(k) is not None]
+            if parts:
+                prod += f" ({', '.join(parts)})"
         ratio = r.get("ratio_to_best_peer")
         rows.append([
             r["case"], r["system"], fmt_time(r["median_s"]), fmt_time(r["min_s"]), fmt_time(r["max_s"]),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -56,6 +57,9 @@ def parse_args(argv):
     p.add_argument("--budget", type=float, default=None,
                    help="seconds for the whole run: cases not started by then are recorded as skipped "
                         "and the table and JSON are still written (for the device tool's time limit)")
+    p.add_argument("--no-unset-reference", action="store_true",
+                   help="cpu sizes: do not time numpy with the OPENBLAS_* variables unset in alternation with "
+                        "hlo:cpu's product kernels (bench/numpy_unset.py; ~8 s per workload with products)")
     p.add_argument("--list", action="store_true", help="print the workloads and their sizes, then exit")
     return p.parse_args(argv)
 
@@ -156,6 +160,19 @@ def _release_memory(gpu: bool) -> None:
             torch.cuda.empty_cache()
 
 
+def unset_reference(args, mode: str, live: list, cases: list):
+    """numpy with the OPENBLAS_* variables unset in a child process (``bench.numpy_unset``), handed
+    to hlo:cpu, whose product kernels' profiled run alternates with its bursts: for runs at cpu
+    sizes with hlo:cpu and a case with matrix products, unless ``--no-unset-reference``."""
+    from bench.numpy_unset import UnsetMatmul
+    hlo_cpu = [s for s in live if getattr(s, "target", None) == "cpu"]
+    if mode != "cpu" or args.no_unset_reference or not hlo_cpu or not any(c.flops() for c in cases):
+        return None
+    ref = UnsetMatmul()
+    hlo_cpu[0].product_reference = ref
+    return ref
+
+
 def derive(results, cases_info, limits) -> None:
     """Fill in ratios to the fastest peer, bandwidth, GFLOP/s and the product kernels' rate as a
     fraction of the machine's f32 matmul."""
@@ -254,37 +271,51 @@ def main(argv=None) -> int:
                 "device": s.device, "status": "skipped", "is_peer": s.is_peer,
                 "note": f"not started: the run's --budget of {args.budget:g} s was spent"}
 
-    for case in cases:
-        if over_budget():
-            results += [budget_row(case, s) for s in live]
-            continue
-        inputs = case.inputs()
-        t0 = time.perf_counter()
-        refs = reference(case, inputs)
-        ref_s = time.perf_counter() - t0
-        cases_info[case.name] = {
-            "case": case.name, "workload": case.workload.id, "what": case.workload.what, "dtype": case.dtype,
-            "shapes": case.shapes(inputs), "bytes": _case_bytes(case, inputs, refs), "flops": case.flops(),
-            "memory_bound": case.workload.memory_bound, "reference_s": ref_s,
-        }
-        print(f"{case.name}: {cases_info[case.name]['shapes']}", file=sys.stderr)
-        for s in live:
+    unset_ref = unset_reference(args, mode, live, cases)
+    try:
+        for case in cases:
             if over_budget():
-                results.append(budget_row(case, s))
+                results += [budget_row(case, s) for s in live]
                 continue
-            r = run_one(case, s, inputs, refs, min_time, args.max_time)
-            r["is_peer"] = s.is_peer
-            results.append(r)
-            shown = f"{r['median_s'] * 1e3:.3f} ms" if r["status"] == "ok" else r["status"]
-            print(f"  {s.name:14} {shown}  {r['note']}".rstrip(), file=sys.stderr)
+            inputs = case.inputs()
+            t0 = time.perf_counter()
+            refs = reference(case, inputs)
+            ref_s = time.perf_counter() - t0
+            cases_info[case.name] = {
+                "case": case.name, "workload": case.workload.id, "what": case.workload.what, "dtype": case.dtype,
+                "shapes": case.shapes(inputs), "bytes": _case_bytes(case, inputs, refs), "flops": case.flops(),
+                "memory_bound": case.workload.memory_bound, "reference_s": ref_s,
+            }
+            print(f"{case.name}: {cases_info[case.name]['shapes']}", file=sys.stderr)
+            for s in live:
+                if over_budget():
+                    results.append(budget_row(case, s))
+                    continue
+                r = run_one(case, s, inputs, refs, min_time, args.max_time)
+                r["is_peer"] = s.is_peer
+                results.append(r)
+                shown = f"{r['median_s'] * 1e3:.3f} ms" if r["status"] == "ok" else r["status"]
+                print(f"  {s.name:14} {shown}  {r['note']}".rstrip(), file=sys.stderr)
+                _release_memory(args.gpu)
+            del inputs, refs
             _release_memory(args.gpu)
-        del inputs, refs
-        _release_memory(args.gpu)
+    finally:
+        if unset_ref is not None:
+            unset_ref.close()
+    if unset_ref is not None and unset_ref.rates:
+        lim["cpu"]["matmul_GFLOPs_f32_numpy_unset"] = statistics.median(unset_ref.rates)
+        lim["cpu"]["matmul_GFLOPs_f32_numpy_unset_range"] = [min(unset_ref.rates), max(unset_ref.rates)]
 
     machine["loadavg_at_end"] = load_average()
     derive(results, cases_info, lim)
     print()
     print(format_table(results))
+    unset = lim["cpu"].get("matmul_GFLOPs_f32_numpy_unset")
+    if unset is not None:
+        lo, hi = lim["cpu"]["matmul_GFLOPs_f32_numpy_unset_range"]
+        print(f"\n%unset: hlo:cpu's product kernels over numpy's f32 matmul with OPENBLAS_* unset, timed in "
+              f"alternating bursts (median of the rounds' ratios); numpy unset: median {unset:.1f} GFLOP/s "
+              f"({lo:.1f}-{hi:.1f} over {len(unset_ref.rates)} bursts)")
     failed = [r for r in results if r["status"] in ("wrong", "error")]
 
     out_dir = Path(args.out) if args.out else (None if args.quick else RESULTS_DIR)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import statistics
 from typing import Optional
 
 import numpy as np
@@ -363,6 +364,9 @@ class HloSystem(System):
         super().__init__(gpu, quick)
         self.target = target
         self.name = f"hlo:{target}"
+        # numpy with the OPENBLAS_* variables unset (``bench.numpy_unset.UnsetMatmul``), timed in
+        # alternation with the product kernels' profiled run (``product_rate``); set by the runner
+        self.product_reference = None
 
     @property
     def device(self) -> str:
@@ -389,6 +393,7 @@ class HloSystem(System):
     def bind(self, case, inputs):
         import hlo
         import hlo.numpy as hnp
+        system = self
         body = case.workload.fn
         ops = Ops(hnp, getattr(hlo, "grad", None), getattr(hlo, "vmap", None))
         target = self.target
@@ -431,7 +436,8 @@ class HloSystem(System):
                 if hasattr(compiled, "memory_analysis"):
                     st["temp_bytes"] = int(compiled.memory_analysis().temp_size_in_bytes)
                 if target == "cpu" and case.flops():
-                    st.update(product_rate(hlo.jit(fn, target=target).lower(*inputs), inputs))
+                    st.update(product_rate(hlo.jit(fn, target=target).lower(*inputs), inputs,
+                                           system.product_reference))
                 return st
         return B()
 
@@ -448,27 +454,54 @@ class HloSystem(System):
 
 # The profiled run of ``product_rate``: calls for PROFILE_WARMUP_S (not counted), then at least
 # PROFILE_MIN_CALLS calls and PROFILE_MIN_S seconds. (With one warm-up call and 0.05 s, the
-# train step's products read 256 GFLOP/s in one make bench run, 281-307 in longer runs.)
+# train step's products read 256 GFLOP/s in one make bench run, 281-307 in longer runs.) With a
+# reference (numpy with the OPENBLAS_* variables unset), PROFILE_ROUNDS such runs alternate with
+# its bursts; each round after the first warms up for PROFILE_REWARM_S (the reference's burst and
+# pause leave the program's data out of cache).
 PROFILE_WARMUP_S = 0.1
 PROFILE_MIN_S = 0.3
 PROFILE_MIN_CALLS = 3
+PROFILE_ROUNDS = 7
+PROFILE_REWARM_S = 0.02
 
 
-def product_rate(lowered, inputs) -> dict:
+def product_rate(lowered, inputs, reference=None, rounds: int = PROFILE_ROUNDS) -> dict:
     """The product kernels' rate in hlo:cpu's real run: one extra, profiled build
     (``compile(profile=True)``, separate from the timed unprofiled calls) called a few times; the
     sum of its product kernels' FLOPs over the sum of their in-program seconds, those of the
     sums of split products included (``product_GFLOPs``), with their share of the calls' wall
-    time. Empty for a program without float products."""
+    time. Empty for a program without float products.
+
+    With ``reference`` (``bench.numpy_unset.UnsetMatmul``): ``rounds`` rounds of one reference
+    burst, then one profiled run; ``product_GFLOPs`` is the median of the rounds' rates,
+    ``numpy_unset_GFLOPs`` the median of the reference's and ``product_fraction_of_numpy_unset``
+    the median of the per-round ratios (each taken within the same second, so the host's drift
+    moves both sides alike)."""
     from hlo.backends.cpu.gemm_profile import profile_calls
-    prof = profile_calls(lowered.compile(profile=True), inputs, PROFILE_MIN_S, PROFILE_MIN_CALLS,
-                         PROFILE_WARMUP_S)
-    g = prof.product_gflops
-    if g is None:
-        return {}
-    seconds = prof.product_seconds
-    return {"product_GFLOPs": g, "product_kernels": len(prof.float_products),
-            "product_share": seconds / prof.seconds if prof.seconds > 0 else None}
+    compiled = lowered.compile(profile=True)
+    if reference is None:
+        prof = profile_calls(compiled, inputs, PROFILE_MIN_S, PROFILE_MIN_CALLS, PROFILE_WARMUP_S)
+        if prof.product_gflops is None:
+            return {}
+        return {"product_GFLOPs": prof.product_gflops, "product_kernels": len(prof.float_products),
+                "product_share": _product_share(prof)}
+    rows = []
+    for r in range(rounds):
+        ref = reference.rate()
+        prof = profile_calls(compiled, inputs, PROFILE_MIN_S, PROFILE_MIN_CALLS,
+                             PROFILE_WARMUP_S if r == 0 else PROFILE_REWARM_S)
+        if prof.product_gflops is None:
+            return {}
+        rows.append((prof.product_gflops, ref, prof.product_gflops / ref, _product_share(prof)))
+    med = [statistics.median(col) for col in zip(*rows)]
+    return {"product_GFLOPs": med[0], "product_kernels": len(prof.float_products), "product_share": med[3],
+            "numpy_unset_GFLOPs": med[1], "product_fraction_of_numpy_unset": med[2],
+            "product_fraction_of_numpy_unset_range": [min(x[2] for x in rows), max(x[2] for x in rows)],
+            "product_rounds": rounds}
+
+
+def _product_share(prof):
+    return prof.product_seconds / prof.seconds if prof.seconds > 0 else None
 
 
 PEERS = {"numpy": NumpySystem, "jax": JaxSystem, "torch": TorchSystem,
