@@ -35,7 +35,7 @@ from .fusion_build import TopLevel, absorb, commit, preview
 from .fusion_kinds import NotFusible, analyze
 from .layout import is_bitcast
 from .options import PassConfig
-from .util import (EXPENSIVE, MOVEMENT, Labels, free_values, inputs_of, is_loop_fusible,
+from .util import (EXPENSIVE, MOVEMENT, Labels, control_bodies, free_values, inputs_of, is_loop_fusible,
                    is_scalar_body, is_splat_constant, nbytes)
 
 EXPENSIVE_COST = 16
@@ -188,7 +188,10 @@ class FusionPass(MainPass):
 
     def run_main(self, module: Module) -> bool:
         self.labels = Labels.for_module(module)
-        return self.fuse(module.main.body)
+        changed = False
+        for region in control_bodies(module.main.body):
+            changed |= self.fuse(region)
+        return changed
 
     def fuse(self, region: Region) -> bool:
         raise NotImplementedError(f"pass {type(self).__name__} does not implement fuse()")

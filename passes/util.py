@@ -182,6 +182,20 @@ def module_regions(module: Module) -> Iterator[Region]:
         yield from all_regions(fn)
 
 
+CONTROL_FLOW = ("while", "if", "case")
+
+
+def control_bodies(region: Region) -> Iterator[Region]:
+    """``region`` and the bodies of its control flow (loops' conditions and bodies,
+    conditionals' branches), recursively, in program order: where ops run as kernels of their own
+    (a reduction's or a sort's body is a scalar computation, a fusion's a kernel already)."""
+    yield region
+    for op in region.ops:
+        if op.name in CONTROL_FLOW:
+            for r in op.regions:
+                yield from control_bodies(r)
+
+
 def erase_ops(region: Region, ops: Iterable[Operation]) -> None:
     dead = set(map(id, ops))
     if dead:

@@ -440,3 +440,59 @@ def test_inplace_pairs_follow_the_index_rule():
     a, b = m.main.ops[0], m.main.ops[1]
     assert inplace_pairs(a) == [(0, 0)]  # %p at the same index; %q read transposed
     assert inplace_pairs(b) == [(0, 0)]  # a row's reduction finishes before the row is written
+
+
+def test_loop_bodies_and_branches_are_fused_like_main_and_reduce_bodies_are_not():
+    """A loop's body (and its condition) and a conditional's branches run their ops once a step
+    each: they are fused as @main is; a reduction's scalar body inside them is left alone."""
+    src = """
+    func @main(%x: f32[4,8], %p: pred[]) -> (s32[], f32[4,8], f32[4]) {
+      %zero = constant dense<0> : s32[]
+      %i, %h = while(%zero, %x) : s32[], f32[4,8] {
+        ^cond(%c: s32[], %ch: f32[4,8]):
+          %n = constant dense<3> : s32[]
+          %lt = compare(%c, %n) {comparison_direction = "LT"} : pred[]
+          return(%lt)
+        ^body(%k: s32[], %y: f32[4,8]):
+          %one = constant dense<1> : s32[]
+          %k1 = add(%k, %one) : s32[]
+          %t = tanh(%y) : f32[4,8]
+          %two = constant dense<2.0> : f32[]
+          %tb = broadcast_in_dim(%two) {broadcast_dimensions = []} : f32[4,8]
+          %m = multiply(%t, %tb) : f32[4,8]
+          %s = subtract(%m, %y) : f32[4,8]
+          return(%k1, %s)
+      }
+      %r = if(%p) : f32[4] {
+        ^true_branch():
+          %z = constant dense<0.0> : f32[]
+          %e = exponential(%h) : f32[4,8]
+          %sum = reduce(%e, %z) {dimensions = [1]} : f32[4] """ + ADD_BODY + """
+          %l = log(%sum) : f32[4]
+          return(%l)
+        ^false_branch():
+          %z2 = constant dense<0.0> : f32[]
+          %mx = reduce(%h, %z2) {dimensions = [1]} : f32[4] """ + MAX_BODY + """
+          return(%mx)
+      }
+      return(%i, %h, %r)
+    }
+    """
+    out, log = fused(src)
+    m = parse_module(out)
+    loop = [op for op in m.main.ops if op.name == "while"][0]
+    cond, body = loop.regions
+    assert [op.name for op in cond.ops if op.name != "constant"] == ["fusion"], out
+    # the step's elementwise chain is one kernel (with the counter's add, at most two)
+    assert {op.name for op in body.ops if op.name != "constant"} == {"fusion"}, out
+    assert len([op for op in body.ops if op.name == "fusion"]) <= 2, out
+    assert [op.attrs["kind"] for op in body.ops if op.name == "fusion" and
+            any(o.name == "tanh" for o in op.walk())] in (["loop"], ["multi"]), out
+    cond_op = [op for op in m.main.ops if op.name == "if"][0]
+    true_ops = [op for op in cond_op.regions[0].ops if op.name != "constant"]
+    assert [op.name for op in true_ops] == ["fusion"] and true_ops[0].attrs["kind"] == "input", out
+    # the reductions' own bodies stay one scalar add / maximum
+    for op in cond_op.walk():
+        if op.name == "reduce":
+            assert [o.name for o in op.regions[0].ops] in (["add"], ["maximum"]), out
+    assert "fusion" in log
