@@ -23,7 +23,8 @@ A product is split when (every refusal is in the decision log with its reason):
 - the options ask for parts (``Options.dot_split_k``, on cpu only: a compile for the CPU gives
   its thread count) and the module has no layouts yet (the pass runs before layout assignment);
 - it is a floating-point product (f32 or f64 operands and result) with one contracting
-  dimension, no batch dimensions, at top level of ``@main``;
+  dimension and no batch dimensions, in ``@main`` (at top level or in a loop's or a
+  conditional's body);
 - its contraction divides into the parts, each at least ``MIN_DEPTH`` deep;
 - each part's RHS has at least ``Options.dot_split_k_min_rhs_bytes`` (a compile for the CPU:
   3/8 of a core's L2), so it would not stay in cache from call to call;
@@ -48,6 +49,16 @@ MAX_ROWS_PER_DEPTH = 0.5
 FLOATS = ("f32", "f64")
 
 
+def _bodies(region: Region):
+    """``region`` and the regions of its ops, recursively, in program order; not a fusion's
+    body (a kernel already: its product is not this pass's to split)."""
+    yield region
+    for op in region.ops:
+        if op.name != "fusion":
+            for r in op.regions:
+                yield from _bodies(r)
+
+
 def _shape_text(dot: Operation) -> str:
     lhs, rhs = dot.operand_types
     return f"{dot.operand_types[0].dtype}[{','.join(map(str, lhs.shape))}] x [{','.join(map(str, rhs.shape))}]"
@@ -59,22 +70,23 @@ class DotSplitK(MainPass):
     decision_prefix = "dot-split-k"
 
     def run_main(self, module: Module) -> bool:
-        region = module.main.body
-        dots = [op for op in region.ops if op.name == "dot_general"]
+        # products anywhere in @main: at top level and in the bodies of loops and conditionals
+        # (a scan over time steps runs its few-row products once a step)
+        dots = [(region, op) for region in _bodies(module.main.body) for op in region.ops
+                if op.name == "dot_general"]
         if not dots:
             return False
         parts, min_bytes = self.options.dot_split_k_for(self.config.target)
         if parts < 2:
             return False
-        if any(d.results[0].type.layout is not None for d in dots):
+        if any(d.results[0].type.layout is not None for _, d in dots):
             self.log("not run: the module has layouts (the pass runs before layout assignment)")
             return False
         labels = Labels.for_module(module)
-        for op in region.ops:  # labels in program order: dot_general.0 is the first product
-            if op.name == "dot_general":
-                labels(op)
+        for _, op in dots:  # labels in program order: dot_general.0 is the first product
+            labels(op)
         changed = False
-        for d in dots:
+        for region, d in dots:
             why = self._refusal(d, parts, min_bytes)
             if why:
                 self.log(f"not split: {labels(d)} ({_shape_text(d)}): {why}")

@@ -70,6 +70,47 @@ def test_a_few_row_product_becomes_two_half_depth_products_and_their_sum():
     assert "split dot_general.0 (f32[4,512] x [512,8]) into 2 products of 256 of its 512" in log
 
 
+LOOP = """
+func @main(%h0: f32[4,512], %w: f32[512,512]) -> (s32[], f32[4,512]) {
+  %zero = constant dense<0> : s32[]
+  %i, %h = while(%zero, %h0) : s32[], f32[4,512] {
+    ^cond(%c: s32[], %ch: f32[4,512]):
+      %n = constant dense<3> : s32[]
+      %lt = compare(%c, %n) {comparison_direction = "LT"} : pred[]
+      return(%lt)
+    ^body(%k: s32[], %x: f32[4,512]):
+      %one = constant dense<1> : s32[]
+      %k1 = add(%k, %one) : s32[]
+      %p = dot_general(%x, %w) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[4,512]
+      %y = tanh(%p) : f32[4,512]
+      return(%k1, %y)
+  }
+  %fused = fusion(%h0, %w) {kind = "output", name = "kernel.0"} : f32[4,512] {
+    ^fused(%a: f32[4,512], %b: f32[512,512]):
+      %q = dot_general(%a, %b) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[4,512]
+      return(%q)
+  }
+  return(%i, %h)
+}
+"""
+
+
+def test_a_product_in_a_loop_body_is_split_there_and_one_in_a_fusion_is_not():
+    """A scan's few-row product runs once a step: it is split inside the loop's body, where it
+    is, and the loop computes what it did; a product inside a fusion is a kernel already."""
+    out, log = split(LOOP)
+    m = parse_module(out)
+    (loop,) = [op for op in m.main.ops if op.name == "while"]
+    body = loop.regions[1]
+    (d,) = [op for op in body.ops if op.name == "dot_general"]
+    assert d.result_types[0].shape == (2, 4, 512), out
+    assert [op.name for op in body.ops].count("add") == 2, out   # the step count and the parts' sum
+    (f,) = [op for op in m.main.ops if op.name == "fusion"]
+    assert [op.result_types[0].shape for op in f.regions[0].ops] == [(4, 512)], out
+    assert "split dot_general.0 (f32[4,512] x [512,512]) into 2 products of 256" in log
+    assert "dot_general.1" not in log
+
+
 @pytest.mark.parametrize("lhs_t,rhs_t", [(True, False), (False, True), (True, True)])
 def test_transposed_operands_split_along_their_own_contracting_dimension(lhs_t, rhs_t):
     out, log = split(product(3, 768, 5, lhs_t, rhs_t), {"dot_split_k": 3, "dot_split_k_min_rhs_bytes": 0})
@@ -211,3 +252,26 @@ def test_a_jit_compile_for_the_cpu_splits_over_its_threads(monkeypatch, threads)
     c = hlo.jit(lambda x, w: hnp.tanh(x @ w)).lower(x, w).compile("cpu")
     assert ("f32[2,8,1024]" in c.as_text()) == (threads == "2"), c.as_text()
     np.testing.assert_allclose(c(x, w), np.tanh(x.astype(np.float64) @ w), rtol=1e-4, atol=1e-4)
+
+
+def test_a_scan_step_product_on_the_cpu_is_split_and_matches_float64(monkeypatch):
+    """A jit compile of a loop whose step multiplies a few rows by a streaming weight splits the
+    step's product over two threads; the loop's result matches float64 numpy."""
+    import hlo
+    from hlo.runtime.cpu.target import default_threads
+    monkeypatch.setenv("HLO_CPU_THREADS", "2")
+    if default_threads() < 2:
+        pytest.skip("a one-core machine")
+    rng = np.random.default_rng(2)
+    h0 = rng.standard_normal((8, 1024)).astype(np.float32)
+    w = (rng.standard_normal((1024, 1024)) / 32).astype(np.float32)
+
+    def steps(h, w):
+        return hlo.lax.fori_loop(0, 3, lambda i, h: hnp.tanh(h @ w), h)
+
+    c = hlo.jit(steps).lower(h0, w).compile("cpu")
+    assert "f32[2,8,1024]" in c.as_text(), c.as_text()
+    want = h0.astype(np.float64)
+    for _ in range(3):
+        want = np.tanh(want @ w)
+    np.testing.assert_allclose(c(h0, w), want, rtol=1e-4, atol=1e-4)
