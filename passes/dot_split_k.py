@@ -40,23 +40,13 @@ from hlo.ir.core import Module, Operation, Region
 from hlo.ir.types import TensorType
 
 from .base import MainPass, register_pass
-from .util import Labels, erase_ops, replace_values
+from .util import Labels, control_bodies, erase_ops, replace_values
 
 # The least depth of a part's contraction (16x256x4096 in parts of 128: 145 -> 180 us).
 MIN_DEPTH = 256
 # (parts + 1) x rows at most this fraction of the contraction.
 MAX_ROWS_PER_DEPTH = 0.5
 FLOATS = ("f32", "f64")
-
-
-def _bodies(region: Region):
-    """``region`` and the regions of its ops, recursively, in program order; not a fusion's
-    body (a kernel already: its product is not this pass's to split)."""
-    yield region
-    for op in region.ops:
-        if op.name != "fusion":
-            for r in op.regions:
-                yield from _bodies(r)
 
 
 def _shape_text(dot: Operation) -> str:
@@ -72,7 +62,7 @@ class DotSplitK(MainPass):
     def run_main(self, module: Module) -> bool:
         # products anywhere in @main: at top level and in the bodies of loops and conditionals
         # (a scan over time steps runs its few-row products once a step)
-        dots = [(region, op) for region in _bodies(module.main.body) for op in region.ops
+        dots = [(region, op) for region in control_bodies(module.main.body) for op in region.ops
                 if op.name == "dot_general"]
         if not dots:
             return False
