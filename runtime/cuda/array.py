@@ -27,6 +27,17 @@ from . import driver, interop
 from .errors import CudaError
 
 
+def _free(ptr: int, stream) -> None:
+    try:
+        h = stream.handle
+        if h is not None:
+            driver.cu.cuMemFreeAsync(ptr, h)
+        else:  # the stream went first (both in one garbage cycle): free synchronously
+            driver.cu.cuMemFree(ptr)
+    except Exception:  # interpreter shutdown
+        pass
+
+
 class DeviceBuffer:
     """Device memory at ``ptr`` of ``nbytes``. With ``owner`` None, hlo allocated it on
     ``stream`` and, when dropped, gives it back to ``pool`` (a ``BufferPool`` of that stream)
@@ -37,23 +48,15 @@ class DeviceBuffer:
     def __init__(self, ptr: int, nbytes: int, ctx, stream, owner=None, pool=None):
         self.ptr, self.nbytes, self.ctx, self.stream, self.owner, self.pool = ptr, nbytes, ctx, stream, owner, pool
 
-    def __del__(self):
+    def __del__(self, _free=_free):
+        # ``_free`` is bound here: a buffer dropped at interpreter shutdown, after the module's
+        # globals were cleared, still frees (before, each printed "Exception ignored ... 'NoneType'
+        # object is not callable" at the exit of a script holding device arrays)
         if self.owner is None and self.ptr:
             pool = self.pool
             if pool is not None and pool.give(self.ptr, self.nbytes):
                 return
             _free(self.ptr, self.stream)
-
-
-def _free(ptr: int, stream) -> None:
-    try:
-        h = stream.handle
-        if h is not None:
-            driver.cu.cuMemFreeAsync(ptr, h)
-        else:  # the stream went first (both in one garbage cycle): free synchronously
-            driver.cu.cuMemFree(ptr)
-    except Exception:  # interpreter shutdown
-        pass
 
 
 class BufferPool:

@@ -183,6 +183,33 @@ def test_device_put_without_a_gpu_is_clear(monkeypatch):
         hlo.device_put(np.ones(3), device="tpu")
 
 
+def test_a_buffer_dropped_after_its_module_was_torn_down_frees_without_an_error(monkeypatch):
+    """At interpreter shutdown the array module's globals are cleared (set to None) while device
+    arrays a script kept are still alive: dropping one then must still free its memory, not
+    print "Exception ignored ... 'NoneType' object is not callable" (it did, once per array)."""
+    import gc
+    import sys
+    from hlo.runtime.cuda import array as array_mod
+    freed = []
+
+    class Stream:
+        handle = 7
+
+    class Cu:
+        @staticmethod
+        def cuMemFreeAsync(ptr, handle):
+            freed.append((ptr, handle))
+
+    monkeypatch.setattr(driver, "cu", Cu)
+    buf = DeviceBuffer(0x1000, 64, None, Stream())
+    monkeypatch.setattr(array_mod, "_free", None)     # what finalization does to the module
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    del buf
+    gc.collect()
+    assert unraisable == [] and freed == [(0x1000, 7)]
+
+
 # -- on a GPU ------------------------------------------------------------------------------------
 
 gpu = pytest.mark.gpu
