@@ -28,6 +28,7 @@ import numpy as np
 
 from hlo.ir import ops as op_table
 from hlo.ir.core import Module, Operation, Region, Value
+from hlo.passes.trip_count import known_trip_count
 from hlo.runtime.steps import BufRef, Copy, HostCall, Switch, While, type_desc
 from . import index_trace
 from .kernel_emitter import KernelEmitter, Root, is_column_reduce, physical_order
@@ -384,7 +385,7 @@ class Lowering:
         for i, n in enumerate(nxt):
             if n is not None:
                 body_steps.append(self.copy_step(dests[i], n, op.results[i].type.nbytes))
-        self.steps.append(While(cond_steps, pred_ref, body_steps))
+        self.steps.append(While(cond_steps, pred_ref, body_steps, known_trip_count(op)))
 
     def _lower_if(self, op, dests, env):
         branches = [self.lower_region(r, env, [], list(dests)) for r in op.regions]

@@ -23,7 +23,7 @@ carry one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 
 @dataclass(frozen=True)
@@ -108,9 +108,15 @@ class Copy:
 
 @dataclass
 class While:
+    """``cond`` computes the predicate into ``cond_ref``; ``body`` runs while it holds. With
+    ``trip_count`` (known before the loop runs: ``passes.trip_count``) the body runs that many
+    times and a runtime may skip the condition (the CUDA runtime does: it then never waits for the
+    device between steps)."""
+
     cond: list
     cond_ref: BufRef
     body: list
+    trip_count: Optional[int] = None
 
 
 @dataclass
@@ -163,7 +169,7 @@ def describe_steps(steps, depth=0) -> List[str]:
         elif isinstance(s, Copy):
             out.append(f"{ind}copy {s.src} -> {s.dst} ({s.nbytes} bytes)")
         elif isinstance(s, While):
-            out.append(f"{ind}while:")
+            out.append(f"{ind}while{'' if s.trip_count is None else f' ({s.trip_count} steps)'}:")
             out += describe_steps(s.cond, depth + 1)
             out.append(f"{ind}  test {s.cond_ref}")
             out.append(f"{ind}do:")
@@ -219,7 +225,8 @@ def steps_to_json(steps) -> list:
                         "nbytes": s.nbytes})
         elif isinstance(s, While):
             out.append({"step": "while", "cond": steps_to_json(s.cond),
-                        "cond_ref": _ref_json(s.cond_ref), "body": steps_to_json(s.body)})
+                        "cond_ref": _ref_json(s.cond_ref), "body": steps_to_json(s.body),
+                        **({} if s.trip_count is None else {"trip_count": s.trip_count})})
         elif isinstance(s, Switch):
             out.append({"step": "switch", "selector": _ref_json(s.selector), "is_pred": s.is_pred,
                         "branches": [steps_to_json(b) for b in s.branches]})
@@ -275,8 +282,9 @@ def steps_from_json(data) -> list:
             elif kind == "copy":
                 out.append(Copy(_ref(d["dst"]), _ref(d["src"]), int(d["nbytes"])))
             elif kind == "while":
+                trips = d.get("trip_count")
                 out.append(While(steps_from_json(d["cond"]), _ref(d["cond_ref"]),
-                                 steps_from_json(d["body"])))
+                                 steps_from_json(d["body"]), None if trips is None else int(trips)))
             elif kind == "switch":
                 out.append(Switch(_ref(d["selector"]), bool(d["is_pred"]),
                                   [steps_from_json(b) for b in d["branches"]]))

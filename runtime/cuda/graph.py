@@ -6,8 +6,8 @@ device copies, cuBLASLt products -- by one ``(GRAPH, Segment)`` record, at every
 body of a While, the branches of a Switch). A call then costs one ``cuGraphLaunch`` per
 segment instead of one driver call per step.
 
-What stays a plain record: While and Switch themselves (they read a predicate back to the host
-and choose what runs next, so they split a program into segments; their bodies become
+What stays a plain record: While and Switch themselves (they read a predicate back to the host,
+or a While repeats its body a known number of times, and choose what runs next, so they split a program into segments; their bodies become
 segments of their own), a copy whose two ends are both arguments / results (its source and
 destination may be the same memory when a result aliases a donated argument), and runs shorter
 than ``min_records`` (the executable's default, 1, graphs every run: on an H100 a one-node
@@ -67,7 +67,7 @@ def graphify(records: list, env, min_records: int) -> list:
             continue
         flush()
         if k == WHILE:
-            out.append((WHILE, graphify(r[1], env, min_records), r[2], graphify(r[3], env, min_records)))
+            out.append((WHILE, graphify(r[1], env, min_records), r[2], graphify(r[3], env, min_records), r[4]))
         elif k == SWITCH:
             out.append((SWITCH, r[1], r[2], [graphify(b, env, min_records) for b in r[3]]))
         else:

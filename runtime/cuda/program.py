@@ -14,13 +14,15 @@ Records are tuples (cheapest to unpack):
   tuple (function, grid, block, shared bytes, stream, the packed parameter array);
 - ``(COPY, dst, src, nbytes)`` with ``dst`` / ``src`` addresses ``(static, which, index, offset)``;
 - ``(MATMUL, cublaslt_call)``;
-- ``(WHILE, cond_records, cond_address, body_records)``;
+- ``(WHILE, cond_records, cond_address, body_records, trip_count)``: with a trip count (known
+  before the loop: ``passes.trip_count``) the body's records run that many times, the condition
+  never, so no step waits for the device;
 - ``(SWITCH, selector_address, is_pred, [branch_records...])``;
 - ``(GRAPH, segment)``: a run of the records above replayed as one CUDA graph (``graph.py``'s
   ``graphify`` puts them in after ``build``).
 
-While and Switch read their predicate / selector back from the device: the only
-synchronizations inside a call.
+While (unless its trip count is known) and Switch read their predicate / selector back from
+the device: the only synchronizations inside a call.
 """
 from __future__ import annotations
 
@@ -115,7 +117,7 @@ def build(steps: list, env: Env) -> list:
             out.append((MATMUL, MatmulCall(st, env)))
         elif isinstance(st, While):
             out.append((WHILE, build(st.cond, env), _address(st.cond_ref, env, "while condition"),
-                        build(st.body, env)))
+                        build(st.body, env), st.trip_count))
         elif isinstance(st, Switch):
             if not st.branches:
                 raise ValueError("a switch step has no branches")
@@ -230,7 +232,11 @@ def run(records: list, bufs, env: Env) -> None:
         elif k == MATMUL:
             r[1](bufs)
         elif k == WHILE:
-            cond, where, body = r[1], r[2], r[3]
+            cond, where, body, trips = r[1], r[2], r[3], r[4]
+            if trips is not None:
+                for _ in range(trips):
+                    run(body, bufs, env)
+                continue
             while True:
                 run(cond, bufs, env)
                 if not _read_scalar(where, bufs, env, 1):

@@ -218,6 +218,29 @@ def test_walk_while_switch_copy(fake):
     np.testing.assert_array_equal(fake.view(y2, np.float32, n), [12] * 4)  # 1 loop + branch 1
 
 
+def test_a_while_with_a_trip_count_runs_its_body_that_often_and_never_its_condition(fake):
+    """A known trip count (``passes.trip_count``): the body's records are queued that many times;
+    the condition is not launched and no predicate is read back (no wait for the device)."""
+    n = 4
+    x, k, y = BASE + 0, BASE + 64, BASE + 128
+    fake.view(x, np.float32, n)[:] = [1, 2, 3, 4]
+    cnt, pred = BufRef("arena", 0, 0, 4), BufRef("arena", 0, 64, 1)
+    out = BufRef("output", 0, 0, 16)
+    loop = While([Launch("lt_i32", [cnt, BufRef("input", 1, 0, 4), pred], [False, False, True], (1, 1, 1), (1, 1, 1))],
+                 pred,
+                 [Launch("add_one", [out, out], [False, True], (1, 1, 1), (32, 1, 1), 0, [("i32", n)]),
+                  Launch("inc_i32", [cnt], [True], (1, 1, 1), (1, 1, 1))], trip_count=5)
+    steps = [Copy(out, BufRef("input", 0, 0, 16), 16), Launch("zero_i32", [cnt], [True], (1, 1, 1), (1, 1, 1)), loop]
+    host = (ctypes.c_uint8 * 8)()
+    env = env_for(fake, host)
+    reads = []
+    monkeypatch_read = fake.cuMemcpyDtoHAsync
+    fake.cuMemcpyDtoHAsync = lambda *a: (reads.append(a), monkeypatch_read(*a))[1]
+    program.run(program.build(steps, env), ([x, k], [y]), env)
+    np.testing.assert_array_equal(fake.view(y, np.float32, n), [6, 7, 8, 9])
+    assert fake.launches.count("add_one") == 5 and "lt_i32" not in fake.launches and reads == []
+
+
 @pytest.mark.parametrize("step,match", [
     (Launch("add_one", [BufRef("arena", 0, 250, 16)], [True], (1, 1, 1), (1, 1, 1)), "outside the arena"),
     (Launch("add_one", [BufRef("input", 3, 0, 4)], [True], (1, 1, 1), (1, 1, 1)), "there are 2"),
