@@ -45,6 +45,19 @@ from .errors import CudaError, KernelLaunchError
 from .program import COPY, GRAPH, LAUNCH, MATMUL, SWITCH, WHILE, run
 _CHILD_GRAPHS_KEPT = 4  # captured products per node (by addresses)
 CAPTURES_BEFORE_SPLIT = 8
+# A While with a known trip count whose body is all graphable records is unrolled into the
+# graphs: wholly, into the segment around it, while steps x records stay within UNROLL_NODES;
+# else its body is repeated UNROLL_NODES // records times in a segment of its own, launched
+# trip_count // that times, and the steps left over join the next segment. H200, a fori_loop of
+# five tanh-and-scale steps on 16x64 (one kernel and a copy a step), a segment a step ->
+# unrolled: 64 steps 442 -> 364 us, 1000 steps 5715 -> 4720 us (jax.jit: 553, 6423). Steps that
+# keep the GPU busy gain nothing (2048x2048: 972 -> 951 us; a 16-step RNN cell: 403 -> 417).
+UNROLL_NODES = 512
+
+
+def _graphable(r) -> bool:
+    k = r[0]
+    return k == LAUNCH or k == MATMUL or (k == COPY and (r[1][0] is not None or r[2][0] is not None))
 
 
 def graphify(records: list, env, min_records: int) -> list:
@@ -62,9 +75,21 @@ def graphify(records: list, env, min_records: int) -> list:
         k = r[0]
         if k == COPY and r[3] == 0:
             continue  # nothing to copy
-        if k == LAUNCH or k == MATMUL or (k == COPY and (r[1][0] is not None or r[2][0] is not None)):
+        if _graphable(r):
             pending.append(r)
             continue
+        if k == WHILE and r[4] is not None:
+            body = [b for b in r[3] if not (b[0] == COPY and b[3] == 0)]
+            if all(map(_graphable, body)):
+                trips = r[4]
+                if len(body) * trips <= UNROLL_NODES:
+                    pending.extend(body * trips)
+                    continue
+                per = max(1, UNROLL_NODES // len(body))
+                flush()
+                out.append((WHILE, r[1], r[2], [(GRAPH, Segment(body * per, env))], trips // per))
+                pending.extend(body * (trips % per))
+                continue
         flush()
         if k == WHILE:
             out.append((WHILE, graphify(r[1], env, min_records), r[2], graphify(r[3], env, min_records), r[4]))

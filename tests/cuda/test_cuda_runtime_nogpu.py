@@ -241,6 +241,33 @@ def test_a_while_with_a_trip_count_runs_its_body_that_often_and_never_its_condit
     assert fake.launches.count("add_one") == 5 and "lt_i32" not in fake.launches and reads == []
 
 
+def test_graphs_unroll_a_counted_loop_into_the_segment_around_it_or_into_a_repeated_segment(monkeypatch):
+    """With a known trip count and a graphable body, the loop's steps become graph nodes: all of
+    them in the enclosing segment while steps x records <= UNROLL_NODES, else a segment of
+    UNROLL_NODES // records steps launched trip_count // that times, the rest joining the next
+    segment. A loop without a trip count keeps its condition and a segment per step."""
+    from hlo.runtime.cuda import graph
+    launch = lambda name: (program.LAUNCH, None, None, (), name, "")  # noqa: E731
+    cond, where = [launch("lt")], (None, "arena", 0, 0)
+    body = [launch("f"), launch("g")]
+    names = lambda seg: [r[4] for r in seg.records]  # noqa: E731
+
+    out = graph.graphify([launch("a"), (program.WHILE, cond, where, body, 3), launch("b")], None, 1)
+    assert len(out) == 1 and out[0][0] == program.GRAPH
+    assert names(out[0][1]) == ["a"] + ["f", "g"] * 3 + ["b"]
+
+    monkeypatch.setattr(graph, "UNROLL_NODES", 4)
+    out = graph.graphify([launch("a"), (program.WHILE, cond, where, body, 5), launch("b")], None, 1)
+    assert [r[0] for r in out] == [program.GRAPH, program.WHILE, program.GRAPH]
+    assert names(out[0][1]) == ["a"]
+    w = out[1]
+    assert w[4] == 2 and len(w[3]) == 1 and names(w[3][0][1]) == ["f", "g"] * 2
+    assert names(out[2][1]) == ["f", "g", "b"]
+
+    out = graph.graphify([(program.WHILE, cond, where, body, None)], None, 1)
+    assert out[0][0] == program.WHILE and out[0][4] is None and names(out[0][3][0][1]) == ["f", "g"]
+
+
 @pytest.mark.parametrize("step,match", [
     (Launch("add_one", [BufRef("arena", 0, 250, 16)], [True], (1, 1, 1), (1, 1, 1)), "outside the arena"),
     (Launch("add_one", [BufRef("input", 3, 0, 4)], [True], (1, 1, 1), (1, 1, 1)), "there are 2"),
