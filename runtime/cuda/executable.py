@@ -34,8 +34,9 @@ CUDA graphs (``graph.py``): every run of at least ``graphs`` consecutive kernel 
 copies and cuBLASLt products (default 1; ``HLO_CUDA_GRAPHS``; 0 turns graphs off) is replayed
 as one CUDA graph, built on a slot's first call and patched per call where argument / result
 addresses changed. While and Switch read their predicate on the host (a While with a known
-trip count does not: its body is queued that many times): they split the steps into segments (their bodies are segments of their own) rather than falling back to the step
-walk. Results are identical to the step walk's: the same kernels on the same addresses.
+trip count does not: its body is queued that many times): they split the steps into segments
+(their bodies are segments of their own) rather than falling back to the step walk. Results
+are identical to the step walk's: the same kernels on the same addresses.
 
 What one call does on the host, and no more: make the context current
 (``Context.ensure_current``); check the arguments against pre-computed descriptors; take each

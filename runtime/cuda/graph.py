@@ -6,11 +6,13 @@ device copies, cuBLASLt products -- by one ``(GRAPH, Segment)`` record, at every
 body of a While, the branches of a Switch). A call then costs one ``cuGraphLaunch`` per
 segment instead of one driver call per step.
 
-What stays a plain record: While and Switch themselves (they read a predicate back to the host,
-or a While repeats its body a known number of times, and choose what runs next, so they split a program into segments; their bodies become
-segments of their own), a copy whose two ends are both arguments / results (its source and
-destination may be the same memory when a result aliases a donated argument), and runs shorter
-than ``min_records`` (the executable's default, 1, graphs every run: on an H100 a one-node
+What stays a plain record: While and Switch themselves (they read a predicate back to the host
+and choose what runs next, so they split a program into segments; their bodies become
+segments of their own; a While with a known trip count and a graphable body is unrolled into
+the segments instead, see ``UNROLL_NODES``), a copy whose two ends are both arguments /
+results (its source and destination may be the same memory when a result aliases a donated
+argument), and runs shorter than ``min_records`` (the executable's default, 1, graphs every
+run: on an H100 a one-node
 graph launched from Python cost 9.4 us a call against 11-12 us for a direct ``cuLaunchKernel``,
 whose eleven arguments cost more to convert). A segment whose graph cannot be built or
 instantiated (a launch the driver refuses, e.g. too many threads a block) runs its records
