@@ -12,8 +12,8 @@ segments of their own; a While with a known trip count and a graphable body is u
 the segments instead, see ``UNROLL_NODES``), a copy whose two ends are both arguments /
 results (its source and destination may be the same memory when a result aliases a donated
 argument), and runs shorter than ``min_records`` (the executable's default, 1, graphs every
-run: on an H100 a one-node
-graph launched from Python cost 9.4 us a call against 11-12 us for a direct ``cuLaunchKernel``,
+run: on an H100 a one-node graph launched from Python cost 9.4 us a call against 11-12 us for a
+direct ``cuLaunchKernel``,
 whose eleven arguments cost more to convert). A segment whose graph cannot be built or
 instantiated (a launch the driver refuses, e.g. too many threads a block) runs its records
 through the step walk instead, which names the failing kernel.
