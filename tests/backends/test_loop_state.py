@@ -53,24 +53,32 @@ def test_an_elementwise_step_writes_its_state_in_place():
     assert [state_in_place(w.regions[1], i) for i in range(2)] == [True, True]
 
 
+def the_body(src):
+    return [op for op in parse_module(src).main.ops if op.name == "while"][0].regions[1]
+
+
 def test_a_swapped_state_keeps_its_copies():
     src = loop("""      %t = tanh(%y) : f32[64]""", "%k1, %z, %t", extra_types=", f32[64]")
+    assert not state_in_place(the_body(src), 1)   # the old %z goes to slot 1: %y is still needed
     body = run_both(src)
     assert "copy" in body, body
 
 
 def test_the_old_state_read_after_the_new_one_is_made_keeps_the_copy():
-    # %s reads the old state %y and the new %u: whatever the fusion and order, the result must
-    # match, and the new state may not overwrite %y while %s still needs it
+    """%u is made first; a reduction after it still reads the old %y, so %u may not overwrite it
+    (the unfused body, where that order is fixed); through the pipeline, whatever fusion does,
+    the loop matches the interpreter."""
     src = loop("""      %t = tanh(%y) : f32[64]
       %u = multiply(%t, %y) : f32[64]
       %zf = constant dense<0.0> : f32[]
-      %p = multiply(%y, %u) : f32[64]
-      %s = reduce(%p, %zf) {dimensions = [0]} : f32[] {
+      %s = reduce(%y, %zf) {dimensions = [0]} : f32[] {
         ^body(%a: f32[], %b: f32[]):
           %r = add(%a, %b) : f32[]
           return(%r)
       }
       %sb = broadcast_in_dim(%s) {broadcast_dimensions = []} : f32[64]
-      %v = add(%u, %sb) : f32[64]""", "%k1, %v, %y", extra_types=", f32[64]")
+      %e = add(%z, %sb) : f32[64]""", "%k1, %u, %e", extra_types=", f32[64]")
+    body = the_body(src)
+    assert not state_in_place(body, 1)
+    assert state_in_place(body, 0) and state_in_place(body, 2)   # the counter; %e over %z
     run_both(src, n=3)
