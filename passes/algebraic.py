@@ -7,7 +7,8 @@ Chains: transpose of transpose, reshape of reshape, broadcast of broadcast (and 
 that only adds or drops unit dimensions), conversions through a type that holds every value
 exactly, slice of slice; no-op transposes, reshapes, broadcasts, slices, pads and
 concatenates disappear.
-Slices of a concatenate read the one operand they fall in. Reductions of a broadcast reduce
+Slices of a concatenate read the one operand they fall in. A dynamic_slice, or a gather of one
+slice, at constant start indices is a slice (clamped as they clamp). Reductions of a broadcast reduce
 the small operand instead (a sum over broadcast copies becomes a multiply by their count).
 A dot_general without a contraction (or with one of size 1) becomes a multiply of broadcasts.
 
@@ -338,6 +339,52 @@ def slice_simplify(op, rw):
     return None
 
 
+def _constant_ints(v: Value):
+    """The integer elements of ``v`` when it is a constant (through reshapes), else None."""
+    op = v.op
+    while op is not None and op.name == "reshape":
+        op = op.operands[0].op
+    if op is None or op.name != "constant" or not v.dtype.is_int:
+        return None
+    return [int(x) for x in np.asarray(op.attrs["value"]).reshape(-1)]
+
+
+def _clamped_slice(x: Value, starts, sizes, rw) -> Value:
+    """``x[starts : starts + sizes]`` with each start clamped into range, as dynamic_slice and
+    gather clamp theirs."""
+    st = [min(max(s, 0), n - k) for s, n, k in zip(starts, x.type.shape, sizes)]
+    return rw.build("slice", [x], {"start_indices": st, "limit_indices": [s + k for s, k in zip(st, sizes)],
+                                   "strides": [1] * len(st)})
+
+
+def dynamic_slice_of_constant(op, rw):
+    """dynamic_slice at constant start indices: a slice (an unrolled loop's ``xs[i]``)."""
+    starts = [_constant_ints(i) for i in op.operands[1:]]
+    if any(s is None or len(s) != 1 for s in starts):
+        return None
+    return [_clamped_slice(op.operands[0], [s[0] for s in starts], list(op.attrs["slice_sizes"]), rw)]
+
+
+def gather_of_constant(op, rw):
+    """A gather of one slice at a constant start (its indices one index vector, no batch
+    dimensions): a slice and a reshape dropping the collapsed dimensions (``xs[i]`` with a
+    constant ``i``, as loop unrolling leaves it)."""
+    a = op.attrs
+    x, idx = op.operands
+    vec = _constant_ints(idx)
+    out = op.results[0].type
+    if vec is None or a.get("operand_batching_dims") or a.get("start_indices_batching_dims"):
+        return None
+    batch = [n for d, n in enumerate(idx.type.shape) if d != a["index_vector_dim"]]
+    if any(n != 1 for n in batch) or out.rank != len(a.get("offset_dims") or ()):
+        return None
+    starts = [0] * x.type.rank
+    for d, s in zip(a["start_index_map"], vec):
+        starts[d] = s
+    piece = _clamped_slice(x, starts, list(a["slice_sizes"]), rw)
+    return [rw.build("reshape", [piece], result_types=[out])]
+
+
 def concatenate_simplify(op, rw):
     dim = op.attrs["dimension"]
     ops = [v for v in op.operands if v.type.shape[dim] != 0]
@@ -458,6 +505,7 @@ PATTERNS = {
     "broadcast_in_dim": [broadcast_simplify], "slice": [slice_simplify],
     "concatenate": [concatenate_simplify], "pad": [pad_simplify],
     "reduce": [reduce_unit_dims, reduce_of_broadcast], "dot_general": [dot_outer],
+    "dynamic_slice": [dynamic_slice_of_constant], "gather": [gather_of_constant],
 }
 
 

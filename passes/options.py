@@ -54,6 +54,10 @@ class Options:
     # ... only where each part's RHS has at least this many bytes (a cpu compile: 3/8 of a
     # core's L2, below which the RHS stays in cache from call to call).
     dot_split_k_min_rhs_bytes: Optional[int] = None
+    # Unroll a while loop whose trip count is known before it runs into copies of its body
+    # (pass ``while-unroll``, within its size bounds). None: the target's default (on for cuda,
+    # where each step of a loop costs launches; off for cpu and interpreter).
+    while_unroll: Optional[bool] = None
 
     @classmethod
     def from_any(cls, x: Any) -> "Options":
@@ -110,6 +114,11 @@ class Options:
             return bool(self.dot_merger)
         return bool(target_defaults(target).get("dot_merger", False))
 
+    def while_unroll_for(self, target: str) -> bool:
+        if self.while_unroll is not None:
+            return bool(self.while_unroll)
+        return bool(target_defaults(target).get("while_unroll", False))
+
     def dot_split_k_for(self, target: str) -> Tuple[int, int]:
         """(parts, least bytes of a part's RHS) of pass ``dot-split-k`` on ``target``: off
         (parts 0) but on cpu, where the options give them (a compile takes them from the CPU
@@ -121,10 +130,11 @@ class Options:
 
 # What each target kind changes from the defaults (a target's ``pass_options()``,
 # ``hlo.runtime.target``, hands these out): cpu and the interpreter fuse a row-wise prologue
-# into a dot's operand, cuda does not; cuda merges products that share their LHS.
-TARGET_DEFAULTS = {"interpreter": {"row_prologue": True, "dot_merger": False},
-                   "cpu": {"row_prologue": True, "dot_merger": False},
-                   "cuda": {"row_prologue": False, "dot_merger": True}}
+# into a dot's operand, cuda does not; cuda merges products that share their LHS and unrolls
+# loops with a known trip count.
+TARGET_DEFAULTS = {"interpreter": {"row_prologue": True, "dot_merger": False, "while_unroll": False},
+                   "cpu": {"row_prologue": True, "dot_merger": False, "while_unroll": False},
+                   "cuda": {"row_prologue": False, "dot_merger": True, "while_unroll": True}}
 
 
 def target_defaults(kind: str) -> dict:

@@ -3,7 +3,8 @@
 Per target (``interpreter``, ``cpu``, ``cuda``) the same order runs:
 
     simplify (until nothing changes, at most SIMPLIFY_ROUNDS rounds):
-        inline, canonicalize, algebraic-simplifier, constant-folding, cse, dce
+        inline, canonicalize, algebraic-simplifier, constant-folding, cse, dce,
+        while-unroll                                  (on for cuda: Options.while_unroll)
     dot-merger                                        (on for cuda: Options.dot_merger)
     dot-split-k                                       (on for cpu: Options.dot_split_k)
     layout-assignment
@@ -16,7 +17,8 @@ Targets differ in what fusion may do: cpu and the interpreter fuse a row-wise no
 into a dot's operand (``Options.row_prologue``), cuda does not; cuda merges products that share
 their LHS (``Options.dot_merger``), the others do not; cpu splits the contraction of a product
 of few rows whose RHS streams from memory over its threads (``Options.dot_split_k``), the
-others do not. The input module is not
+others do not; cuda unrolls loops of a known, small trip count (``Options.while_unroll``: the
+rounds after simplify the copies), the others keep them. The input module is not
 changed (it is cloned). The module is verified after every pass that changed it
 (``Options.verify``; ``"all"`` also after passes that report no change), including that every
 fusion op is a valid fusion of its kind; each pass is timed, and so is each verification; with a dump directory
@@ -42,7 +44,7 @@ from .fusion_kinds import NotFusible, verify_fusion
 from .options import Options, PassConfig, check_target
 from .registry import create_pass
 
-SIMPLIFY = ["inline", "canonicalize", "algebraic-simplifier", "constant-folding", "cse", "dce"]
+SIMPLIFY = ["inline", "canonicalize", "algebraic-simplifier", "constant-folding", "cse", "dce", "while-unroll"]
 SIMPLIFY_ROUNDS = 4
 FUSION = ["fusion", "multi-output-fusion", "horizontal-fusion"]
 TIDY = ["cse", "dce"]
@@ -87,7 +89,8 @@ def pipeline_passes(target: str, options: Options) -> Tuple[List[str], List[str]
     buffer assignment, which every result needs."""
     check_target(target)
     off = options.disabled_passes
-    simplify = [n for n in SIMPLIFY if n not in off]
+    simplify = [n for n in SIMPLIFY if n not in off
+                and (n != "while-unroll" or options.while_unroll_for(target))]
     rest = ["dot-merger", "dot-split-k", "layout-assignment"] + (FUSION if options.fusion else []) + TIDY + ["schedule"]
     rest = [n for n in rest if n not in off] + ["buffer-assignment"]
     return simplify, rest
