@@ -253,7 +253,7 @@ class Lowering:
                 else:
                     self.lower_op(h, hd, fenv)
                 for r, d in zip(h.results, hd):
-                    fenv[r] = d
+                    fenv.setdefault(r, d)  # (a product may have gone elsewhere: cuda's dot)
             # Elemental roots, grouped by index space.
             groups: Dict[tuple, List[Root]] = {}
             for o, d in roots.items():

@@ -26,6 +26,13 @@ How values come to share storage:
   while they are free, then into the arena at the smallest gap among buffers live at the same
   time.
 
+With ``products_in_outputs=False`` (target cuda), a value a library product writes (a
+``dot_general``, or an output fusion around one: cuBLASLt's result) is neither merged in place
+into an output nor packed into an output's or a donated argument's buffer: those addresses
+change from call to call, and a cuBLASLt node of a CUDA graph must be captured again for a new
+address where a kernel node is only patched (an unrolled RNN cell's last product had become a
+direct call each call).
+
 Outputs whose value is a parameter, a constant, or a value already returned elsewhere are
 ``output_copies``: the runtime copies them into their result buffer after the run.
 ``check()`` verifies independently that no two values live at the same time overlap in memory
@@ -100,8 +107,9 @@ class BufferAssignment:
     alignment = ALIGNMENT
 
     def __init__(self, region: Region, schedule: Sequence[Operation], donate_argnums=(),
-                 warn: bool = True):
+                 warn: bool = True, products_in_outputs: bool = True):
         self.region = region
+        self.products_in_outputs = products_in_outputs
         self.schedule = list(schedule)
         self.labels = Labels()
         self.buffers: List[Buffer] = []
@@ -231,6 +239,8 @@ class BufferAssignment:
                     continue
                 if br.values[0] is not r:
                     continue
+                if br.kind == "output" and self._library_product(ba):
+                    continue
                 if ba.kind == "temp" and br.kind in ("temp", "output"):
                     self._merge(br, ba)
                 elif ba.kind == "param" and ba.index in donate_set and br.kind == "output" \
@@ -302,7 +312,7 @@ class BufferAssignment:
         for b in temps:
             placed = False
             best = None
-            for owner, occ in bins:
+            for owner, occ in ([] if self._library_product(b) else bins):
                 off = _fit(occ, b, owner.size, best_fit=False)
                 if off is not None and (best is None or owner.size < best[0].size):
                     best = (owner, occ, off)
@@ -318,6 +328,18 @@ class BufferAssignment:
                 arena.add((off, b.size, b.start, b.end))
                 b.slice = Slice("temp", 0, off, b.size)
         self.arena_size = _align(max((o + s for o, s, _, _ in arena.all), default=0))
+
+    def _library_product(self, b: Buffer) -> bool:
+        """Whether ``b`` holds a value a library product writes and must stay out of the
+        call's argument and result buffers (``products_in_outputs`` off)."""
+        if self.products_in_outputs:
+            return False
+        for v in b.values:
+            op = v.op
+            if op is not None and (op.name == "dot_general" or (
+                    op.name == "fusion" and any(o.name == "dot_general" for o in op.regions[0].ops))):
+                return True
+        return False
 
     # ---------------------------------------------------------------------------------------
     def slice_for(self, value: Value) -> Slice:
@@ -610,7 +632,8 @@ class BufferAssignmentPass(Pass):
 
     def run(self, module: Module) -> bool:
         main = module.main
-        self.result = BufferAssignment(main.body, list(main.ops), self.config.options.donate_argnums)
+        self.result = BufferAssignment(main.body, list(main.ops), self.config.options.donate_argnums,
+                                       products_in_outputs=self.config.target != "cuda")
         self.result.check()
         return False
 

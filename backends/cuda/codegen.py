@@ -14,6 +14,8 @@ one ``Launch`` step, and matrix products through the runtime's cuBLASLt where it
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..kernel_emitter import KernelEmitter, Root
 from .kernels import GpuCodegen, emit_loop_kernel, emit_reduce_kernel, emit_row_kernel, is_row_reduce
 from .sort_scatter import lower_scatter, lower_sort
@@ -58,7 +60,7 @@ class CudaCodegen(GpuCodegen, KernelEmitter):
         if epilogue is not None:
             from .epilogue import match_epilogue
             match = match_epilogue(op.results[0], epilogue, env, _users(op.parent))
-        step, reason, fused = self._gemm(lw, op, dest, env, what, match)
+        step, reason, fused = self._gemm(lw, op, dest, env, what, match, epilogue is not None)
         if step is None:
             self.generated_dots.append(f"{what}: {reason}")
             step = emit_loop_kernel(self, [Root(op.results[0], dest, op.results[0].type)], env,
@@ -68,21 +70,29 @@ class CudaCodegen(GpuCodegen, KernelEmitter):
         lw.steps.append(step)
         lw.steps.extend(self._after_gemm)
         self.gemm_epilogues.append(step.what)
+        out = self._product_out
         if fused is None or fused.value is op.results[0]:
+            if out is not dest:
+                env[op.results[0]] = out  # the epilogue's kernel reads the product there
             return False
         if fused.at_root:
             return True
-        env[fused.value] = dest  # the rest of the epilogue reads it from the product's buffer
+        env[fused.value] = out  # the rest of the epilogue reads it from the product's buffer
         return False
 
-    def _gemm(self, lw, op, dest, env, what, match):
+    def _gemm(self, lw, op, dest, env, what, match, epilogue=False):
         """``(LibraryCall, None, fused Match or None)`` for the product (``gemm.plan_dot``), or
         ``(None, why not, None)``. An operand that is a fused chain of transposes / reshapes
         moving no data is read straight from its buffer (``_buffer_view``); other operands
         that are fused producers (not in a buffer) are computed into scratch first. Where
         cuBLASLt cannot take the operands' or the result's layout but takes row-major ones,
         they are relaid out through scratch (a copy kernel each; the result's runs after the
-        product: ``self._after_gemm``)."""
+        product: ``self._after_gemm``). Where a kernel computes the rest of an ``epilogue``
+        after the product and the result's buffer is an argument or result of the call, the
+        product goes to scratch (``self._product_out``) and that kernel writes the result: a
+        result lands at a new address every call the caller keeps its results, and a cuBLASLt
+        node of a CUDA graph whose address changes is captured again (``runtime/cuda/graph.py``),
+        a kernel node only patched."""
         from .gemm import plan_dot
         lhs, rhs = op.operands
         res = op.results[0]
@@ -123,6 +133,10 @@ class CudaCodegen(GpuCodegen, KernelEmitter):
                                                  what=f"{what}: {src}"))
             refs.append(ref)
         out = dest
+        rest = epilogue and not (kw and match.at_root)
+        if rest and dest.kind in ("input", "output") and _same_layout(types[res], res.type):
+            out = lw.scratch(res.type.nbytes)
+        self._product_out = out
         if not _same_layout(types[res], res.type):
             out = lw.scratch(res.type.nbytes)
             saved = res.type
@@ -166,23 +180,51 @@ def _same_layout(a, b) -> bool:
 
 
 def _buffer_view(v, env):
-    """``(buffer, type)`` when ``v`` is a chain of transposes and reshapes of a value in a
-    buffer that moves no data (``layout.bitcast_result_type``): the product reads that buffer
-    as ``type``. None otherwise."""
+    """``(buffer, type)`` when ``v`` is a chain of transposes, reshapes and slices of a value in
+    a buffer that moves no data (``layout.bitcast_result_type``; a slice that is one contiguous
+    range of its operand, ``_contiguous_slice``, reads the buffer from an offset): the product
+    reads that buffer as ``type``. None otherwise. An unrolled loop's ``xs[i] @ u`` reads
+    ``xs`` in place this way."""
     from hlo.passes.layout import bitcast_result_type
     chain = []
     x = v
-    while x not in env and x.op is not None and x.op.name in ("transpose", "reshape"):
+    while x not in env and x.op is not None and x.op.name in ("transpose", "reshape", "slice"):
         chain.append(x.op)
         x = x.op.operands[0]
     if x not in env or not chain:
         return None
-    t = x.type
+    ref, t = env[x], x.type
     for o in reversed(chain):
+        if o.name == "slice":
+            got = _contiguous_slice(o, t)
+            if got is None:
+                return None
+            skip, t = got
+            ref = replace(ref, offset=ref.offset + skip * t.dtype.itemsize, size=t.nbytes)
+            continue
         t = bitcast_result_type(o, t)
         if t is None:
             return None
-    return env[x], t
+    return ref, t
+
+
+def _contiguous_slice(op, t):
+    """``(elements skipped, result type in t's layout)`` when the slice ``op`` of a value
+    stored as ``t`` is one contiguous range of it: unit strides, every dimension more minor
+    than the first one it cuts taken whole, every one more major taken at one index. None
+    otherwise."""
+    st, li = list(op.attrs["start_indices"]), list(op.attrs["limit_indices"])
+    if any(s != 1 for s in (op.attrs.get("strides") or [1] * len(st))):
+        return None
+    order = list(t.minor_to_major)
+    cut = next((i for i, d in enumerate(order) if li[d] - st[d] != t.shape[d]), len(order))
+    if any(li[d] - st[d] != 1 for d in order[cut + 1:]):
+        return None
+    skip, stride = 0, 1
+    for d in order:
+        skip += st[d] * stride
+        stride *= t.shape[d]
+    return skip, op.results[0].type.with_layout(t.minor_to_major)
 
 
 def _users(region) -> dict:

@@ -33,7 +33,12 @@ nodes whose argument / result addresses changed since the previous launch of tha
   far more than a direct ``cublasLtMatmul`` call (about 70 us against 25 on an H100), so once a
   segment has captured its products for new addresses ``CAPTURES_BEFORE_SPLIT`` times (results
   kept by the caller land at new addresses every call), it splits for good: the products that
-  read arguments / results run as direct calls between graphs of the rest.
+  were captured again (their addresses changed, in that call or before) run as direct calls
+  between graphs of the rest. Products that only read arguments which stay put from call to
+  call (weights) stay in the graphs: H200, an unrolled 16-step RNN cell whose last product
+  wrote the result, 567 -> 340 us a call, where every product that read an argument had
+  become a direct call. (On cuda, buffer assignment keeps products out of the call's result
+  and argument buffers anyway: ``BufferAssignment(products_in_outputs=False)``.)
 
 A parameter update only affects launches queued after it, so a call may patch a segment that
 an earlier call's launch still uses on the GPU.
@@ -119,7 +124,7 @@ class Segment:
         self._exec = None
         self._kernels = []   # (node, CUDA_KERNEL_NODE_PARAMS, ptrs, patches)
         self._copies = []    # (node, CUDA_MEMCPY3D, dst address, src address, [last dst, last src])
-        self._products = []  # (node, MatmulCall, {addresses: child graph}, [last addresses])
+        self._products = []  # (node, MatmulCall, {addresses: child graph}, [last addresses, captures again])
         self._capture_stream = None
         self._recaptures = 0
         self._parts = None  # once split: callables of bufs (sub-segments' launch, direct products)
@@ -167,7 +172,7 @@ class Segment:
                 node = check(cu.cuGraphAddChildGraphNode(graph, prev, len(prev), child),
                              "cuGraphAddChildGraphNode", "adding a cuBLASLt product to a CUDA graph")
                 if mm.patched:
-                    self._products.append((node, mm, {addrs: child}, [addrs]))
+                    self._products.append((node, mm, {addrs: child}, [addrs, 0]))
                 else:  # the node holds a copy of it
                     _destroy_graph(child)
             prev = [node]
@@ -228,12 +233,13 @@ class Segment:
         run(self.records, bufs, self.env)
 
     def _split(self) -> None:
-        """For good: the products that read arguments / results become direct calls, the runs
-        between them sub-segments (which have no such products, so never split again)."""
+        """For good: the products captured again for new addresses become direct calls, the
+        runs between them sub-segments."""
+        moved = {id(mm) for _, mm, _, last in self._products if last[1]}
         self._release()
         parts, pending = [], []
         for r in self.records + [None]:
-            if r is None or (r[0] == MATMUL and r[1].patched):
+            if r is None or (r[0] == MATMUL and id(r[1]) in moved):
                 if pending:
                     parts.append(Segment(pending, self.env).launch)
                     pending = []
@@ -265,6 +271,7 @@ class Segment:
                 driver.check(cu.cuGraphExecMemcpyNodeSetParams(exe, node, m, self.env.module.ctx.handle),
                              "cuGraphExecMemcpyNodeSetParams", "patching a copy's addresses")
                 last[0], last[1] = dst, src
+        split = False
         for node, mm, kept, last in self._products:
             addrs = mm.addresses(bufs)
             if addrs == last[0]:
@@ -272,8 +279,11 @@ class Segment:
             child = kept.get(addrs)
             if child is None:
                 self._recaptures += 1
+                last[1] += 1
                 if self._recaptures > CAPTURES_BEFORE_SPLIT:
-                    return True
+                    split = True  # every product whose addresses changed this call is marked
+                if split:
+                    continue
                 if len(kept) >= _CHILD_GRAPHS_KEPT:  # the oldest goes (the exec holds a copy)
                     _destroy_graph(kept.pop(next(iter(kept))))
                 child = kept[addrs] = self._capture(mm, addrs)
@@ -282,7 +292,7 @@ class Segment:
                 self._build(bufs)
                 return False
             last[0] = addrs
-        return False
+        return split
 
     def _invalidate(self) -> None:
         """After a failed patch: the next launch rewrites every patched address."""
