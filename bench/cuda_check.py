@@ -3,7 +3,8 @@ the float64 numpy reference, and the StableHLO conformance folders on ``--target
 
     python bench/cuda_check.py [--conformance DIR ...] [--sample N] [--out DIR] [--skip PHASE ...]
 
-Phases: ``tests`` (tests/cuda and the frontend tests with ``HLO_TEST_TARGETS=cuda``, not slow),
+Phases: ``tests`` (tests/cuda and the frontend tests with ``HLO_TEST_TARGETS=cuda``, not slow;
+those marked ``whole_gpu`` alone after the rest),
 ``workloads`` (bench/workloads.py at its gpu sizes and dtypes: relative error of every output
 and the median of a few timed calls on inputs put on the device first, each to
 ``block_until_ready``), ``conformance``
@@ -42,14 +43,19 @@ def pytest_summary(out: str) -> str:
 
 
 def phase_tests(out_dir: Path, rows: list, jobs: int) -> None:
-    for name, args, env in (
-            ("tests/cuda", ["tests/cuda"], {}),
+    """Tests in parallel processes (``-n jobs``), those marked ``whole_gpu`` (they take nearly
+    all free GPU memory for a while, which a test in another process would then lack) alone
+    after them."""
+    for name, log, args, env, marks, n in (
+            ("tests/cuda", "tests_cuda", ["tests/cuda"], {}, "not slow and not whole_gpu", jobs),
+            ("tests/cuda, whole GPU", "tests_cuda_whole_gpu", ["tests/cuda"], {}, "whole_gpu and not slow", 0),
             # jax is the frontend tests' reference: on the CPU (on the GPU, XLA uses TF32 products
             # and reciprocal divisions, which the tests' tolerances do not allow)
-            ("frontend on cuda", ["tests/frontend"], {"HLO_TEST_TARGETS": "cuda", "JAX_PLATFORMS": "cpu"})):
-        rc, out, secs = sh([sys.executable, "-m", "pytest", "-q", "-m", "not slow", "-p", "no:cacheprovider",
-                            "--maxfail=200", "-n", str(jobs), *args],
-                           out_dir / f"pytest_{name.split()[0].replace('/', '_')}.log", 240, env)
+            ("frontend on cuda", "frontend", ["tests/frontend"],
+             {"HLO_TEST_TARGETS": "cuda", "JAX_PLATFORMS": "cpu"}, "not slow", jobs)):
+        rc, out, secs = sh([sys.executable, "-m", "pytest", "-q", "-m", marks, "-p", "no:cacheprovider",
+                            "--maxfail=200", *(["-n", str(n)] if n else []), *args],
+                           out_dir / f"pytest_{log}.log", 240, env)
         rows.append((name, pytest_summary(out), f"{secs:.0f}s"))
         fails = [l for l in out.splitlines() if l.startswith(("FAILED", "ERROR"))]
         for l in fails[:25]:

@@ -152,6 +152,7 @@ def test_launch_failure_names_the_kernel_and_the_executable_stays_usable(ptx):
     np.testing.assert_array_equal(np.asarray(exe(x, np.int32(1))[0]), x + 1)
 
 
+@pytest.mark.whole_gpu  # another test process sharing the GPU meanwhile could not allocate
 def test_out_of_memory_then_usable(ptx):
     from hlo.runtime.cuda import driver
     from hlo.runtime.cuda.errors import CudaOutOfMemoryError
