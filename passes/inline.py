@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
-from hlo.ir.clone import clone_op
 from hlo.ir.core import Module, Region, Value
 
 from .base import Pass, register_pass
 from .dce import remove_unused_functions
-from .util import replace_values
+from .util import finish_splice, splice_copy
 
 
 def _inline_region(region: Region, module: Module) -> bool:
@@ -27,13 +26,8 @@ def _inline_region(region: Region, module: Module) -> bool:
         if op.name == "call" and op.attrs.get("callee") in module:
             callee = module[op.attrs["callee"]]
             vmap: Dict[Value, Value] = dict(zip(callee.args, op.operands))
-            for inner in callee.body.ops:
-                new = clone_op(inner, vmap)
-                if new.loc is None:
-                    new.loc = op.loc
-                new.parent = region
-                out.append(new)
-                # Calls inside the callee are inlined when this region is visited again.
+            # (calls inside the callee are inlined when this region is visited again)
+            splice_copy(callee.body.ops, vmap, region, out, op.loc)
             for res, v in zip(op.results, callee.body.outputs):
                 mapping[res] = vmap.get(v, v)
             changed = True
@@ -41,26 +35,14 @@ def _inline_region(region: Region, module: Module) -> bool:
         branch = _constant_branch(op)
         if branch is not None:
             vmap = {}
-            for inner in branch.ops:
-                new = clone_op(inner, vmap)
-                new.parent = region
-                out.append(new)
+            splice_copy(branch.ops, vmap, region, out)
             for res, v in zip(op.results, branch.outputs):
                 mapping[res] = vmap.get(v, v)
             changed = True
             continue
         out.append(op)
     if changed:
-        region.ops = out
-        for op in out:
-            op.parent = region
-        if mapping:
-            # Resolve chains (a call result mapped to another inlined call's result).
-            def res(v):
-                while v in mapping:
-                    v = mapping[v]
-                return v
-            replace_values(region, {k: res(k) for k in mapping})
+        finish_splice(region, out, mapping)
     return changed
 
 

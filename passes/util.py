@@ -165,6 +165,36 @@ def replace_values(region: Region, mapping: Dict[Value, Value]) -> None:
             r.outputs = [mapping.get(v, v) for v in r.outputs]
 
 
+def splice_copy(ops_to_copy: Sequence[Operation], vmap: Dict[Value, Value], region: Region,
+                out: List[Operation], loc=None) -> None:
+    """Append copies of ``ops_to_copy`` to ``out`` (the new op list of ``region``): values
+    defined outside them map through ``vmap`` (which the copies' results join); copies without
+    a location get ``loc``. Inlining a call and unrolling a loop put a region's ops in place of
+    the op that ran it."""
+    from hlo.ir.clone import clone_op
+    for inner in ops_to_copy:
+        new = clone_op(inner, vmap)
+        if new.loc is None and loc is not None:
+            new.loc = loc
+        new.parent = region
+        out.append(new)
+
+
+def finish_splice(region: Region, out: List[Operation], mapping: Dict[Value, Value]) -> None:
+    """``region``'s ops become ``out`` and every use of a key of ``mapping`` (results of the ops
+    spliced away) reads its value, through chains (a result mapped to another spliced op's
+    result)."""
+    region.ops = out
+    for op in out:
+        op.parent = region
+    if mapping:
+        def final(v):
+            while v in mapping:
+                v = mapping[v]
+            return v
+        replace_values(region, {k: final(k) for k in mapping})
+
+
 def _all_regions(region: Region) -> Iterator[Region]:
     yield region
     for op in region.walk():

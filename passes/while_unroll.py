@@ -27,12 +27,11 @@ from __future__ import annotations
 
 from typing import Dict
 
-from hlo.ir.clone import clone_op
 from hlo.ir.core import Module, Operation, Region, Value
 
 from .base import MainPass, register_pass
 from .trip_count import known_trip_count
-from .util import CONTROL_FLOW, has_side_effect, replace_values
+from .util import CONTROL_FLOW, finish_splice, has_side_effect, splice_copy
 
 # XLA's while-loop unroller uses the same kind of bounds (64 steps, 800 instructions).
 MAX_TRIP_COUNT = 64
@@ -72,16 +71,8 @@ class WhileUnroll(MainPass):
                 changed = True
                 continue
             out.append(op)
-        if changed:
-            region.ops = out
-            for op in out:
-                op.parent = region
-            if mapping:
-                def final(v):   # a body may return an earlier unrolled loop's result as it is
-                    while v in mapping:
-                        v = mapping[v]
-                    return v
-                replace_values(region, {k: final(k) for k in mapping})
+        if changed:   # (a body may return an earlier unrolled loop's result as it is: a chain)
+            finish_splice(region, out, mapping)
         return changed
 
     def _refused(self, op: Operation) -> bool:
@@ -120,11 +111,6 @@ class WhileUnroll(MainPass):
         vals = list(op.operands)
         for _ in range(known_trip_count(op)):
             vmap: Dict[Value, Value] = dict(zip(body.args, vals))
-            for inner in body.ops:
-                new = clone_op(inner, vmap)
-                if new.loc is None:
-                    new.loc = op.loc
-                new.parent = region
-                out.append(new)
+            splice_copy(body.ops, vmap, region, out, op.loc)
             vals = [vmap.get(v, v) for v in body.outputs]
         return vals
