@@ -256,6 +256,11 @@ class VerticalFusion(FusionPass):
                 return decline("a constant that is not a splat stays in the constants table")
         elif not fusible_unit(p):
             return decline(f"the producer is a '{p.name}', which runs as its own kernel")
+        cost = (unit_cost(p) if p.name != "constant" else 0) + unit_cost(c)
+        if cost > self.options.max_fusion_cost:
+            return decline(f"the kernel would do {cost} units of work an element, more than "
+                           f"{self.options.max_fusion_cost} (max_fusion_cost): compile time grows "
+                           f"faster than a kernel's size")
         shared = bool(others) or any(r in top.returned for r in p.results)
         into_dot = p.name != "constant" and self._feeds_dot_operand(c, p)
         dup = []

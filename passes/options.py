@@ -31,6 +31,11 @@ class Options:
     # Vertical fusion may copy a producer into several consumers when its per-element work is at
     # most this many cheap-op units (an expensive op counts EXPENSIVE_COST); 0 never duplicates.
     duplication_limit: int = 8
+    # Vertical fusion makes no kernel whose per-element work passes this many cost units (an
+    # expensive op counts EXPENSIVE_COST, 16; the seed workloads' biggest kernel: 90). LLVM's
+    # time on one function grows faster than its size: 320 steps of tanh-and-scale in one
+    # kernel (6,700 units) took 9.6 s to compile for the CPU, jax.jit 0.6 s.
+    max_fusion_cost: int = 512
     # Horizontal fusion merges independent kernels whose outputs have at most this many elements.
     horizontal_max_elements: int = 1 << 16
     # Fuse a row-wise normalization (layer norm, softmax) into the operand of a dot (the dot

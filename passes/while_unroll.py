@@ -7,9 +7,10 @@ many copies of its body, one after the other, where the copies stay small:
 - its condition calls nothing back on the host (unrolled, the condition no longer runs);
 - its body has a product or reads / writes at an index (``WORTH_IT``): what unrolling removes
   is the per-step machinery around those (a product's operand copied out of ``xs[i]``, the
-  index's kernels). A body of elementwise ops only is kept: fusion would make one kernel of all
-  its steps (32 steps of five tanh-and-scale ops: one kernel of 160 tanh that took 10 s to
-  compile for cuda), while the CUDA runtime already puts a counted loop's steps into one graph.
+  index's kernels). A body of elementwise ops only is kept: fusion would merge its steps into
+  kernels as long as ``Options.max_fusion_cost`` allows (before that bound, 32 steps of five
+  tanh-and-scale ops made one kernel that took 10 s to compile for cuda), while the CUDA
+  runtime already puts a counted loop's steps into one graph.
 
 Each copy reads the previous copy's results where the body read its arguments; the loop's
 results are the last copy's (its initial values for a loop of no steps). The counter then is a

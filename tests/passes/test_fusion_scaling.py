@@ -36,9 +36,9 @@ def _simplified(m: Module) -> Module:
     return m
 
 
-def _fuse(m: Module, grow_in_place: bool):
+def _fuse(m: Module, grow_in_place: bool, options=None):
     """Run the fusion passes on ``m`` (changed in place); return (decision log, seconds)."""
-    config = PassConfig("cpu", Options(), [])
+    config = PassConfig("cpu", options or Options(), [])
     t0 = time.perf_counter()
     for name in FUSE:
         p = create_pass(name, config)
@@ -98,17 +98,37 @@ def test_whole_pipeline_on_a_large_program_verifying_after_every_pass():
 
 
 def test_long_chain_becomes_one_kernel_either_way():
+    """Without a bound on a kernel's work (``max_fusion_cost``), the fusion pass itself scales."""
+    unbounded = Options(max_fusion_cost=10 ** 9)
     fast, general = _chain(300), _chain(300)
-    _, t_fast = _fuse(fast, True)
-    _, t_general = _fuse(general, False)
+    _, t_fast = _fuse(fast, True, unbounded)
+    _, t_general = _fuse(general, False, unbounded)
     assert print_module(fast) == print_module(general)
     assert [op.name for op in fast.main.ops] == ["fusion"]
     m = _chain(1000)
-    log, t_long = _fuse(m, True)
+    log, t_long = _fuse(m, True, unbounded)
     assert [op.name for op in m.main.ops] == ["fusion"]
     assert len(m.main.ops[0].regions[0].ops) == 1000
     print(f"\n300-op chain: {t_fast:.3f}s in place, {t_general:.3f}s through preview; "
           f"1000-op chain: {t_long:.3f}s")
+
+
+def test_a_long_chain_is_cut_into_kernels_within_the_bound():
+    """The default bound: kernels of at most ``max_fusion_cost`` units each, as few as that
+    allows, the chain's meaning kept, and the decision log says why each cut is there."""
+    from hlo.passes.fusion import unit_cost
+    m = _chain(1000)
+    ref = m.clone()
+    log, _ = _fuse(m, True)
+    bound = Options().max_fusion_cost
+    kernels = [op for op in m.main.ops if op.name == "fusion"]
+    costs = [unit_cost(k) for k in kernels]
+    total = sum(costs)
+    assert len(kernels) == len(m.main.ops) and max(costs) <= bound, costs
+    assert len(kernels) <= 2 * total // bound + 1, (len(kernels), total)
+    assert any(f"more than {bound} (max_fusion_cost)" in ln for ln in log)
+    args = random_args(ref, seed=5)
+    np.testing.assert_allclose(run(m, args)[0], run(ref, args)[0], rtol=1e-5, atol=1e-6)
 
 
 def test_incremental_use_lists_match_a_fresh_computation():
