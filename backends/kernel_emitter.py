@@ -165,6 +165,11 @@ class KernelEmitter(abc.ABC):
                    env: Dict[Value, BufRef], in_shape, name: str, what: str):
         ...
 
+    def row_kernel_fits(self, in_shape, k: int) -> bool:
+        """Whether a row-fused fusion over ``in_shape`` (rows: its first ``k`` dimensions) runs
+        as one row kernel; else its reductions and outputs run as kernels of their own."""
+        return True
+
     @abc.abstractmethod
     def column_reduce(self, op, dests: Sequence[BufRef], env: Dict[Value, BufRef], what: str):
         ...

@@ -225,6 +225,8 @@ class Lowering:
                 roots[o] = d
         heavy = [x for x in region.ops if x.name in HEAVY]
         k = index_trace.row_fusable(region, heavy, list(roots)) if heavy else None
+        if k is not None and not cg.row_kernel_fits(heavy[0].operands[0].type.shape, k):
+            k = None
         if k is not None and roots:
             in_shape = heavy[0].operands[0].type.shape
             self.steps.append(cg.row_kernel(k, [h.results[0] for h in heavy], list(roots.items()),

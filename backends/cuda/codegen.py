@@ -16,8 +16,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from ..kernel_emitter import KernelEmitter, Root
-from .kernels import GpuCodegen, emit_loop_kernel, emit_reduce_kernel, emit_row_kernel, is_row_reduce
+from .kernels import (SPLIT_MIN_ELEMENTS, GpuCodegen, emit_loop_kernel, emit_reduce_kernel, emit_row_kernel,
+                      emit_split_reduce, is_row_reduce, split_parts)
 from .sort_scatter import lower_scatter, lower_sort
 
 
@@ -38,6 +41,15 @@ class CudaCodegen(GpuCodegen, KernelEmitter):
     def row_kernel(self, k, reduces, outputs, env, in_shape, name, what):
         return emit_row_kernel(self, k, reduces, outputs, env, in_shape, name=name, what=what)
 
+    def row_kernel_fits(self, in_shape, k) -> bool:
+        """Not where the rows are fewer than the multiprocessors and each holds at least
+        ``kernels.SPLIT_MIN_ELEMENTS``: a row kernel gives a row one block, so a full reduction
+        of a 2048 x 2048 array ran on one multiprocessor. Its reductions then split
+        (``big_reduce``) and its outputs are a loop kernel."""
+        rows = int(np.prod(in_shape[:k])) if k else 1
+        inner = int(np.prod(in_shape[k:])) if k < len(in_shape) else 1
+        return rows >= self.device.sm_count or inner < SPLIT_MIN_ELEMENTS
+
     def column_reduce(self, op, dests, env, what):
         roots = [Root(r, d, r.type) for r, d in zip(op.results, dests)]
         return emit_loop_kernel(self, roots, env, name="column_reduce", what=what)
@@ -45,7 +57,11 @@ class CudaCodegen(GpuCodegen, KernelEmitter):
     def big_reduce(self, lw, op, dests, env, what) -> bool:
         if not is_row_reduce(op):
             return False
-        lw.steps.append(emit_reduce_kernel(self, op, dests, env, what=what))
+        parts = split_parts(self, op)
+        if parts > 1:
+            lw.steps.extend(emit_split_reduce(self, lw, op, dests, env, parts, what=what))
+        else:
+            lw.steps.append(emit_reduce_kernel(self, op, dests, env, what=what))
         return True
 
     def dot(self, lw, op, dest, env, epilogue=None) -> bool:
