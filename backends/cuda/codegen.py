@@ -18,9 +18,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..kernel_emitter import KernelEmitter, Root
-from .kernels import (SPLIT_MIN_ELEMENTS, GpuCodegen, emit_loop_kernel, emit_reduce_kernel, emit_row_kernel,
-                      emit_split_reduce, is_row_reduce, split_parts)
+from ..kernel_emitter import KernelEmitter, Root, is_column_reduce
+from .kernels import (SPLIT_MIN_ELEMENTS, GpuCodegen, column_parts, emit_loop_kernel, emit_reduce_kernel,
+                      emit_row_kernel, emit_split_column_reduce, emit_split_reduce, is_row_reduce, split_parts)
 from .sort_scatter import lower_scatter, lower_sort
 
 
@@ -56,6 +56,10 @@ class CudaCodegen(GpuCodegen, KernelEmitter):
 
     def big_reduce(self, lw, op, dests, env, what) -> bool:
         if not is_row_reduce(op):
+            parts = column_parts(self, op) if is_column_reduce(op) else 1
+            if parts > 1:   # few results, long columns: split (else ``column_reduce``)
+                lw.steps.extend(emit_split_column_reduce(self, lw, op, dests, env, parts, what=what))
+                return True
             return False
         parts = split_parts(self, op)
         if parts > 1:

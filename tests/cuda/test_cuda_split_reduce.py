@@ -2,6 +2,8 @@
 the GPU has multiprocessors, each over at least ``SPLIT_MIN_ELEMENTS`` elements, runs as two
 kernels -- slices of each result's elements a block each into partials, then the partials of
 each result, in order, with the init value applied once -- instead of one block per result.
+Column reductions (``emit_split_column_reduce``) of few results over long columns likewise:
+runs of each column a thread each, then the same second kernel.
 The steps' text is read from compiles that need no GPU (ptxas assembles them where present);
 with a GPU (marker ``gpu``) the results are checked against the interpreter: sums, max,
 argmax (two results), a non-identity init, any over pred, integers, bf16, a mean whose division
@@ -163,3 +165,62 @@ func @main(%x: f32[2,262144]) -> (f32[2,262144]) {
     prog = compile_src(softmax)
     assert len(_parts(prog)) == 4, prog.steps_text   # two reductions, split each
     check(softmax, [RNG.standard_normal((2, 262144)).astype(np.float32)], rtol=1e-5, atol=1e-9)
+
+
+COLUMN = """module @m
+func @main(%x: {et}[{shape}]) -> ({et}[{out}]) {{
+  %0 = constant dense<{init}> : {et}[]
+  %1 = reduce(%x, %0) {{dimensions = {dims}}} : {et}[{out}] {{
+    ^body(%a: {et}[], %b: {et}[]):
+      %c = {op}(%a, %b) : {et}[]
+      return(%c)
+  }}
+  return(%1)
+}}
+"""
+
+
+@pytest.mark.parametrize("shape,dims,out,op,init", [
+    ((65536, 64), "[0]", "64", "add", "0.0"), ((1 << 18, 8), "[0]", "8", "maximum", "-inf"),
+    ((4096, 4096), "[0]", "4096", "add", "2.0"), ((512, 64, 16), "[0, 1]", "16", "add", "0.0")])
+def test_split_column_reductions_match_the_interpreter(shape, dims, out, op, init):
+    src = COLUMN.format(et="f32", shape=",".join(map(str, shape)), dims=dims, out=out, op=op, init=init)
+    prog = compile_src(src)
+    first, second = _parts(prog)
+    assert first.startswith("k_column_part") and second.startswith("k_reduce_total"), prog.steps_text
+    check(src, [RNG.standard_normal(shape).astype(np.float32)], rtol=1e-5, atol=1e-4)
+
+
+def test_a_small_column_reduction_stays_one_kernel():
+    src = COLUMN.format(et="f32", shape="128,512", dims="[0]", out="512", op="add", init="0.0")
+    prog = compile_src(src)
+    assert not _parts(prog) and "k_column_reduce" in prog.steps_text, prog.steps_text
+
+
+def test_split_column_argmax_matches_the_interpreter():
+    src = """module @m
+func @main(%x: f32[65536,16]) -> (f32[16], s32[16]) {
+  %i = iota() {iota_dimension = 0} : s32[65536,16]
+  %v0 = constant dense<-inf> : f32[]
+  %i0 = constant dense<0> : s32[]
+  %rv, %ri = reduce(%x, %i, %v0, %i0) {dimensions = [0]} : f32[16], s32[16] {
+    ^body(%a: f32[], %ai: s32[], %b: f32[], %bi: s32[]):
+      %gt = compare(%a, %b) {comparison_direction = "GT"} : pred[]
+      %eq = compare(%a, %b) {comparison_direction = "EQ"} : pred[]
+      %lt = compare(%ai, %bi) {comparison_direction = "LT"} : pred[]
+      %tie = and(%eq, %lt) : pred[]
+      %take = or(%gt, %tie) : pred[]
+      %v = select(%take, %a, %b) : f32[]
+      %k = select(%take, %ai, %bi) : s32[]
+      return(%v, %k)
+  }
+  return(%rv, %ri)
+}
+"""
+    first, _ = _parts(compile_src(src))
+    assert first.startswith("k_column_part")
+    x = RNG.standard_normal((65536, 16)).astype(np.float32)
+    x[[70, 60000], 3] = 9.0   # a tie in column 3: the first row wins
+    got = check(src, [x])
+    if got is not None:
+        assert int(np.asarray(got[1])[3]) == 70
