@@ -45,6 +45,7 @@ an earlier call's launch still uses on the GPU.
 """
 from __future__ import annotations
 
+import gc
 from typing import List
 
 from . import driver
@@ -186,13 +187,22 @@ class Segment:
             self._capture_stream = driver.Stream(self.env.module.ctx)
         cs = self._capture_stream
         plan = mm.plan_at(addrs)  # the heuristic runs outside the capture
-        driver.check(cu.cuStreamBeginCapture(cs.handle, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-                     "cuStreamBeginCapture")
+        # No garbage collection inside the capture: a collected executable or buffer frees and
+        # synchronizes from this thread, which invalidates a thread-local capture (seen once on
+        # the H200: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED while recording a product)
+        collecting = gc.isenabled()
+        gc.disable()
         try:
-            mm.launch(plan, addrs, cs.ptr)
+            driver.check(cu.cuStreamBeginCapture(cs.handle, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                         "cuStreamBeginCapture")
+            try:
+                mm.launch(plan, addrs, cs.ptr)
+            finally:
+                g = driver.check(cu.cuStreamEndCapture(cs.handle), "cuStreamEndCapture",
+                                 f"recording {mm.what} into a CUDA graph")
         finally:
-            g = driver.check(cu.cuStreamEndCapture(cs.handle), "cuStreamEndCapture",
-                             f"recording {mm.what} into a CUDA graph")
+            if collecting:
+                gc.enable()
         return g
 
     # -- launching ------------------------------------------------------------------------------
