@@ -569,20 +569,12 @@ def coop_reduce(kb: GpuKernel, em: ElementalEmitter, g: Group, rop, kept_idx,
             part.fold(em, body, xs, ok)
             em.pop()
     else:
-        kept = [d for d in range(in_t.rank) if d not in dims]
-        red_t = TensorType(tuple(in_t.shape[d] for d in dims),
-                           in_t.dtype, tuple(dims.index(d) for d in in_t.minor_to_major if d in dims))
+        red_t = _reduced_type(in_t, dims)
         lo, hi = span if span is not None else (i64(0), i64(red_t.size))
         with for_range(b, b.add(lo, g.lane), hi, "r", step=g.size) as r:
             em.push()
-            ridx = physical_index(b, r, red_t)
-            full: List[Optional[ir.Value]] = [None] * in_t.rank
-            for k, d in enumerate(kept):
-                full[d] = kept_idx[k]
-            for k, d in enumerate(dims):
-                full[d] = ridx[k]
-            xs = [em.at(v, tuple(full)) for v in inputs]
-            part.fold(em, body, xs)
+            full = _full_index(b, in_t, dims, kept_idx, r, red_t)
+            part.fold(em, body, [em.at(v, full) for v in inputs])
             em.pop()
     _warp_combine(kb, em, body, part)
     if g.size > WARP:
@@ -698,8 +690,7 @@ def emit_split_reduce(cg: GpuCodegen, lw, op, dests: Sequence[BufRef], env: Dict
     with for_range(b, g.index, M * P, "q", step=g.stride) as q:
         em.push()
         o, p = b.udiv(q, i64(P)), b.urem(q, i64(P))
-        lo = b.mul(p, i64(chunk))
-        hi = b.select(b.icmp_signed("<", b.add(lo, i64(chunk)), i64(K)), b.add(lo, i64(chunk)), i64(K))
+        lo, hi = _slice_bounds(b, p, chunk, K)
         cur, valid = coop_reduce(kb, em, g, op, physical_index(b, o, out_t), span=(lo, hi), partial=True)
         with b.if_then(b.icmp_unsigned("==", g.lane, i64(0))):
             _store_partial(kb, res, slots, flags, q, cur, valid)
@@ -743,9 +734,7 @@ def emit_split_column_reduce(cg: GpuCodegen, lw, op, dests: Sequence[BufRef], en
     n = len(res)
     in_t, out_t = op.operands[0].type, res[0].type
     dims = list(op.attrs["dimensions"])
-    kept = [d for d in range(in_t.rank) if d not in dims]
-    red_t = TensorType(tuple(in_t.shape[d] for d in dims), in_t.dtype,
-                       tuple(dims.index(d) for d in in_t.minor_to_major if d in dims))
+    red_t = _reduced_type(in_t, dims)
     K, M, P = red_t.size, out_t.size, parts
     chunk = -(-K // P)
     slots, flags = _partial_buffers(lw, res, M * P)
@@ -760,18 +749,12 @@ def emit_split_column_reduce(cg: GpuCodegen, lw, op, dests: Sequence[BufRef], en
         em.push()
         o, p = b.urem(q, i64(M)), b.udiv(q, i64(M))
         kidx = physical_index(b, o, out_t)
-        lo = b.mul(p, i64(chunk))
-        hi = b.select(b.icmp_signed("<", b.add(lo, i64(chunk)), i64(K)), b.add(lo, i64(chunk)), i64(K))
+        lo, hi = _slice_bounds(b, p, chunk, K)
         part = _Partial(b, [em.at(v, ()) for v in op.operands[n:]])
         with for_range(b, lo, hi, "r") as r:
             em.push()
-            ridx = physical_index(b, r, red_t)
-            full: List[Optional[ir.Value]] = [None] * in_t.rank
-            for k, d in enumerate(kept):
-                full[d] = kidx[k]
-            for k, d in enumerate(dims):
-                full[d] = ridx[k]
-            part.fold(em, body, [em.at(v, tuple(full)) for v in op.operands[:n]])
+            full = _full_index(b, in_t, dims, kidx, r, red_t)
+            part.fold(em, body, [em.at(v, full) for v in op.operands[:n]])
             em.pop()
         cur, valid = part.load()
         _store_partial(kb, res, slots, flags, q, cur, valid)
@@ -779,6 +762,33 @@ def emit_split_column_reduce(cg: GpuCodegen, lw, op, dests: Sequence[BufRef], en
     first = kb.finish(cg.grid(M * P), BLOCK, f"{what} (part 1 of 2: {P} runs of each column, a thread each)")
     return [first, _total_kernel(cg, op, dests, env, slots, flags, P, lambda b, o, p: b.add(b.mul(p, i64(M)), o),
                                  f"{what} (part 2 of 2: the {P} partials of each result)")]
+
+
+def _reduced_type(in_t: TensorType, dims) -> TensorType:
+    """The reduced dimensions of ``in_t`` as a type of their own, in the input's physical order
+    (a linear position in it walks the input's reduced elements in memory order)."""
+    return TensorType(tuple(in_t.shape[d] for d in dims), in_t.dtype,
+                      tuple(dims.index(d) for d in in_t.minor_to_major if d in dims))
+
+
+def _full_index(b, in_t: TensorType, dims, kept_idx, r, red_t: TensorType) -> tuple:
+    """The input index of reduced position ``r`` (linear in ``red_t``) of the result at
+    ``kept_idx``."""
+    ridx = physical_index(b, r, red_t)
+    kept = [d for d in range(in_t.rank) if d not in dims]
+    full: List[Optional[ir.Value]] = [None] * in_t.rank
+    for k, d in enumerate(kept):
+        full[d] = kept_idx[k]
+    for k, d in enumerate(dims):
+        full[d] = ridx[k]
+    return tuple(full)
+
+
+def _slice_bounds(b, p, chunk: int, K: int):
+    """``[p * chunk, min(K, (p + 1) * chunk))``: slice ``p`` of a split reduction."""
+    lo = b.mul(p, i64(chunk))
+    end = b.add(lo, i64(chunk))
+    return lo, b.select(b.icmp_signed("<", end, i64(K)), end, i64(K))
 
 
 def _partial_buffers(lw, res, count: int):
