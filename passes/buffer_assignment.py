@@ -13,7 +13,9 @@ value of ``main``'s top level gets a ``Slice(kind, index, offset, size)``:
 
 How values come to share storage:
 
-- a bitcast (``layout.is_bitcast``: free reshapes and transposes) shares its operand's slice;
+- a bitcast (``layout.is_bitcast``: free reshapes and transposes) shares its operand's slice,
+  and so does each result of an ``optimization_barrier`` (it orders and fences, it moves
+  nothing: a cumsum of 2^22 had copied each of its scan's 44 levels);
 - in place: a kernel whose ``fusion_kinds.inplace_pairs`` allow it writes its result over an
   operand whose last reader it is (same size and layout): an elementwise update, a softmax
   over its input, a dot epilogue over its residual. In a fusion with several outputs, not over
@@ -168,10 +170,11 @@ class BufferAssignment:
         for i, a in enumerate(region.args):
             new_buffer([a], "param", i)
         for op in self.schedule:
-            if is_bitcast(op):
-                b = owner[op.operands[0]]
-                b.values.append(op.results[0])
-                owner[op.results[0]] = b
+            if is_bitcast(op) or op.name == "optimization_barrier":
+                for a, r in zip(op.operands, op.results):
+                    b = owner[a]
+                    b.values.append(r)
+                    owner[r] = b
             elif op.name == "constant":
                 b = new_buffer(op.results, "constant", len(self.constants))
                 self.constants.append(op.attrs["value"])
@@ -389,6 +392,10 @@ class BufferAssignment:
         region = self.region
         root: Dict[Value, Value] = {a: a for a in region.args}
         for op in self.schedule:
+            if op.name == "optimization_barrier":
+                for a, r in zip(op.operands, op.results):
+                    root[r] = root.get(a, a)
+                continue
             for r in op.results:
                 root[r] = root.get(op.operands[0], op.operands[0]) if is_bitcast(op) else r
         # Live range of each storage root, from its own definition to its aliases' last use.

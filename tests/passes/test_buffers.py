@@ -108,6 +108,30 @@ def test_bitcasts_share_their_operands_slice():
     assert ba.slice_for(a) == ba.slice_for(r) == ba.slice_for(s)
 
 
+def test_optimization_barrier_results_share_their_operands_slices():
+    """A barrier fences and orders; it moves nothing (before, each result was a copy)."""
+    src = """
+    func @main(%x: f32[64], %y: f32[16]) -> (f32[64], f32[16]) {
+      %a = exponential(%x) : f32[64]
+      %b = negate(%y) : f32[16]
+      %fa, %fb = optimization_barrier(%a, %b) : f32[64], f32[16]
+      %c = tanh(%fa) : f32[64]
+      %d = add(%fb, %b) : f32[16]
+      return(%c, %d)
+    }
+    """
+    m, ba = plan(src)
+    ba.check()
+    a, b = m.main.ops[0].results[0], m.main.ops[1].results[0]
+    fa, fb = m.main.ops[2].results
+    assert ba.slice_for(fa) == ba.slice_for(a) and ba.slice_for(fb) == ba.slice_for(b)
+    assert ba.slice_for(a) != ba.slice_for(b)
+    o = optimize(m, "interpreter")
+    args = random_args(m)
+    for got, want in zip(simulate(o, args), run(m, args)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 def test_values_inside_fusions_have_no_slice():
     m, ba = plan("""
     func @main(%x: f32[4]) -> (f32[4]) {
