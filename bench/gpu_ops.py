@@ -12,7 +12,6 @@ Timings live here only; tests never assert them."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -47,6 +46,7 @@ def main(argv=None) -> int:
     import numpy as np
     import hlo
     import hlo.numpy as hnp
+    from bench.report import finish_side_by_side
     from bench.timing import measure
     import jax
     import jax.numpy as jnp
@@ -76,13 +76,7 @@ def main(argv=None) -> int:
             wrong.append(name)
         print(f"{name:<30} hlo {row['hlo_us']:10.1f} us   jax.jit {row['jax_us']:9.1f} us   "
               f"x{row['hlo_over_jax']:7.2f}   rel err {err:.1e}", flush=True)
-    if a.json:
-        with open(a.json, "w") as fh:
-            json.dump({"device": jax.devices()[0].device_kind, "rows": rows}, fh, indent=1)
-    if wrong:
-        print(f"hlo and jax.jit disagree on: {', '.join(wrong)}")
-        return 1
-    return 0
+    return finish_side_by_side(a.json, {"device": jax.devices()[0].device_kind}, rows, wrong)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ assert them."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -52,6 +51,7 @@ def main(argv=None) -> int:
     import numpy as np
     import hlo
     import hlo.numpy as hnp
+    from bench.report import finish_side_by_side
     from bench.timing import measure
 
     rng = np.random.default_rng(0)
@@ -88,13 +88,7 @@ def main(argv=None) -> int:
         print(f"{name:<26} hlo {row['hlo_ms']:9.3f} ms"
               + (f"   jax.jit {row['jax_ms']:9.3f} ms   x{row['hlo_over_jax']:.2f}   max |diff| "
                  f"{row['max_abs_diff']:.1e}" if "jax_ms" in row else "   (jax not installed)"), flush=True)
-    if a.json:
-        with open(a.json, "w") as fh:
-            json.dump({"target": target, "rows": rows}, fh, indent=1)
-    if wrong:
-        print(f"hlo and jax.jit disagree on: {', '.join(wrong)}")
-        return 1
-    return 0
+    return finish_side_by_side(a.json, {"target": target}, rows, wrong)
 
 
 if __name__ == "__main__":

@@ -177,3 +177,16 @@ def _json_default(o):
     except ImportError:
         pass
     return str(o)
+
+
+def finish_side_by_side(json_path: Optional[str], head: dict, rows: list, wrong: list) -> int:
+    """The end of a side-by-side script (``bench.loops``, ``bench.gpu_ops``): the rows to
+    ``json_path`` (with ``head``'s fields) when given; exit status 1, naming them, where hlo
+    and jax.jit disagreed."""
+    if json_path:
+        with open(json_path, "w") as fh:
+            json.dump({**head, "rows": rows}, fh, indent=1)
+    if wrong:
+        print(f"hlo and jax.jit disagree on: {', '.join(wrong)}")
+        return 1
+    return 0
