@@ -32,6 +32,7 @@ class CudaCodegen(GpuCodegen, KernelEmitter):
         self.generated_dots = []  # why each generated dot kernel was not a library call
         self.gemm_epilogues = []  # each cuBLASLt call's text: its epilogue, or why none
         self._after_gemm = []
+        self._product_out = None  # where ``_gemm``'s product went (its dest, or scratch)
         # the compile's ``Options.matmul_precision`` ("highest" / "tf32"; None: the default)
         self.matmul_precision = matmul_precision
 

@@ -81,6 +81,7 @@ class GpuCodegen:
         self.kernels: Dict[str, ir.Function] = {}
         self.constants: Dict[int, np.ndarray] = {}
         self._shared = 0
+        self._kernel_code: Dict[str, str] = {}  # a kernel's LLVM IR (name aside) -> its name
 
     def const_ref(self, arr: np.ndarray) -> BufRef:
         k = len(self.constants)
@@ -158,7 +159,7 @@ class GpuKernel:
         the same fusion at several places, build one kernel, not one each (16 steps of an RNN
         cell: 16 epilogue kernels' LLVM and ptxas time, ~250 ms of a 400 ms compile)."""
         text = str(self.fn).replace(f'@"{self.name}"', "@kernel", 1)
-        seen = self.cg.__dict__.setdefault("_kernel_code", {})
+        seen = self.cg._kernel_code
         name = seen.get(text)
         if name is None:
             seen[text] = self.name
