@@ -9,15 +9,22 @@ and diffing the folders::
 
 Each workload of ``bench/workloads.py`` is traced with ``hlo.jit(...).lower`` at each mode's
 sizes and dtypes and compiled (persistent cache off) for every target named: ``cpu`` writes the
-LLVM IR the backend hands to LLVM (``<workload>-<mode>-<dtype>.cpu.ll``), ``cuda`` writes the
-LLVM IR and the PTX (``.cuda.ll``, ``.cuda.ptx``; compiling for cuda needs no GPU). A workload
-that fails to compile writes ``.<target>.error`` with the exception's type and message, so a
-change in what compiles shows in the diff too.
+LLVM IR the backend hands to LLVM (``<workload>-<mode>-<dtype>.cpu.ll``) and the IR of each
+GEMM body from the library it calls (``cores/<symbol>.ll``), ``cuda`` writes the LLVM IR and the
+PTX (``.cuda.ll``, ``.cuda.ptx``; compiling for cuda needs no GPU). A workload that fails to
+compile writes ``.<target>.error`` with the exception's type and message, so a change in what
+compiles shows in the diff too.
+
+The library bodies' symbols end in a digest of the library's build, which covers the paths and
+contents of the generator's source files (``runtime/cpu/code_library.py``'s ``SOURCES``): any
+edit of those files, a rename included, changes it while the code stays the same. The digest is
+written as ``<digest>``; the bodies' own IR is written in full, so a change of their code shows.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 import numpy as np
@@ -27,6 +34,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.workloads import WORKLOADS, Ops, np_dtype  # noqa: E402
 
 TARGET_MODES = {"cpu": ("quick", "cpu"), "cuda": ("quick", "gpu")}
+_CORE_DIGEST = re.compile(r"(hlo\.gemm_core\.[\w.]*?)\.[0-9a-f]{16}\b")
+
+
+def without_digests(text: str) -> str:
+    return _CORE_DIGEST.sub(r"\1.<digest>", text)
 
 
 def lowered(workload, mode, dtype):
@@ -47,7 +59,12 @@ def texts(low, target) -> dict:
     compiled = low.compile(target)
     exe = compiled._artifact.executable
     if target == "cpu":
-        return {"cpu.ll": exe.ir_text}
+        from hlo.backends.cpu.gemm_library import core_ir
+        out = {"cpu.ll": without_digests(exe.ir_text)}
+        for core in exe.manifest.get("cores", ()):
+            out[os.path.join("cores", without_digests(core["symbol"]) + ".ll")] = \
+                without_digests(core_ir(core["symbol"]))
+        return out
     return {"cuda.ll": exe.llvm_ir, "cuda.ptx": compiled.as_text("ptx")}
 
 
@@ -76,7 +93,10 @@ def main(argv=None) -> int:
                         except Exception as e:  # recorded: what fails to compile is part of the snapshot
                             out = {f"{target}.error": f"{type(e).__name__}: {e}\n"}
                         for suffix, text in out.items():
-                            with open(stem + suffix, "w") as f:
+                            path = (os.path.join(args.out, suffix) if suffix.startswith("cores")
+                                    else stem + suffix)
+                            os.makedirs(os.path.dirname(path), exist_ok=True)
+                            with open(path, "w") as f:
                                 f.write(text)
                         print(f"{w.id} {mode} {dt} {target}: {', '.join(out)}", flush=True)
     return 0
