@@ -117,7 +117,7 @@ def _burst(fn, clock, seconds=0.02, max_calls=200):
 def measure(ids, rounds, threads=(1, 2), with_hlo=True):
     from hlo.backends.cpu import compile as cpu_compile
     from hlo.backends.cpu.fallback_plan import Unoptimized
-    from hlo.backends.cpu.profile import gemm_shape
+    from hlo.backends.cpu.profile_records import gemm_shape
     set_threads = _numpy_threads()
     rng = np.random.default_rng(0)
     rows = []

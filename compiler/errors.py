@@ -99,7 +99,7 @@ class CallbackError(HloError, RuntimeError):
 
 
 def cuda_runner(program):
-    """``run(flat)`` of a CUDA program (``hlo.backends.cuda.program.CudaProgram``): the runtime's
+    """``run(flat)`` of a CUDA program (``hlo.runtime.cuda.artifact.CudaProgram``): the runtime's
     ``DeviceArray`` results (asynchronous);
     where the program cannot run (no GPU, driver or bindings: the runtime's
     ``CudaUnavailableError``), ``TargetUnavailableError`` with the runtime's reason."""

@@ -29,7 +29,7 @@ from hlo.runtime import hlox
 from hlo.runtime.cuda.interop import gpu_array_type
 from hlo.runtime.manifest_schema import check_ir_signature, check_manifest
 from hlo.runtime.memory_analysis import MemoryAnalysis
-from hlo.runtime.profile import ProfileMethods
+from hlo.runtime.cpu.profile import ProfileMethods
 from hlo.runtime.hlox import (CorruptFileError, FormatVersionError, InputMismatchError, LoadError,
                               SaveError, TargetMismatchError)
 from hlo.runtime.target import check_kind, current
@@ -194,7 +194,7 @@ def artifact_payload(art) -> hlox.Payload:
 
 def _cuda_payload(art, prog) -> hlox.Payload:
     """A CUDA program's payload: its own sections (``code.cuda``: PTX; ``code.cuda.<arch>``: a
-    cubin; ``code.cuda.consts``: constants; see ``hlo.backends.cuda.program``)."""
+    cubin; ``code.cuda.consts``: constants; see ``hlo.runtime.cuda.artifact``)."""
     import hlo
     rt = dict(prog.manifest)
     opt = art.optimize_result
@@ -343,7 +343,7 @@ def _check_imports(runtime: dict, imports: Optional[List[str]], where: str,
                    provided: Sequence[str] = ()) -> None:
     """Every external symbol the code calls must resolve before linking (``provided``: defined by
     the executable's own library code): the JIT linker aborts the process on an unresolved one."""
-    from hlo.runtime.executable import _resolve_library
+    from hlo.runtime.cpu.executable import _resolve_library
     from hlo.runtime.cpu.loader import load_library
     import llvmlite.binding as llvm
     for lib in runtime.get("libraries", []):
@@ -451,7 +451,7 @@ class LoadedExecutable(ProfileMethods):
         if kind == "cuda":
             self._load_cuda(payload, runtime, where)
             return
-        from hlo.runtime.executable import FORMAT_VERSION as RUNTIME_FORMAT, Executable
+        from hlo.runtime.cpu.executable import FORMAT_VERSION as RUNTIME_FORMAT, Executable
         if runtime.get("format") != RUNTIME_FORMAT:
             raise FormatVersionError(
                 f"{where} holds native code for runtime interface {runtime.get('format')!r}; this "
@@ -472,7 +472,7 @@ class LoadedExecutable(ProfileMethods):
         self._run = self.executable.run
 
     def _load_cuda(self, payload: hlox.Payload, runtime: dict, where: str) -> None:
-        from hlo.backends.cuda.program import FORMAT, CudaProgram
+        from hlo.runtime.cuda.artifact import FORMAT, CudaProgram
         from .errors import cuda_runner
         if runtime.get("format") != FORMAT:
             raise FormatVersionError(

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from hlo.ir import Module, print_module
-from hlo.runtime.profile import ProfileMethods
+from hlo.runtime.cpu.profile import ProfileMethods
 
 from .abstract import ShapedArray, array_key, aval_of_type, c_strides, concrete_arg
 from .api_util import api_boundary, native_first, refresh_native
@@ -79,7 +79,7 @@ class Compiled(ProfileMethods):
     ``alias_size_in_bytes`` (both from ``hlo.passes.analysis``). Calling it runs the program;
     arguments must match the signature it was compiled for (shapes and dtypes). Compiled with
     ``profile=True``, ``profile()`` / ``profile_report()`` / ``reset_profile()`` tell where its
-    calls spent their time, step by step (``hlo.runtime.profile``)."""
+    calls spent their time, step by step (``hlo.runtime.cpu.profile``)."""
 
     def __init__(self, lowered: Lowered, artifact: Artifact):
         self.lowered = lowered

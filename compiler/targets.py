@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-import ctypes
 import importlib
 import importlib.util
 from functools import lru_cache
@@ -41,20 +40,10 @@ from .errors import TargetUnavailableError, UnsupportedError, cuda_runner
 
 @lru_cache(maxsize=1)
 def has_usable_nvidia_gpu() -> bool:
-    """True if the CUDA driver loads, initializes and reports at least one device."""
-    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
-        try:
-            lib = ctypes.CDLL(name)
-        except OSError:
-            continue
-        try:
-            if lib.cuInit(0) != 0:
-                return False
-            n = ctypes.c_int(0)
-            return lib.cuDeviceGetCount(ctypes.byref(n)) == 0 and n.value > 0
-        except AttributeError:
-            return False
-    return False
+    """True if the CUDA driver loads, initializes and reports at least one device
+    (``hlo.runtime.cuda.probe``)."""
+    from hlo.runtime.cuda.probe import probe
+    return probe() is not None
 
 
 @lru_cache(maxsize=1)

@@ -5,7 +5,7 @@
 with ``c0`` and ``N`` integer constants runs its body ``max(0, N - c0)`` times, and its condition
 computes nothing else. A runtime that knows this need not evaluate the condition or read its
 predicate back: the CUDA runtime queues every step without waiting for the device between them
-(``runtime/cuda/program.py``), as XLA does for loops with a known trip count.
+(``runtime/cuda/launch.py``), as XLA does for loops with a known trip count.
 
 The analysis reads the optimized program, so it looks through fusions: a fusion's result is the
 value its body returns, with the body's parameters standing for the fusion's operands. Anything

@@ -4,7 +4,7 @@ steps that run.
 ``BufRef`` names a buffer at run time (an input, an output, a slice of the arena or a constant).
 Steps are kernel calls, copies and structured control flow (while / if / case) holding nested
 step lists. The CPU backend turns a step tree into one native entry point
-(``backends/cpu/program.py``); a GPU runtime walks it (or records it into a graph). Step trees
+(``backends/cpu/entry.py``); a GPU runtime walks it (or records it into a graph). Step trees
 round-trip through JSON (``steps_to_json`` / ``steps_from_json``), so a saved executable can
 carry one.
 

@@ -71,7 +71,7 @@ ALLOWED_UPWARD = {
         "the CPU target's cache-key parts name the BLAS, which the CPU backend finds",
     ("hlo.runtime.cpu.blas_threads", "hlo.backends.cpu.blas"):
         "the BLAS whose thread count is held is found by the CPU backend",
-    ("hlo.runtime.executable", "hlo.backends.cpu.blas"):
+    ("hlo.runtime.cpu.executable", "hlo.backends.cpu.blas"):
         "an executable that calls the BLAS resolves it through the CPU backend's finder",
     ("hlo.runtime.cpu.thread_pool", "hlo.backends.*"):
         "the worker pool is generated as LLVM IR with the backends' helpers",

@@ -1,5 +1,5 @@
 """The CPU backend: hlo IR -> LLVM IR (host triple, vectorized, multi-threaded) -> object code
--> ``hlo.runtime.Executable``.
+-> ``hlo.runtime.cpu.executable.Executable``.
 
 ``compile(optimized)`` takes the passes' ``Optimized`` result (``.module`` whose ``main`` lists
 the kernels in schedule order, and ``.buffers``, the buffer plan). ``compile_module(module)``
@@ -47,18 +47,18 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, profil
     """Compile an optimized module (or a plain ``Module``) to an ``Executable``. The GEMM's
     library code it calls (``gemm_library``) is read from the library folder or compiled
     alongside (started as the lowering names it). ``profile``: a profiled build, which times
-    every step in the program (``program.EntryEmitter``; ``Executable.profile()`` reads it)."""
+    every step in the program (``entry.EntryEmitter``; ``Executable.profile()`` reads it)."""
     from hlo.ir.core import Module
-    from hlo.runtime.executable import Executable, FORMAT_VERSION
+    from hlo.runtime.cpu.executable import Executable, FORMAT_VERSION
     from ..llvm_util import ModuleContext
     from ..mathlib import CPU_MATH
     from ..lower import Lowering
     from .codegen import CpuCodegen
-    from .program import (ENTRY, PROFILE, PY_ENTRY, EntryEmitter, describe_steps, emit_call_entry,
-                          emit_py_entry, is_tiny, timed_steps)
-    from hlo.runtime.cpu.abi import CALL_ENTRY
+    from .entry import EntryEmitter, emit_call_entry, emit_py_entry, is_tiny, timed_steps
+    from hlo.runtime.cpu.abi import CALL_ENTRY, ENTRY, PROFILE, PY_ENTRY
+    from hlo.runtime.steps import describe_steps
     from .blas import find_blas
-    from .target import compile_ir
+    from .llvm_pipeline import compile_ir
     from .gemm_library import describe as describe_core, object_code as core_object
     import hashlib
     from hlo.runtime.cpu.target import default_threads, host
@@ -109,7 +109,7 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, profil
     if cores:  # library code linked with the object (each once per process)
         manifest["cores"] = [{"symbol": s, "sha256": hashlib.sha256(o).hexdigest()} for s, o in cores.items()]
     if profile:  # what each counter slot of the profiled build times (the last: the whole call)
-        from .profile import profile_steps
+        from .profile_records import profile_steps
         manifest["profile"] = {"symbol": PROFILE,
                                "steps": profile_steps(timed_steps(steps), lw.origin, cg.products)}
     if lw.host_sites:  # calls back into Python (hlo.ir.callbacks): the runtime's dispatcher

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from ..kernel_emitter import KernelEmitter
 from .dot import lower_dot
-from .profile import product_kernels
+from .profile_records import product_kernels
 from .kernels import (Codegen, emit_column_reduce, emit_loop_kernel, emit_row_kernel,
                       emit_split_reduce, wants_split_reduce)
 from .sort_scatter import lower_scatter, lower_sort
 
 
 class CpuCodegen(Codegen, KernelEmitter):
-    DECLINED = {}  # host callbacks run through the runtime's dispatcher (program.py)
+    DECLINED = {}  # host callbacks run through the runtime's dispatcher (entry.py)
 
     def __init__(self, ctx, threads):
         super().__init__(ctx, threads)

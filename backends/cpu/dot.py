@@ -52,7 +52,7 @@ from .kernels import (Codegen, KernelBuilder, Root, collect_reads, emit_loop_ker
 from .gemm_tiled import SMALL_ITEM_TILES, emit_tiled_gemm, register_tile, supports as tiled_supports, vector_lanes
 from .gemm_view import MatrixView, block_item, canonical_view, matrix_view
 from ..kernel_emitter import physical_order
-from .program import BufRef
+from hlo.runtime.steps import BufRef
 
 CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_TRANS = 101, 111, 112
 _ELEMENTWISE = op_table.with_trait(op_table.ELEMENTWISE)

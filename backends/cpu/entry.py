@@ -21,10 +21,9 @@ import llvmlite.ir as ir
 from .. import llvm_util as U
 from ..llvm_util import I8, I32, I64, PTR, VOID, ModuleContext, glue, i64
 from hlo.runtime.cpu import abi
-from hlo.runtime.cpu.abi import (ENTRY, HOST_CALL_PTR, NP_ARRAY_DATA, POOL_PTR, PROFILE,  # noqa: F401
+from hlo.runtime.cpu.abi import (ENTRY, HOST_CALL_PTR, NP_ARRAY_DATA, POOL_PTR, PROFILE,
                                   PROFILE_SLOTS, PY_ENTRY, PY_TUPLE_ITEMS, RW_ANCHOR)
-from hlo.runtime.steps import (BufRef, Copy, HostCall, KernelCall, Switch, While,  # noqa: F401
-                               describe_steps)  # noqa: F401 (re-exported)
+from hlo.runtime.steps import BufRef, Copy, HostCall, KernelCall, Switch, While
 
 
 TASK_FN = ir.FunctionType(VOID, [PTR, I64, I64])

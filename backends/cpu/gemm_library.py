@@ -190,7 +190,7 @@ def _produce(spec: CoreSpec) -> bytes:
     from hlo.runtime.cpu import code_library
 
     def build() -> bytes:
-        from .target import compile_ir
+        from .llvm_pipeline import compile_ir
         with _for_target(spec.target):
             obj, _, _ = compile_ir(spec.ir_text())
         with _lock:

@@ -5,7 +5,7 @@ and how its matrix products compare with numpy's BLAS on the same shapes.
 
 (run from the repository root: the workloads come from ``bench/workloads.py``.)
 ``profile_calls(compiled, args)`` calls a profiled build (``compile(profile=True)``, whose
-entry times every step with the monotonic clock: ``hlo.runtime.profile``) for ``min_time``
+entry times every step with the monotonic clock: ``hlo.runtime.cpu.profile``) for ``min_time``
 seconds after a warm-up call; the main table is its ``report()``: every kernel's time in the
 real run, with neighbours' cache effects and the thread pool included, and the product
 kernels' GFLOP/s. ``numpy_rows`` then times ``numpy.matmul`` (numpy's bundled OpenBLAS, all
@@ -22,7 +22,7 @@ from typing import List, Tuple
 
 import numpy as np
 
-from hlo.runtime.profile import Profile, StepProfile
+from hlo.runtime.cpu.profile import Profile, StepProfile
 
 
 def _median_time(fn, min_time: float = 0.2, reps: int = 5) -> float:

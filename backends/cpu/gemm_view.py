@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from hlo.ir.core import Value
 from ..llvm_util import i64, strides_of
-from .program import BufRef
+from hlo.runtime.steps import BufRef
 
 _VIEW_OPS = ("reshape", "transpose", "slice")
 

@@ -35,7 +35,8 @@ from .. import llvm_util as U
 from ..elemental import BufferSource, ElementalEmitter
 from ..kernel_emitter import Root, fused_ops, kernel_buffers, physical_order, root_values
 from ..llvm_util import I64, PTR, SCALAR_LOOP, VOID, ModuleContext, for_range, i64, prefer_vector_width
-from .program import BufRef, KernelCall, TASK_FN
+from hlo.runtime.steps import BufRef, KernelCall
+from .entry import TASK_FN
 
 # Work (elements x ops) below which a kernel stays on one thread: starting a thread costs
 # tens of microseconds.

@@ -1,6 +1,6 @@
 """What a profiled CPU build reports per timed step (``compile(optimized, profile=True)``):
 the records of the manifest's ``profile`` entry, one per counter slot of the program
-(``program.timed_steps`` order), which the runtime turns into times (``hlo.runtime.profile``).
+(``entry.timed_steps`` order), which the runtime turns into times (``hlo.runtime.cpu.profile``).
 
 A record names the step (its kernel, ``copy`` or ``host_call#N``), the op it was lowered from
 (``op``: a fusion's kind and name, or the op's name, then its result types; empty for the copies
@@ -10,7 +10,7 @@ of one run (``2*B*M*K*N`` of its floating-point ``dot_general``; 0 for an intege
 product's ``gemm`` shape ``[B, M, K, N]`` and its operands' ``dtype``, and ``split_sum`` for a
 kernel that sums a product's partial results (``split_sum_of``: the product split along its
 contraction by pass ``dot-split-k``; the sum carries what was the product's epilogue, so its
-time counts as the product's, ``hlo.runtime.profile.Profile.product_gflops``). A product kernel is
+time counts as the product's, ``hlo.runtime.cpu.profile.Profile.product_gflops``). A product kernel is
 a kernel the CPU's ``dot`` lowering emits for the matrix product itself (``product_kernels``:
 the ``gemm`` family; not the loops that copy its operands into a canonical form or its result
 out of one, which do no arithmetic of the product).
@@ -85,7 +85,7 @@ def split_sum_of(op: Operation, partials) -> bool:
 
 
 def profile_steps(timed: list, origin: Dict[int, Operation], products: Dict[int, Operation]) -> List[dict]:
-    """The manifest's records for ``timed`` (``program.timed_steps``: (step, where) pairs), in
+    """The manifest's records for ``timed`` (``entry.timed_steps``: (step, where) pairs), in
     slot order."""
     out = []
     partials = {v for s, _ in timed if id(s) in products and origin.get(id(s)) is not None

@@ -19,7 +19,7 @@ from hlo.ir.core import Value
 from .. import llvm_util as U
 from ..llvm_util import I64, PTR, for_range, i64
 from .kernels import Codegen, KernelBuilder, collect_reads, make_emitter, PARALLEL_MIN_WORK, _store
-from .program import BufRef
+from hlo.runtime.steps import BufRef
 from ..sort_scatter import merge_sort, scatter_copy_inputs, scatter_update, sort_shape
 
 

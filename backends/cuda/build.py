@@ -9,7 +9,7 @@ from .. import nvptx
 from ..lower import Lowering
 from .codegen import CudaCodegen
 from .device import launch_device
-from .program import FORMAT, CudaProgram, describe_constant
+from hlo.runtime.cuda.artifact import FORMAT, CudaProgram, describe_constant
 
 
 def _tdesc(t) -> dict:

@@ -8,19 +8,16 @@ compiled for another count still runs correctly: its kernels loop over whatever 
 """
 from __future__ import annotations
 
-import ctypes
 import os
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Optional
 
+from hlo.runtime.cuda.probe import probe
 from hlo.runtime.cuda.target import CudaTarget, device_target
 
 DEFAULT_ARCH = "sm_90"
 # multiprocessors of the data-center part of each architecture (V100, T4, A100, A10, L40,
 # H100/H200 SXM, B200)
 TYPICAL_SMS = {70: 80, 75: 40, 80: 108, 86: 84, 89: 142, 90: 132, 100: 148}
-_CU_ATTR_SM_COUNT = 16
 
 
 @dataclass(frozen=True)
@@ -31,28 +28,6 @@ class LaunchDevice:
     @property
     def arch(self) -> str:
         return self.target.arch
-
-
-@lru_cache(maxsize=1)
-def present_sm_count() -> Optional[int]:
-    """Multiprocessors of GPU 0, or None when no CUDA driver or device is present."""
-    for name in ("libcuda.so.1", "libcuda.so"):
-        try:
-            lib = ctypes.CDLL(name)
-        except OSError:
-            continue
-        dev, n = ctypes.c_int(), ctypes.c_int()
-        if lib.cuInit(0) != 0 or lib.cuDeviceGet(ctypes.byref(dev), 0) != 0:
-            return None
-        if lib.cuDeviceGetAttribute(ctypes.byref(n), _CU_ATTR_SM_COUNT, dev) != 0:
-            return None
-        return n.value
-    return None
-
-
-def present_device() -> bool:
-    """Whether a CUDA driver and a device are present."""
-    return present_sm_count() is not None
 
 
 def launch_device() -> LaunchDevice:
@@ -67,5 +42,6 @@ def launch_device() -> LaunchDevice:
         if not env_sms.isdigit() or int(env_sms) < 1:
             raise ValueError(f"HLO_CUDA_SMS={env_sms!r}: expected a positive number of multiprocessors")
         return LaunchDevice(target, int(env_sms))
-    sms = present_sm_count() if on_device else None
+    gpu = probe() if on_device else None
+    sms = gpu.sm_count if gpu is not None else None
     return LaunchDevice(target, sms or TYPICAL_SMS.get(target.sm, 108))

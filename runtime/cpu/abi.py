@@ -1,5 +1,5 @@
 """The native interface of a CPU executable, shared by the code that emits it
-(``backends/cpu/program.py``) and the runtime that calls it (``executable.py``,
+(``backends/cpu/entry.py``) and the runtime that calls it (``executable.py``,
 ``pycall.py``).
 
 - ``ENTRY`` ``hlo_run(void **inputs, void **outputs, void *arena, i64 nthreads)`` runs the
@@ -30,7 +30,7 @@
   a nonzero return (the callback raised) makes ``hlo_run`` return at once.
 - ``PROFILE`` / ``PROFILE_SLOTS``: in a profiled build only, the counters (``i64[slots][2]``:
   nanoseconds and calls per timed step, the last slot the whole call) and their slot count
-  (``backends/cpu/program.py``); the runtime reads them (``Executable.profile``).
+  (``backends/cpu/entry.py``); the runtime reads them (``Executable.profile``).
 - ``RW_ANCHOR``: a writable global in every object (the loader's one-block memory manager keeps
   the GOT of external calls in its section).
 - ``PY_TUPLE_ITEMS`` / ``PY_TYPE`` / ``NP_ARRAY_*``: CPython (64-bit, GIL build) and numpy

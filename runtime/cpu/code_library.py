@@ -41,7 +41,7 @@ log = logging.getLogger("hlo.library")
 # The files (relative to the package root) whose code decides library objects: the generators,
 # the LLVM pipeline that compiles them (its options) and this module (the layout).
 SOURCES = ("backends/cpu/gemm_tiled.py", "backends/cpu/gemm_library.py", "backends/llvm_util.py",
-           "backends/cpu/target.py", "backends/cpu/streaming.py", "ir/types.py",
+           "backends/cpu/llvm_pipeline.py", "backends/cpu/streaming.py", "ir/types.py",
            "runtime/cpu/thread_pool.py", "runtime/cpu/code_library.py")
 KEEP_BUILDS = 4
 SUFFIX = ".o"

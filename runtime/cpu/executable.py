@@ -37,11 +37,10 @@ from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 
-from . import output_pool
-from .cpu import blas_threads
-from .cpu.loader import LoadedObject, load_library
-from .hlox import TargetMismatchError
-from .signature import ArgumentError, Signature, _Sig, _type_str  # noqa: F401  (their old home)
+from .. import output_pool
+from . import blas_threads
+from .loader import LoadedObject, load_library
+from ..signature import ArgumentError, Signature, _Sig, _type_str
 
 FORMAT_VERSION = 1
 _RUN_SIG = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
@@ -63,7 +62,7 @@ def c_strides(shape, dtype) -> tuple:
 def _layout_probe() -> bool:
     """True if this interpreter's tuple and numpy array layouts are the ones the fast entry
     reads (CPython 64-bit with the GIL; checked, never assumed)."""
-    from .cpu.abi import NP_ARRAY_DATA, PY_TUPLE_ITEMS
+    from .abi import NP_ARRAY_DATA, PY_TUPLE_ITEMS
     if ctypes.sizeof(ctypes.c_void_p) != 8:
         return False
     try:
@@ -122,7 +121,7 @@ class Executable(Signature):
         if manifest.get("format") != FORMAT_VERSION:
             raise ValueError(f"executable format {manifest.get('format')!r} is not supported "
                              f"(this hlo reads format {FORMAT_VERSION})")
-        from .cpu.target import host
+        from .target import host
         host().check_loadable(manifest.get("target") or {}, "the executable")
         self.object_code = bytes(object_code)
         self.manifest = manifest
@@ -165,16 +164,16 @@ class Executable(Signature):
             if self._simple else None
         self._make0 = self._makers[0] if self._nout == 1 else None
         if threads is None:
-            from .cpu.target import default_threads
+            from .target import default_threads
             threads = default_threads()
         self.threads = int(threads)
 
     def _connect_pool(self) -> None:
         """Point the executable at the process-wide worker pool (if it has parallel kernels)."""
-        from .cpu.abi import POOL_PTR
+        from .abi import POOL_PTR
         addr = self._obj.global_address(POOL_PTR)
         if addr:
-            from .cpu.thread_pool import pool_address
+            from .thread_pool import pool_address
             ctypes.c_int64.from_address(addr).value = pool_address()
 
     def _connect_host_calls(self) -> Optional[threading.local]:
@@ -183,7 +182,7 @@ class Executable(Signature):
         sites = self.manifest.get("host_calls") or []
         if not sites:
             return None
-        from .cpu.abi import HOST_CALL_PTR
+        from .abi import HOST_CALL_PTR
         errors = threading.local()
         run_site = [_HostSite(d).run for d in sites]
 
@@ -207,7 +206,7 @@ class Executable(Signature):
         prof = self.manifest.get("profile")
         if not prof:
             return None
-        from .cpu.abi import PROFILE_SLOTS
+        from .abi import PROFILE_SLOTS
         addr = self._obj.global_address(prof["symbol"])
         slots_at = self._obj.global_address(PROFILE_SLOTS)
         slots = len(prof["steps"]) + 1
@@ -223,7 +222,7 @@ class Executable(Signature):
 
     def profile(self):
         """The in-program profile since the build was loaded or last reset
-        (``hlo.runtime.profile.Profile``); ``NotProfiledError`` for an unprofiled build."""
+        (``hlo.runtime.cpu.profile.Profile``); ``NotProfiledError`` for an unprofiled build."""
         from .profile import NOT_PROFILED, NotProfiledError, Profile
         if self._counters is None:
             raise NotProfiledError(NOT_PROFILED)
@@ -371,13 +370,13 @@ class Executable(Signature):
         of the recycled-output pool's size come from the pool there too (the entry calls their
         ``output_pool.allocator``, as the Python path does), so they go back to it when the
         caller drops them."""
-        from .cpu.abi import CALL_ENTRY
+        from .abi import CALL_ENTRY
         entry = self.manifest.get("call_entry")
         if entry != CALL_ENTRY or self._blas or self._host_errors is not None or not self._simple:
             return None
         if finish == "single" and self._nout != 1:
             raise ValueError(f"native_call: finish='single' for {self._nout} outputs")
-        from .cpu import pycall
+        from . import pycall
         return pycall.make(self._obj.address(entry), self, [s.dtype for s in self._in + self._out],
                            self._arena_size, self.threads, fallback, finish, self._pooled)
 
@@ -388,7 +387,7 @@ def _link_cores(entries, objects: dict) -> dict:
     returns the objects by symbol. ValueError when one is missing or its bytes are not the ones
     the manifest names."""
     import hashlib
-    from .cpu.loader import library_object, link_library
+    from .loader import library_object, link_library
     out = {}
     for e in entries:
         sym = e["symbol"]

@@ -3,8 +3,8 @@
 A profiled build's native entry adds, for every timed step (kernel call, copy, host call; a
 step inside a loop each time it runs), the monotonic-clock nanoseconds it took and one call to
 a counter slot of its own, and the whole call's time to a last slot
-(``hlo.backends.cpu.program``). ``Profile.from_counters`` turns those counters and the
-manifest's per-step records (``hlo.backends.cpu.profile``: name, op, description, FLOPs of
+(``hlo.backends.cpu.entry``). ``Profile.from_counters`` turns those counters and the
+manifest's per-step records (``hlo.backends.cpu.profile_records``: name, op, description, FLOPs of
 a product kernel) into ``StepProfile`` rows; ``Profile.report()`` is the text table.
 """
 from __future__ import annotations
@@ -152,7 +152,7 @@ class ProfileMethods:
     def profile(self) -> Profile:
         """The in-program profile of every call since the build was loaded or last reset:
         per step (schedule order) its calls, time and, for a matrix product, FLOPs and GFLOP/s
-        (``hlo.runtime.profile.Profile``). Raises ``NotProfiledError`` unless the executable
+        (``hlo.runtime.cpu.profile.Profile``). Raises ``NotProfiledError`` unless the executable
         was compiled with ``profile=True``."""
         return self._profiled("profile")()
 

@@ -363,7 +363,7 @@ def library_object() -> Tuple[bytes, bool]:
     from . import code_library
 
     def build() -> bytes:
-        from hlo.backends.cpu.target import compile_ir
+        from hlo.backends.cpu.llvm_pipeline import compile_ir
         obj, _, _ = compile_ir(build_pool_module(), opt_level=2)
         return obj
     return code_library.fetch(library_name(), SYMBOL, build)

@@ -10,7 +10,9 @@ GPU can be missing raises ``CudaUnavailableError`` then.
 - ``driver``: contexts, streams, events, memory, checked driver calls.
 - ``module``: PTX / cubin loading, kernel handles, pre-packed launch parameters.
 - ``cublaslt``: the ctypes binding to cuBLASLt (matrix products).
-- ``program``: the step tree as pre-built launch records, and the loop that runs them.
+- ``artifact``: ``CudaProgram``, what ``hlo.backends.cuda.compile`` returns and a ``.hlox``
+  file's ``code.cuda`` sections hold (PTX, cubins, constants, the manifest).
+- ``launch``: the step tree as pre-built launch records, and the loop that runs them.
 - ``executable``: ``CudaExecutable`` (code + manifest -> a callable) and the manifest's checks.
 - ``array``: ``DeviceArray``, what a call returns.
 - ``interop``: DLPack and ``__cuda_array_interface__`` in and out.

@@ -102,8 +102,8 @@ class CudaProgram:
             try:
                 ctx = driver.get_context(0)
             except CudaUnavailableError:
-                from .device import present_device
-                if present_device():
+                from hlo.runtime.cuda.probe import probe
+                if probe() is not None:
                     raise
                 raise CudaUnavailableError(
                     f"no CUDA device is present: this program was compiled for target 'cuda' "

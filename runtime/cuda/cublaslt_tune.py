@@ -8,7 +8,7 @@ non-zero byte pattern), ``REPEATS`` times recorded into one CUDA graph so that t
 from Python does not hide the kernels' own time, and returns the index of the fastest. The
 choice is remembered for the process (``_chosen``, by device, params, pointer alignment and
 workspace size), so each distinct product is timed once, when its plan is first built (at
-load: ``program.MatmulCall``). A candidate that fails to run is skipped; when timing itself
+load: ``launch.MatmulCall``). A candidate that fails to run is skipped; when timing itself
 fails, the heuristic's first is kept. ``log`` holds a line per timed product (the candidates'
 times and the choice, or why timing failed). Off unless ``HLO_CUBLASLT_AUTOTUNE=1``: timing
 costs a few milliseconds a product at load (the first call of a saved executable has a

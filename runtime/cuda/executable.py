@@ -26,7 +26,7 @@ queues the steps on the executable's one stream and returns ``DeviceArray``\\ s 
 
 The buffer plan's arena is allocated once and reused; concurrent callers (threads) each take
 an arena from a pool (a "slot", which also owns the pre-built launch records of
-``program.py`` and their CUDA graphs). Running out of device memory raises
+``launch.py`` and their CUDA graphs). Running out of device memory raises
 ``CudaOutOfMemoryError`` naming the sizes; what the call had allocated is released and the
 executable stays usable.
 
@@ -58,7 +58,7 @@ import numpy as np
 from hlo.runtime.signature import ArgumentError, Signature, _Sig as _CpuSig, _type_str
 from hlo.runtime.steps import Launch, calls_library, steps_from_json, walk_steps
 
-from . import driver, graph, interop, program
+from . import driver, graph, interop, launch
 from .array import BufferPool, Completion, DeviceArray, DeviceBuffer, layout_strides, strides_match
 from .errors import CudaError, CudaOutOfMemoryError, CudaUnavailableError
 from .target import arch_runs_on, split_arch
@@ -148,7 +148,7 @@ def graph_min_records(graphs: Optional[int] = None) -> int:
     own driver call, the "step walk"). ``graphs`` when given, else ``HLO_CUDA_GRAPHS`` (a
     number; 0 / off turns graphs off), else 1. ``HLO_CUDA_SYNC=1`` (a synchronization after
     every kernel, to find the one that fails) turns them off too."""
-    if program.SYNC:
+    if launch.SYNC:
         return 0
     if graphs is None:
         env = os.environ.get("HLO_CUDA_GRAPHS", "").strip().lower()
@@ -265,11 +265,11 @@ class CudaExecutable(Signature):
         except BaseException:
             ctx.free(s.arena)
             raise
-        s.env = program.Env(self.module, self._stream, self._const_ptrs, [len(c) for c in m.constants],
+        s.env = launch.Env(self.module, self._stream, self._const_ptrs, [len(c) for c in m.constants],
                             s.arena, m.arena_size, [x.nbytes for x in self._in], [x.nbytes for x in self._out],
                             self._lt, self._workspace, s.host)
         try:
-            s.records = program.build(m.steps, s.env)
+            s.records = launch.build(m.steps, s.env)
             if self._graph_min:
                 s.records = graph.graphify(s.records, s.env, self._graph_min)
         except BaseException:
@@ -326,7 +326,7 @@ class CudaExecutable(Signature):
                 outs[o] = buf.ptr
             slot = self._take_slot()
             try:
-                program.run(slot.records, (ins, outs), slot.env)
+                launch.run(slot.records, (ins, outs), slot.env)
             finally:
                 self._slots.append(slot)
         except BaseException:

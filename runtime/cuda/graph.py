@@ -1,6 +1,6 @@
 """Replaying runs of a CUDA executable's steps as CUDA graphs.
 
-``graphify(records, env, min_records)`` (``program.py``'s records, one call slot's) replaces
+``graphify(records, env, min_records)`` (``launch.py``'s records, one call slot's) replaces
 every maximal run of at least ``min_records`` consecutive graphable records -- kernel launches,
 device copies, cuBLASLt products -- by one ``(GRAPH, Segment)`` record, at every depth (the
 body of a While, the branches of a Switch). A call then costs one ``cuGraphLaunch`` per
@@ -50,7 +50,7 @@ from typing import List
 
 from . import driver
 from .errors import CudaError, KernelLaunchError
-from .program import COPY, GRAPH, LAUNCH, MATMUL, SWITCH, WHILE, run
+from .launch import COPY, GRAPH, LAUNCH, MATMUL, SWITCH, WHILE, run
 _CHILD_GRAPHS_KEPT = 4  # captured products per node (by addresses)
 CAPTURES_BEFORE_SPLIT = 8
 # A While with a known trip count whose body is all graphable records is unrolled into the
@@ -344,4 +344,4 @@ def _destroy_graph(g) -> None:
         pass
 
 
-__all__ = ["GRAPH", "Segment", "graphify"]  # GRAPH: program.py's record kind
+__all__ = ["GRAPH", "Segment", "graphify"]  # GRAPH: launch.py's record kind

@@ -4,7 +4,6 @@ takes the architecture from ``HLO_CUDA_ARCH`` (``sm_90`` or ``90``) or else from
 the CUDA driver)."""
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 import re
@@ -115,19 +114,10 @@ class CudaTarget(Target):
 def device_sm() -> int:
     """The SM architecture of GPU 0 (compute capability major*10 + minor); RuntimeError when
     there is no usable GPU."""
-    for name in ("libcuda.so.1", "libcuda.so"):
-        try:
-            lib = ctypes.CDLL(name)
-        except OSError:
-            continue
-        dev, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-        if lib.cuInit(0) != 0 or lib.cuDeviceGet(ctypes.byref(dev), 0) != 0:
-            break
-        # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76
-        if lib.cuDeviceGetAttribute(ctypes.byref(major), 75, dev) != 0 or \
-                lib.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev) != 0:
-            break
-        return major.value * 10 + minor.value
+    from .probe import probe
+    gpu = probe()
+    if gpu is not None:
+        return gpu.sm
     raise RuntimeError("no usable NVIDIA GPU (set HLO_CUDA_ARCH, e.g. sm_90, to compile for one)")
 
 

@@ -35,7 +35,7 @@ class LinkCounter:
     """Patches the loader so that every attempt to link object code is counted."""
 
     def __init__(self, monkeypatch):
-        import hlo.runtime.executable as executable
+        import hlo.runtime.cpu.executable as executable
         import hlo.runtime.cpu.loader as loader
         self.count = 0
         real = loader.LoadedObject

@@ -204,7 +204,7 @@ def prepare_parent() -> None:
     import hlo.backends.cpu  # noqa: F401
     import hlo.backends.lower  # noqa: F401
     import hlo.ir.interpreter  # noqa: F401
-    from hlo.backends.cpu.target import target_machine
+    from hlo.backends.cpu.llvm_pipeline import target_machine
     target_machine()
     # the GEMM's f32 library code, compiled (not linked) once here rather than in every case
     from hlo.backends.cpu.gemm_library import object_code

@@ -311,7 +311,7 @@ print(json.dumps({"modules": sorted(sys.modules), "cost": exe.cost_analysis(),
 """
     res = run_python(code, str(saved), str(tmp_path / "in.npz"), str(tmp_path / "out.npz"))
     assert forbidden(res["modules"]) == []
-    assert "hlo.aot" in res["modules"] and "hlo.runtime.executable" in res["modules"]
+    assert "hlo.aot" in res["modules"] and "hlo.runtime.cpu.executable" in res["modules"]
     exe = hlo.load(saved)
     assert res["ir"] == exe.as_text() and res["cost"] == exe.cost_analysis()
     got = np.load(tmp_path / "out.npz")

@@ -41,7 +41,7 @@ exit:
 
 
 def test_the_llvm_pipeline_frees_its_pass_manager():
-    from hlo.backends.cpu.target import compile_ir
+    from hlo.backends.cpu.llvm_pipeline import compile_ir
     for _ in range(20):  # warm: LLVM's one-time tables, the allocator's pools
         compile_ir(LOOP)
     gc.collect()

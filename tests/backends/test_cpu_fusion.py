@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cpu_helpers import check, compile_text, assert_close
-from hlo.runtime.executable import ArgumentError
+from hlo.runtime.signature import ArgumentError
 
 rng = np.random.default_rng(7)
 
@@ -241,7 +241,7 @@ def test_non_contiguous_inputs_are_accepted():
 
 
 def test_executable_reloads_from_object_code():
-    from hlo.runtime.executable import Executable
+    from hlo.runtime.cpu.executable import Executable
     exe = compile_text(LINEAR.format(b=8, k=16, n=4))
     again = Executable.from_object(exe.object_code, exe.manifest)
     a = [f32(8, 16), f32(16, 4), f32(4)]
@@ -293,7 +293,7 @@ def test_saved_object_runs_in_a_fresh_process(tmp_path):
     script = (
         "import json, sys, numpy as np\n"
         "import hlo.backends.lower as lower\n"
-        "from hlo.runtime.executable import Executable\n"
+        "from hlo.runtime.cpu.executable import Executable\n"
         "d = sys.argv[1]\n"
         "lower.Lowering = None  # loading must not lower or compile any program\n"
         "cores = {s: open(f'{d}/core{i}.o', 'rb').read() for i, s in enumerate(json.load(open(d + '/cores.json')))}\n"
@@ -306,7 +306,8 @@ def test_saved_object_runs_in_a_fresh_process(tmp_path):
 
 
 def test_foreign_cpu_features_are_refused():
-    from hlo.runtime.executable import Executable, TargetMismatchError
+    from hlo.runtime.cpu.executable import Executable
+    from hlo.runtime.hlox import TargetMismatchError
     exe = compile_text(LINEAR.format(b=2, k=3, n=4))
     m = dict(exe.manifest)
     m["target"] = dict(m["target"], features=m["target"]["features"] + ",+imaginary-feature")

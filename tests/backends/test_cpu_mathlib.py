@@ -65,7 +65,7 @@ def test_f32_special_values(op):
 
 @pytest.mark.parametrize("op", list(CASES))
 def test_loops_using_them_vectorize(op):
-    from hlo.backends.cpu.target import compile_ir
+    from hlo.backends.cpu.llvm_pipeline import compile_ir
     exe = compile_text(unary_src(op, "f32[4096]"))
     _, mod, _ = compile_ir(exe.ir_text)
     text = str(mod)

@@ -233,7 +233,7 @@ func @main(%arg0: f32[2048,2048]) -> (f32[2048,2048]) {
 
 
 def test_large_output_uses_streaming_stores():
-    from hlo.backends.cpu.target import compile_ir
+    from hlo.backends.cpu.llvm_pipeline import compile_ir
     exe = compile_text(BIG)
     _, mod, _ = compile_ir(exe.ir_text)
     text = str(mod)
@@ -266,7 +266,7 @@ def test_unaligned_fallback_stays_scalar_and_the_twin_vectorizes():
     """The plain loop of a streaming kernel runs only for buffers the runtime did not allocate:
     it is kept out of the loop vectorizer and its kernel is not optimized (compile time), the
     ``.stream`` twin is vectorized."""
-    from hlo.backends.cpu.target import compile_ir
+    from hlo.backends.cpu.llvm_pipeline import compile_ir
     ir_text = compile_text(BIG).ir_text
     _, mod, _ = compile_ir(ir_text)
     fns = dict(re.findall(r'define [^\n]*@"?(k\.[\w.]+)"?\(.*?\n(.*?)\n}', str(mod), re.S))
@@ -328,6 +328,6 @@ def test_nontemporal_hint_rewrite_only_touches_tagged_aligned_vector_stores():
     assert re.search(r"^!5 = !\{i32 1\}$", out, re.M)
     assert add_nontemporal_hints(text.replace("align 32, !tbaa !3\n  store <8 x float> %v, ptr %p, align 4", "align 4, !tbaa !3\n  store <8 x float> %v, ptr %p, align 4")) is None
     import llvmlite.binding as llvm
-    from hlo.backends.cpu.target import _init
+    from hlo.backends.cpu.llvm_pipeline import _init
     _init()
     llvm.parse_assembly(out).verify()

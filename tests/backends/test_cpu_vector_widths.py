@@ -256,7 +256,7 @@ def test_math_routine_kernels_ask_for_the_widest_vectors(which, kernel):
     Intel's AVX-512 CPUs to prefer 256 bits) and gets them; one bound by memory or the divider
     (a division, layernorm) keeps LLVM's choice, as does every kernel on an AVX2 CPU. Results
     match the interpreter at each width, on 1 and 2 threads."""
-    from hlo.backends.cpu.target import compile_ir
+    from hlo.backends.cpu.llvm_pipeline import compile_ir
     src, args, heavy = _KERNELS[kernel]
     target = T.host() if which == "host" else _avx2()
     wide = heavy and target.vector_bits > 256

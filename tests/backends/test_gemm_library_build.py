@@ -19,13 +19,13 @@ _PROGRAMS = """
 import json
 import numpy as np
 import hlo
-from hlo.backends.cpu import gemm_library, target
+from hlo.backends.cpu import gemm_library, llvm_pipeline
 calls = []
-_compile_ir = target.compile_ir
+_compile_ir = llvm_pipeline.compile_ir
 def counting(text, *a, **k):
     calls.append(text.count("\\n"))
     return _compile_ir(text, *a, **k)
-target.compile_ir = counting
+llvm_pipeline.compile_ir = counting
 rng = np.random.default_rng(0)
 cases = [
     (lambda a, b: a @ b, (96, 80), (80, 72)),

@@ -154,7 +154,7 @@ import ctypes, mmap
 import numpy as np
 from hlo.backends.cpu import compile_module
 from hlo.ir import parse_module
-from hlo.runtime.executable import Executable
+from hlo.runtime.cpu.executable import Executable
 
 N = 300000
 vals = np.arange(N, dtype=np.float32) * np.float32(0.5)
@@ -218,7 +218,7 @@ define i32 @twice_abs(i32 %x) {
 @pytest.mark.parametrize("writable", [False, True])
 def test_objects_with_external_calls_link_with_or_without_writable_data(writable):
     import ctypes
-    from hlo.backends.cpu.target import compile_ir
+    from hlo.backends.cpu.llvm_pipeline import compile_ir
     from hlo.runtime.cpu.loader import LoadedObject, one_block_fits
     text = _CALLS_ABS + ("@counter = global i64 0\n" if writable else "")
     obj, _, _ = compile_ir(text, opt_level=0)

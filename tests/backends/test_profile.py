@@ -19,7 +19,7 @@ from hlo import config
 from hlo.errors import UnsupportedError
 from hlo.targets import compile_options
 from hlo.runtime.hlox import CorruptFileError
-from hlo.runtime.profile import NotProfiledError
+from hlo.runtime.cpu.profile import NotProfiledError
 
 RNG = np.random.default_rng(0)
 

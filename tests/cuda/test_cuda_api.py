@@ -95,7 +95,7 @@ class FakeExecutable:
 def sim(monkeypatch):
     """Target cuda compiles as usual (PTX for sm_90); running hands the arguments to a
     ``FakeExecutable`` computing the test's numpy function."""
-    from hlo.backends.cuda.program import CudaProgram
+    from hlo.runtime.cuda.artifact import CudaProgram
     cu = FakeCu()
     monkeypatch.setattr(driver, "cu", cu)
     monkeypatch.setattr(driver, "OK", 0)

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from hlo.runtime.cuda import driver, program
+from hlo.runtime.cuda import driver, launch
 from hlo.runtime.cuda.errors import CudaError, CudaOutOfMemoryError, CudaUnavailableError
 from hlo.runtime.cuda.executable import Manifest, encode_constants
 from hlo.runtime.cuda.target import arch_runs_on
@@ -113,7 +113,7 @@ BASE = 1 << 20  # simulated device addresses start here
 
 
 class FakeDriver:
-    """Just enough of cuda.bindings.driver for program.run: device memory is a byte array;
+    """Just enough of cuda.bindings.driver for launch.run: device memory is a byte array;
     kernels are simulated by name."""
 
     class CUresult:
@@ -181,7 +181,7 @@ def fake(monkeypatch):
 
 def env_for(fake, host):
     arena = BASE + 4096
-    return program.Env(FakeModule(), FakeStream(), [BASE + 8192], [16], arena, 256, [16, 4], [16],
+    return launch.Env(FakeModule(), FakeStream(), [BASE + 8192], [16], arena, 256, [16, 4], [16],
                        None, 0, ctypes.addressof(host))
 
 
@@ -205,8 +205,8 @@ def test_walk_while_switch_copy(fake):
     ]
     host = (ctypes.c_uint8 * 8)()
     env = env_for(fake, host)
-    recs = program.build(steps, env)
-    program.run(recs, ([x, k], [y]), env)
+    recs = launch.build(steps, env)
+    launch.run(recs, ([x, k], [y]), env)
     np.testing.assert_array_equal(fake.view(y, np.float32, n), [4, 5, 6, 7])  # x + 3 (k = 3)
     assert fake.launches.count("add_one") == 3 and fake.launches.count("lt_i32") == 4
     assert fake.launches[-1] == "zero_i32"  # selector 3 is out of range: the last branch
@@ -214,7 +214,7 @@ def test_walk_while_switch_copy(fake):
     x2, y2 = BASE + 256, BASE + 320
     fake.view(x2, np.float32, n)[:] = 10
     fake.view(k, np.int32)[0] = 1
-    program.run(recs, ([x2, k], [y2]), env)
+    launch.run(recs, ([x2, k], [y2]), env)
     np.testing.assert_array_equal(fake.view(y2, np.float32, n), [12] * 4)  # 1 loop + branch 1
 
 
@@ -236,7 +236,7 @@ def test_a_while_with_a_trip_count_runs_its_body_that_often_and_never_its_condit
     reads = []
     monkeypatch_read = fake.cuMemcpyDtoHAsync
     fake.cuMemcpyDtoHAsync = lambda *a: (reads.append(a), monkeypatch_read(*a))[1]
-    program.run(program.build(steps, env), ([x, k], [y]), env)
+    launch.run(launch.build(steps, env), ([x, k], [y]), env)
     np.testing.assert_array_equal(fake.view(y, np.float32, n), [6, 7, 8, 9])
     assert fake.launches.count("add_one") == 5 and "lt_i32" not in fake.launches and reads == []
 
@@ -247,25 +247,25 @@ def test_graphs_unroll_a_counted_loop_into_the_segment_around_it_or_into_a_repea
     UNROLL_NODES // records steps launched trip_count // that times, the rest joining the next
     segment. A loop without a trip count keeps its condition and a segment per step."""
     from hlo.runtime.cuda import graph
-    launch = lambda name: (program.LAUNCH, None, None, (), name, "")  # noqa: E731
-    cond, where = [launch("lt")], (None, "arena", 0, 0)
-    body = [launch("f"), launch("g")]
+    rec = lambda name: (launch.LAUNCH, None, None, (), name, "")  # noqa: E731
+    cond, where = [rec("lt")], (None, "arena", 0, 0)
+    body = [rec("f"), rec("g")]
     names = lambda seg: [r[4] for r in seg.records]  # noqa: E731
 
-    out = graph.graphify([launch("a"), (program.WHILE, cond, where, body, 3), launch("b")], None, 1)
-    assert len(out) == 1 and out[0][0] == program.GRAPH
+    out = graph.graphify([rec("a"), (launch.WHILE, cond, where, body, 3), rec("b")], None, 1)
+    assert len(out) == 1 and out[0][0] == launch.GRAPH
     assert names(out[0][1]) == ["a"] + ["f", "g"] * 3 + ["b"]
 
     monkeypatch.setattr(graph, "UNROLL_NODES", 4)
-    out = graph.graphify([launch("a"), (program.WHILE, cond, where, body, 5), launch("b")], None, 1)
-    assert [r[0] for r in out] == [program.GRAPH, program.WHILE, program.GRAPH]
+    out = graph.graphify([rec("a"), (launch.WHILE, cond, where, body, 5), rec("b")], None, 1)
+    assert [r[0] for r in out] == [launch.GRAPH, launch.WHILE, launch.GRAPH]
     assert names(out[0][1]) == ["a"]
     w = out[1]
     assert w[4] == 2 and len(w[3]) == 1 and names(w[3][0][1]) == ["f", "g"] * 2
     assert names(out[2][1]) == ["f", "g", "b"]
 
-    out = graph.graphify([(program.WHILE, cond, where, body, None)], None, 1)
-    assert out[0][0] == program.WHILE and out[0][4] is None and names(out[0][3][0][1]) == ["f", "g"]
+    out = graph.graphify([(launch.WHILE, cond, where, body, None)], None, 1)
+    assert out[0][0] == launch.WHILE and out[0][4] is None and names(out[0][3][0][1]) == ["f", "g"]
 
 
 @pytest.mark.parametrize("step,match", [
@@ -280,7 +280,7 @@ def test_graphs_unroll_a_counted_loop_into_the_segment_around_it_or_into_a_repea
 def test_build_rejects_bad_steps(fake, step, match):
     host = (ctypes.c_uint8 * 8)()
     with pytest.raises(ValueError, match=match):
-        program.build([step], env_for(fake, host))
+        launch.build([step], env_for(fake, host))
 
 
 # -- CUDA graphs against a simulated driver ---------------------------------------------------
@@ -364,13 +364,13 @@ def fake_graphs(monkeypatch):
 
 def _kinds(records):
     from hlo.runtime.cuda.graph import GRAPH
-    names = {program.LAUNCH: "launch", program.COPY: "copy", program.WHILE: "while",
-             program.SWITCH: "switch", GRAPH: "graph"}
+    names = {launch.LAUNCH: "launch", launch.COPY: "copy", launch.WHILE: "while",
+             launch.SWITCH: "switch", GRAPH: "graph"}
     out = []
     for r in records:
-        if r[0] == program.WHILE:
+        if r[0] == launch.WHILE:
             out.append(("while", _kinds(r[1]), _kinds(r[3])))
-        elif r[0] == program.SWITCH:
+        elif r[0] == launch.SWITCH:
             out.append(("switch", [_kinds(b) for b in r[3]]))
         else:
             out.append(names[r[0]] + (str(len(r[1].records)) if r[0] == GRAPH else ""))
@@ -397,14 +397,14 @@ def test_graphify_splits_at_control_flow(fake_graphs):
     from hlo.runtime.cuda import graph
     host = (ctypes.c_uint8 * 8)()
     env = env_for(fake_graphs, host)
-    recs = program.build(_graph_program(4), env)
+    recs = launch.build(_graph_program(4), env)
     assert _kinds(graph.graphify(recs, env, 2)) == [
         "graph5", ("while", ["launch"], ["graph2"]), ("switch", [["launch"], ["graph2"], ["launch"]])]
     assert _kinds(graph.graphify(recs, env, 1)) == [
         "graph5", ("while", ["graph1"], ["graph2"]), ("switch", [["graph1"], ["graph2"], ["graph1"]])]
     assert _kinds(graph.graphify(recs, env, 6)) == _kinds(recs)[:-1]  # the empty copy goes
     # a copy from an argument to a result (maybe the same memory, when donated) stays a step
-    both = program.build([Copy(BufRef("output", 0, 0, 16), BufRef("input", 0, 0, 16), 16)] * 2, env)
+    both = launch.build([Copy(BufRef("output", 0, 0, 16), BufRef("input", 0, 0, 16), 16)] * 2, env)
     assert _kinds(graph.graphify(both, env, 1)) == ["copy", "copy"]
 
 
@@ -413,8 +413,8 @@ def test_graphs_match_the_walk_and_patch_only_what_changed(fake_graphs):
     n = 4
     host = (ctypes.c_uint8 * 8)()
     env = env_for(fake_graphs, host)
-    walk = program.build(_graph_program(n), env)
-    graphs = graph.graphify(program.build(_graph_program(n), env), env, 1)
+    walk = launch.build(_graph_program(n), env)
+    graphs = graph.graphify(launch.build(_graph_program(n), env), env, 1)
     rng = np.random.default_rng(0)
     k = BASE + 64
     results = []
@@ -427,7 +427,7 @@ def test_graphs_match_the_walk_and_patch_only_what_changed(fake_graphs):
             fake_graphs.view(x, np.float32, n)[:] = vals
             fake_graphs.view(y, np.float32, n)[:] = np.nan
             before = fake_graphs.set_params
-            program.run(recs, ([x, k], [y]), env)
+            launch.run(recs, ([x, k], [y]), env)
             got.append(fake_graphs.view(y, np.float32, n).copy())
             if recs is graphs:
                 results.append(fake_graphs.set_params - before)

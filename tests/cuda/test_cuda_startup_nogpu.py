@@ -226,9 +226,9 @@ def test_a_fresh_process_loads_a_cuda_program_light(saved):
     mods = got["modules"]
     assert forbidden(mods) == []
     heavy = [m for m in mods if m.split(".")[0] == "llvmlite" or m in (
-        "hlo.ir.core", "hlo.ir.parser", "hlo.ir.builder", "hlo.runtime.executable", "hlo.runtime.cpu.loader")
+        "hlo.ir.core", "hlo.ir.parser", "hlo.ir.builder", "hlo.runtime.cpu.executable", "hlo.runtime.cpu.loader")
         or (m.startswith("hlo.backends.") and m not in (
-            "hlo.backends.cuda", "hlo.backends.cuda.program", "hlo.backends.cuda.device"))]
+            "hlo.backends.cuda", "hlo.runtime.cuda.artifact", "hlo.backends.cuda.device"))]
     assert heavy == []
     if got["ran"]:
         assert got["out"] == pytest.approx(np.tanh(64.0))

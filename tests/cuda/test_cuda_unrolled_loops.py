@@ -112,7 +112,7 @@ def test_products_reading_arguments_that_stay_put_stay_in_the_graphs():
     direct calls, while the 16 products reading only h and w (the same every call) stay in
     graphs. The results land in kernels' outputs, never in a product's."""
     from hlo.runtime.cuda.graph import CAPTURES_BEFORE_SPLIT, GRAPH, Segment
-    from hlo.runtime.cuda.program import MATMUL, MatmulCall
+    from hlo.runtime.cuda.launch import MATMUL, MatmulCall
     host = inputs()
     args = [hlo.device_put(a) for a in host[:3]]
     c = hlo.jit(rnn_fori, target="cuda").lower(*host).compile()

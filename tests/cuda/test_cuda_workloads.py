@@ -89,7 +89,7 @@ def test_hlox_round_trip_in_fresh_process(tmp_path, compiled):
     assert got["target"] == "cuda"
     assert forbidden(got["modules"]) == []
     assert not any(m.startswith("hlo.backends.cuda.") and m not in (
-        "hlo.backends.cuda.program", "hlo.backends.cuda.device") for m in got["modules"]), got["modules"]
+        "hlo.runtime.cuda.artifact", "hlo.backends.cuda.device") for m in got["modules"]), got["modules"]
     if HAVE_GPU:
         assert got["ran"], got
         np.testing.assert_allclose(np.asarray(got["out"][0]), flatten(c(*inputs))[0], rtol=1e-6)

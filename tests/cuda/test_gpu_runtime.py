@@ -14,7 +14,7 @@ import pytest
 
 from hlo.backends.cuda.gemm import plan_dot
 from hlo.ir.types import BY_NAME, TensorType
-from hlo.runtime.executable import ArgumentError
+from hlo.runtime.signature import ArgumentError
 from hlo.runtime.steps import BufRef, Copy, Launch, Switch, While, steps_to_json
 
 pytestmark = pytest.mark.gpu

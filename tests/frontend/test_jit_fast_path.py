@@ -247,7 +247,7 @@ def test_executable_run_checks_and_normalizes():
     np.testing.assert_array_equal(exe.run([M])[0], M + 1)
     np.testing.assert_array_equal(exe.run([np.asfortranarray(M)])[0], M + 1)
     np.testing.assert_array_equal(exe.run([M.view(Sub)])[0], M + 1)
-    from hlo.runtime.executable import ArgumentError
+    from hlo.runtime.signature import ArgumentError
     with pytest.raises(ArgumentError, match=r"argument 0: expected f32\[4,6\], got float64\[4,6\]"):
         exe.run([M.tolist()])  # a list of Python floats is float64
     with pytest.raises(ArgumentError, match="expected 1 argument"):

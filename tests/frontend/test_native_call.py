@@ -342,8 +342,8 @@ def test_pooled_native_calls_fault_no_pages():
     faulted ~96 pages in again."""
     code = """
 import json, resource, sys, numpy as np, hlo, hlo.numpy as hnp
-from hlo.runtime import executable, output_pool
-from hlo.runtime.cpu import pycall
+from hlo.runtime import output_pool
+from hlo.runtime.cpu import executable, pycall
 if sys.argv[1] == "numpy":
     make = executable.Executable.native_call
     def native_call(self, fallback, finish):
@@ -564,7 +564,7 @@ def test_lru_bound_sees_native_hits():
 
 def test_the_gil_is_released_around_a_long_program():
     """A program with a loop runs without the GIL (another thread keeps running meanwhile);
-    ``program.is_tiny`` decides which programs keep it."""
+    ``entry.is_tiny`` decides which programs keep it."""
     import threading
     import time
     f = hlo.jit(lambda x, n: hlo.lax.fori_loop(0, n, lambda i, v: v * 0.5 + 1.0, x))
@@ -597,7 +597,7 @@ def test_the_gil_is_released_around_a_long_program():
 
 
 def test_is_tiny():
-    from hlo.backends.cpu.program import TINY_BYTES, is_tiny
+    from hlo.backends.cpu.entry import TINY_BYTES, is_tiny
     from hlo.runtime.steps import BufRef, KernelCall, While
     k = KernelCall("k", [], [], 8, False)
     assert is_tiny([k], 1024) and not is_tiny([k], TINY_BYTES + 1)
