@@ -142,7 +142,7 @@ class KernelEmitter(abc.ABC):
 
     # Ops of the op table that the shared lowering lowers but this target cannot run, with the
     # reason: ``lowered_ops`` leaves them out, compiling a program holding one is an error
-    # naming its line (the lowering, and ``hlo.targets`` before the passes run).
+    # naming its line (the lowering, and ``hlo.staging.targets`` before the passes run).
     DECLINED: Dict[str, str] = {
         "host_callback": "this target cannot call back into the Python host (hlo.debug.print, "
                          "hlo.pure_callback); run the program on target 'cpu' or 'interpreter'",

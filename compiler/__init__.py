@@ -22,7 +22,7 @@ from . import tree_util  # noqa: E402
 _AOT_NAMES = {
     "load": ("hlo.aot", "load"),
     "aot": ("hlo.aot", None),
-    "LoadedExecutable": ("hlo.saved_executable", "LoadedExecutable"),
+    "LoadedExecutable": ("hlo.staging.saved", "LoadedExecutable"),
     "ExecutableError": ("hlo.runtime.hlox", "ExecutableError"),
     "LoadError": ("hlo.runtime.hlox", "LoadError"),
 }
@@ -30,13 +30,13 @@ _AOT_NAMES = {
 # in the order the frontend has always been imported.
 _FRONTEND = (
     ("errors", "hlo.errors", None), ("dtypes", "hlo.dtypes", None),
-    ("ShapeDtypeStruct", "hlo.abstract", "ShapeDtypeStruct"),
-    ("jit", "hlo.api", "jit"), ("make_ir", "hlo.api", "make_ir"), ("JitFunction", "hlo.api", "JitFunction"),
-    ("Lowered", "hlo.stages", "Lowered"), ("Compiled", "hlo.stages", "Compiled"),
-    ("TARGETS", "hlo.config", "TARGETS"), ("default_target", "hlo.targets", "default_target"),
+    ("ShapeDtypeStruct", "hlo.tracing.abstract", "ShapeDtypeStruct"),
+    ("jit", "hlo.staging.jit", "jit"), ("make_ir", "hlo.staging.jit", "make_ir"), ("JitFunction", "hlo.staging.jit", "JitFunction"),
+    ("Lowered", "hlo.staging.stages", "Lowered"), ("Compiled", "hlo.staging.stages", "Compiled"),
+    ("TARGETS", "hlo.config", "TARGETS"), ("default_target", "hlo.staging.targets", "default_target"),
     ("numpy", "hlo.numpy", None), ("lax", "hlo.lax", None), ("nn", "hlo.nn", None),
     ("random", "hlo.random", None),  # hlo.random: jax.random's bits on uint32[2] keys
-    ("load_stablehlo", "hlo.stablehlo_loader", "load_stablehlo"),
+    ("load_stablehlo", "hlo.staging.stablehlo", "load_stablehlo"),
     ("grad", "hlo.autodiff", "grad"), ("value_and_grad", "hlo.autodiff", "value_and_grad"),
     ("vjp", "hlo.autodiff", "vjp"), ("jvp", "hlo.autodiff", "jvp"),
     ("vmap", "hlo.batching", "vmap"),
@@ -44,10 +44,10 @@ _FRONTEND = (
     ("checkpoint", "hlo.autodiff.checkpoint", "checkpoint"), ("remat", "hlo.autodiff.checkpoint", "remat"),
     ("checkpoint_policies", "hlo.autodiff.checkpoint", "checkpoint_policies"), ("jacfwd", "hlo.batching.jacobians", "jacfwd"),
     ("jacrev", "hlo.batching.jacobians", "jacrev"), ("hessian", "hlo.batching.jacobians", "hessian"),
-    ("explain_cache_miss", "hlo.api", "explain_cache_miss"),  # the persistent cache
-    ("devices", "hlo.placement", "devices"), ("device_put", "hlo.placement", "device_put"),
-    ("device_get", "hlo.placement", "device_get"),
-    ("debug", "hlo.debug", None), ("pure_callback", "hlo.callbacks", "pure_callback"),
+    ("explain_cache_miss", "hlo.staging.jit", "explain_cache_miss"),  # the persistent cache
+    ("devices", "hlo.staging.placement", "devices"), ("device_put", "hlo.staging.placement", "device_put"),
+    ("device_get", "hlo.staging.placement", "device_get"),
+    ("debug", "hlo.debug", None), ("pure_callback", "hlo.lax.callbacks", "pure_callback"),
 )
 _FRONTEND_NAMES = {n for n, _, _ in _FRONTEND}
 _loading = False

@@ -1,7 +1,7 @@
-"""``python -m hlo``: the ``hlo`` command-line tool (``compiler/cli.py``)."""
+"""``python -m hlo``: the ``hlo`` command-line tool (``compiler/tools/cli.py``)."""
 import sys
 
-from hlo.cli import main
+from hlo.tools.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,7 +5,7 @@
     exe = hlo.load("f.hlox")                # in any process: no tracing, passes or codegen
     exe(x)                                  # same pytrees in and out as f's non-static args
 
-The file format and ``LoadedExecutable`` live in ``hlo.saved_executable`` (below the compiler,
+The file format and ``LoadedExecutable`` live in ``hlo.staging.saved`` (below the compiler,
 so ``Compiled.save`` and the compilation cache use it without this module). This module imports
 the tracer only inside ``compile``; ``load``/``loads`` import neither the tracer, the passes nor
 a code generator.
@@ -18,7 +18,7 @@ from typing import Optional
 from hlo.runtime import hlox
 
 # hlo.aot's public names for the saved form (defined where the format is).
-from .saved_executable import LoadedExecutable, dumps, save, to_payload  # noqa: F401
+from .staging.saved import LoadedExecutable, dumps, save, to_payload  # noqa: F401
 
 # --------------------------------------------------------------------------------------------
 # Compiling
@@ -30,7 +30,7 @@ def compile(fun, *arg_specs, target: Optional[str] = None, static_argnums=(), st
     values of static arguments), optimize and build it for ``target``; returns a ``Compiled``
     (``.save(path)`` writes it). ``fun`` may be an ``hlo.jit`` function (its static and donated
     arguments and target are used) or a plain function."""
-    from .api import JitFunction, jit
+    from .staging.jit import JitFunction, jit
     if isinstance(fun, JitFunction):
         if static_argnums or static_argnames or donate_argnums:
             raise TypeError("hlo.aot.compile: pass static_argnums/static_argnames/donate_argnums to "
@@ -79,7 +79,7 @@ def _compile_ir(ir: str, where: str):
     from hlo.ir import parse_module
     from hlo.runtime.hlox import CorruptFileError, LoadError
     from hlo.runtime.manifest_schema import ir_main_types
-    from .stages import Lowered
+    from .staging.stages import Lowered
     try:
         module = parse_module(ir, f"{where} (IR section)")
     except Exception as e:  # ParseError, VerifierError: any failure of untrusted text

@@ -12,7 +12,7 @@ Settings and the environment variables that seed them:
 - ``traceback_filtering`` (bool, default True): hide hlo's own frames from the tracebacks of hlo
   errors, so the user's lines are what remains.
 - ``cache`` (bool or None; ``HLO_CACHE``, ``0`` turns it off): the persistent compilation cache
-  (``hlo.compile_cache``). None means: on unless ``HLO_CACHE`` says 0/false/off.
+  (``hlo.staging.cache``). None means: on unless ``HLO_CACHE`` says 0/false/off.
 - ``cache_dir`` (str or None; ``HLO_CACHE_DIR``): where the persistent cache lives. None means:
   ``HLO_CACHE_DIR``, else ``$XDG_CACHE_HOME/hlo``, else ``~/.cache/hlo``.
 - ``cache_max_bytes`` (int or None; ``HLO_CACHE_MAX_BYTES``): the cache's size bound; the least

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import builtins
 
-from .callbacks import HostFunction, call_host
-from .source_info import user_location
+from .lax.callbacks import HostFunction, call_host
+from .base.source_info import user_location
 from .tree_util import tree_flatten, tree_unflatten
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .source_info import SourceLocation, user_location
+from .base.source_info import SourceLocation, user_location
 
 _AUTO = object()
 

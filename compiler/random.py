@@ -1,7 +1,7 @@
 """hlo.random: jax.random's functions, producing the same bits as jax for the same key.
 
 Keys are raw ``uint32[2]`` arrays, like ``jax.random.PRNGKey`` (jax's default threefry2x32
-implementation, with its default ``jax_threefry_partitionable=True``; see ``hlo.threefry``).
+implementation, with its default ``jax_threefry_partitionable=True``; see ``hlo.lax.threefry``).
 A key made by jax (``jax.random.PRNGKey(0)`` or ``jax.random.key_data(jax.random.key(0))``)
 works here and vice versa. Typed jax key arrays (``jax.random.key``) are not accepted directly:
 pass ``jax.random.key_data(k)``.
@@ -11,7 +11,7 @@ Functions: ``key`` (= ``PRNGKey``), ``key_data``, ``split``, ``fold_in``, ``bits
 by step, so keys, bits, ``randint`` and ``bernoulli`` are bit-identical, and so is ``uniform``
 on [0, 1). With other bounds, ``uniform`` computes ``u * (maxval - minval) + minval`` with two
 roundings where XLA's CPU and GPU backends contract it into one FMA: the results may differ
-in the last bit. ``normal`` goes through ``erf_inv`` (XLA's polynomial, ``hlo.erf_inv``) and
+in the last bit. ``normal`` goes through ``erf_inv`` (XLA's polynomial, ``hlo.lax.erf_inv``) and
 matches to within the rounding of ``log1p``/``sqrt`` and that contraction (a few ulp; more
 far in the tails, where erf_inv is ill-conditioned).
 
@@ -30,16 +30,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import dtypes, threefry
-from .api_util import api_function
-from .erf_inv import erf_inv
+from . import dtypes
+from .lax import threefry
+from .tracing.api_util import api_function
+from .lax.erf_inv import erf_inv
 from .errors import DTypeError, ScalarOverflowError, ShapeError
 from .lax.common import (aval_of, as_tracer, broadcast_shapes, broadcast_to_shape, convert, full,
                          reshape, scalar_const, static_shape)
 from .lax.elementwise import (add, and_, bitcast_convert_type, clamp, gt, le, lt, max as _max, mul,
                               or_, rem, select, shift_right_logical, sub)
 from .lax.structural import slice as _slice
-from .tracing import Tracer, lift
+from .tracing.tracer import Tracer, lift
 
 __all__ = ["key", "PRNGKey", "key_data", "split", "fold_in", "bits", "uniform", "normal",
            "bernoulli", "randint"]

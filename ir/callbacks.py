@@ -3,7 +3,7 @@
 An op names its callable by ``callback_id``, an integer of this process's registry; the
 callable lives here for as long as the process does (a traced program, its executables and
 their batched or differentiated variants may all refer to it). The frontend registers its
-callables (``hlo.callbacks``: ``hlo.debug.print``, ``hlo.pure_callback``); the interpreter and
+callables (``hlo.lax.callbacks``: ``hlo.debug.print``, ``hlo.pure_callback``); the interpreter and
 the CPU runtime call them through ``invoke``. An id means nothing in another process, which is
 why a program with a host callback is neither saved (``.hlox``) nor put in the persistent
 compilation cache.

@@ -22,7 +22,7 @@ def lowered_ops() -> frozenset:
 
 def declined_ops() -> dict:
     """Ops of the table this backend does not lower, with the reason (``KernelEmitter.DECLINED``:
-    host callbacks); ``hlo.targets`` refuses a program holding one before the passes run."""
+    host callbacks); ``hlo.staging.targets`` refuses a program holding one before the passes run."""
     from .codegen import CudaCodegen
     return CudaCodegen.declined_ops()
 

@@ -18,11 +18,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import dtypes
-from ..abstract import ShapedArray, is_arraylike
-from ..api_util import api_boundary, static_key
+from ..tracing.abstract import ShapedArray, is_arraylike
+from ..tracing.api_util import api_boundary, static_key
 from ..errors import ArgumentTypeError, DTypeError, ShapeError, TracerLeakError
-from ..source_info import function_name
-from ..tracing import Tracer, current_trace, is_tracing, lift
+from ..base.source_info import function_name
+from ..tracing.tracer import Tracer, current_trace, is_tracing, lift
 from ..tree_util import (PyTreeDef, SequenceKey, keystr, tree_flatten, tree_flatten_with_path,
                          tree_map, tree_unflatten, treedef_is_leaf)
 from . import prims as P
@@ -111,7 +111,7 @@ class _EagerCache:
         self.jits: Dict[Any, Callable] = {}
 
     def __call__(self, args, kwargs, dynamic_args: Sequence[int]):
-        from ..api import jit
+        from ..staging.jit import jit
         leaves_paths, tree = tree_flatten_with_path((tuple(args), dict(kwargs)))
         dyn = []
         statics = []
@@ -359,7 +359,7 @@ def _cotangent(api: str, c, like: Tracer, what: str) -> Optional[Tracer]:
 
 
 def _vjp_eager(fun, api, primals, has_aux):
-    from ..api import jit
+    from ..staging.jit import jit
     name = function_name(fun)
 
     def forward(*ps):
@@ -408,7 +408,7 @@ def jvp(fun: Callable, primals, tangents, has_aux: bool = False):
         raise ArgumentTypeError(f"{api}: {len(primals)} primals but {len(tangents)} tangents")
     if is_tracing():
         return _jvp_traced(fun, api, tuple(primals), tuple(tangents), has_aux)
-    from ..api import jit
+    from ..staging.jit import jit
 
     def run(ps, ts):
         return _jvp_traced(fun, api, tuple(ps), tuple(ts), has_aux)

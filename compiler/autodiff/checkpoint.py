@@ -22,9 +22,9 @@ from typing import Callable, Dict, Optional
 import numpy as np
 from hlo.ir import Operation, Value
 
-from ..abstract import aval_of_type
-from ..api_util import api_boundary
-from ..tracing import Tracer, current_trace, emit, is_tracing, trace_region
+from ..tracing.abstract import aval_of_type
+from ..tracing.api_util import api_boundary
+from ..tracing.tracer import Tracer, current_trace, emit, is_tracing, trace_region
 from ..tree_util import tree_unflatten
 from . import prims as P
 from .backprop import active_values, backprop, free_values, recompute

@@ -17,10 +17,10 @@ from typing import Callable, List, Sequence, Tuple
 import numpy as np
 
 from .. import dtypes
-from ..api_util import api_boundary
+from ..tracing.api_util import api_boundary
 from ..errors import ArgumentTypeError
-from ..source_info import function_name
-from ..tracing import Tracer, emit, is_tracing, lift, trace_region
+from ..base.source_info import function_name
+from ..tracing.tracer import Tracer, emit, is_tracing, lift, trace_region
 from ..tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 from . import prims as P
 from .marks import MARKS, Mark
@@ -65,7 +65,7 @@ class _Custom:
         self._check_defined()
         args = _resolve_args(self.fun, args, kwargs)
         if not is_tracing():
-            from ..api import jit
+            from ..staging.jit import jit
             nondiff, diff = self._split(args)
             key = tuple(repr(a) for a in nondiff)
             fn = self._eager.get(key)

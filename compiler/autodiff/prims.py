@@ -18,9 +18,9 @@ import numpy as np
 
 from hlo.ir import Builder, Location, Region, TensorType, VerifyError, element_type
 
-from ..abstract import aval_of_type
+from ..tracing.abstract import aval_of_type
 from ..errors import HloError
-from ..tracing import Tracer, current_trace, lift
+from ..tracing.tracer import Tracer, current_trace, lift
 
 
 class AutodiffInternalError(HloError, RuntimeError):

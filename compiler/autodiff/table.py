@@ -15,7 +15,7 @@ from typing import Callable, Dict, List, Optional
 from hlo.ir import Operation, Value
 from hlo.ir import ops as op_table
 
-from ..tracing import Tracer
+from ..tracing.tracer import Tracer
 
 Rule = Callable[["Eqn"], List[Optional[Tracer]]]
 

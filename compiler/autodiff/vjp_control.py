@@ -24,9 +24,9 @@ import numpy as np
 
 from hlo.ir import Operation, Region, Value
 
-from ..abstract import aval_of_type
+from ..tracing.abstract import aval_of_type
 from ..errors import UnsupportedError
-from ..tracing import Tracer, current_trace, lift, trace_region
+from ..tracing.tracer import Tracer, current_trace, lift, trace_region
 from . import prims as P
 from .backprop import (STOP_GRADIENT_OPS, active_values, backprop, free_values,
                        not_differentiable, recompute)

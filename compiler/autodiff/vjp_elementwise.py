@@ -7,7 +7,7 @@ with respect to the base is 0 where the exponent is 0.
 """
 from __future__ import annotations
 
-from ..tracing import Tracer
+from ..tracing.tracer import Tracer
 from . import prims as P
 from .table import Eqn, vjp_rule
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from hlo.ir.clone import clone_region
 
-from ..tracing import Tracer
+from ..tracing.tracer import Tracer
 from . import prims as P
 from .backprop import not_differentiable
 from .table import Eqn, vjp_rule

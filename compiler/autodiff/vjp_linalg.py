@@ -17,7 +17,7 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
-from ..tracing import Tracer
+from ..tracing.tracer import Tracer
 from . import prims as P
 from .table import Eqn, vjp_rule
 

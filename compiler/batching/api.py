@@ -11,12 +11,12 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, List, Optional
 
-from ..abstract import ShapedArray
-from ..api_util import api_boundary
+from ..tracing.abstract import ShapedArray
+from ..tracing.api_util import api_boundary
 from ..autodiff.api import _EagerCache, _arg_name
 from ..errors import ArgumentTypeError, ShapeError
-from ..source_info import function_name, user_location
-from ..tracing import Tracer, is_tracing, lift, trace_region
+from ..base.source_info import function_name, user_location
+from ..tracing.tracer import Tracer, is_tracing, lift, trace_region
 from ..tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 from . import (rules_control, rules_elementwise, rules_host, rules_indexing, rules_reduce,  # noqa: F401
                rules_shape)

@@ -13,8 +13,8 @@ from .. import dtypes
 from ..autodiff import prims as P
 from ..autodiff.api import _argnums, _resolve_argnums, argnums_wrapper, diff_primals, jvp, vjp
 from ..errors import DTypeError
-from ..source_info import function_name
-from ..tracing import Tracer, lift
+from ..base.source_info import function_name
+from ..tracing.tracer import Tracer, lift
 from ..tree_util import tree_flatten, tree_unflatten
 from .api import vmap
 

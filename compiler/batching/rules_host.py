@@ -1,6 +1,6 @@
 """The batching rule of ``host_callback`` (``hlo.pure_callback``, ``hlo.debug.print``): the same
 op on the batched operands (unbatched ones as they are), calling a new host function that the
-original's ``vmap_method`` makes (``hlo.callbacks.HostFunction.batched``); every result is
+original's ``vmap_method`` makes (``hlo.lax.callbacks.HostFunction.batched``); every result is
 batched."""
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 from hlo.ir import Operation, TensorType
 
 from ..autodiff import prims as P
-from ..tracing import Tracer
+from ..tracing.tracer import Tracer
 
 Rule = Callable[["BatchContext", Operation, List[Tracer], List[bool]], Tuple[List[Tracer], List[bool]]]
 

@@ -4,7 +4,7 @@ Each function emits one IR op (or a short fixed sequence) with jax.lax's signatu
 strictness: operands share one dtype (Python scalars adopt it), shapes match exactly (rank-0
 operands broadcast). hlo.numpy builds numpy semantics (promotion, broadcasting) on top.
 
-Layers: the op wrappers here are below hlo.numpy; control flow (``hlo.control_flow``) and
+Layers: the op wrappers here are below hlo.numpy; control flow (``hlo.lax.control_flow``) and
 ``hlo.lax.linalg`` (factorizations written with hlo.numpy, as jax's are) sit above them and
 are reached lazily through this package (``hlo.lax.cond``, ``hlo.lax.linalg``), so importing
 any of them first works.
@@ -33,16 +33,16 @@ from .indexing import (gather, scatter, scatter_add, scatter_mul, scatter_min, s
 # Every array library (hlo.numpy, hlo.nn, hlo.random, control flow) imports hlo.lax first. Their
 # functions called outside a trace compile the call with hlo.jit, which registers itself with
 # api_util as the eager compiler when it is imported: load it here.
-from .. import api as _api  # noqa: E402,F401
+from ..staging import jit as _api  # noqa: E402,F401
 
-# Control flow lives in hlo.control_flow, which builds on hlo.lax; hlo.lax.linalg builds on
+# Control flow lives in hlo.lax.control_flow, which builds on hlo.lax; hlo.lax.linalg builds on
 # hlo.numpy. Both are public here, loaded on first use.
 _CONTROL_FLOW = ("cond", "switch", "while_loop", "fori_loop", "scan", "map")
 
 
 def __getattr__(name):
     if name in _CONTROL_FLOW:
-        from .. import control_flow
+        from . import control_flow
         return getattr(control_flow, name)
     if name == "linalg":  # hlo.lax.linalg: lu, cholesky, qr, eigh, svd, triangular_solve
         import importlib

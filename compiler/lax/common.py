@@ -10,9 +10,9 @@ import numpy as np
 from hlo.ir import TensorType
 
 from .. import dtypes
-from ..abstract import ShapedArray, is_arraylike, to_numpy
+from ..tracing.abstract import ShapedArray, is_arraylike, to_numpy
 from ..errors import ArgumentTypeError, DTypeError, ShapeError, HloIndexError
-from ..tracing import Tracer, emit1, lift
+from ..tracing.tracer import Tracer, emit1, lift
 
 
 def aval_of(x, what: str = "operand") -> ShapedArray:

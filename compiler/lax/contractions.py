@@ -5,9 +5,9 @@ from typing import NamedTuple, Tuple
 
 
 from .. import dtypes
-from ..api_util import api_function
+from ..tracing.api_util import api_function
 from ..errors import ArgumentTypeError, DTypeError, ShapeError
-from ..tracing import Tracer, emit1
+from ..tracing.tracer import Tracer, emit1
 from .common import as_tracer, canonical_axis, ir_type, static_int
 from .reductions import padtype_to_pads, _pairs
 

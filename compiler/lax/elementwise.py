@@ -12,9 +12,9 @@ from typing import List, Tuple
 import numpy as np
 
 from .. import dtypes
-from ..api_util import api_function
+from ..tracing.api_util import api_function
 from ..errors import DTypeError, ShapeError
-from ..tracing import Tracer, emit1
+from ..tracing.tracer import Tracer, emit1
 from .common import aval_of, as_tracer, broadcast_in_dim, convert, require_kind
 
 _KIND_WORDS = {"f": "floating-point", "i": "signed integer", "u": "unsigned integer", "b": "boolean",

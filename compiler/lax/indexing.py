@@ -13,10 +13,10 @@ from typing import Callable, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import dtypes
-from ..abstract import ShapedArray
-from ..api_util import api_function
+from ..tracing.abstract import ShapedArray
+from ..tracing.api_util import api_function
 from ..errors import DTypeError, ShapeError
-from ..tracing import Tracer, emit1, trace_region
+from ..tracing.tracer import Tracer, emit1, trace_region
 from . import elementwise as ew
 from .common import as_tracer, broadcast_in_dim, static_int
 

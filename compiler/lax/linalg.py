@@ -38,9 +38,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..api_util import api_function
+from ..tracing.api_util import api_function
 from ..autodiff.api import stop_gradient
-from ..control_flow import fori_loop, while_loop
+from .control_flow import fori_loop, while_loop
 from ..errors import DTypeError, ShapeError
 from ..numpy import creation, products, reductions, shapes, sorting, ufuncs
 from .common import as_tracer

@@ -9,9 +9,9 @@ from typing import List, Sequence
 import numpy as np
 
 from .. import dtypes
-from ..api_util import api_function
+from ..tracing.api_util import api_function
 from ..errors import ArgumentTypeError, DTypeError, ShapeError
-from ..tracing import Tracer, emit1
+from ..tracing.tracer import Tracer, emit1
 from .common import (as_tracer, broadcast_in_dim as _bid, canonical_axis, convert, ir_type,
                      reshape as _reshape, static_int, static_shape)
 

@@ -6,11 +6,11 @@ import math
 import numpy as np
 
 from .. import numpy as hnp
-from ..api_util import api_function
+from ..tracing.api_util import api_function
 from ..lax import special
 from ..lax.common import as_tracer, convert
 from ..numpy.promotion import promote_inexact
-from ..tracing import Tracer, emit1
+from ..tracing.tracer import Tracer, emit1
 
 
 def _float(fname, x) -> Tracer:

@@ -15,12 +15,12 @@ import numbers
 
 import numpy as np
 
-from ..api_util import api_function
+from ..tracing.api_util import api_function
 from ..errors import ArgumentTypeError
 from ..lax.common import as_tracer, broadcast_to_shape, canonical_axes, full, require_kind
 from ..lax.elementwise import div, select
 from ..random import bernoulli
-from ..tracing import Tracer
+from ..tracing.tracer import Tracer
 
 __all__ = ["dropout"]
 

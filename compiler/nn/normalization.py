@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from .. import numpy as hnp
-from ..api_util import api_function
+from ..tracing.api_util import api_function
 from ..numpy.promotion import promote_inexact
-from ..tracing import Tracer
+from ..tracing.tracer import Tracer
 
 
 @api_function

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..abstract import is_arraylike
+from ..tracing.abstract import is_arraylike
 from ..errors import TracerArrayConversionError, UnsupportedError
 from ..lax.common import convert
-from ..tracing import Tracer, concretization_message
+from ..tracing.tracer import Tracer, concretization_message
 from . import complexes, indexing, products, reductions, shapes, sorting, ufuncs
 
 

@@ -11,14 +11,14 @@ from typing import Optional
 import numpy as np
 
 from .. import dtypes
-from ..abstract import is_arraylike
-from ..api_util import api_function
+from ..tracing.abstract import is_arraylike
+from ..tracing.api_util import api_function
 from ..errors import ArgumentTypeError, DTypeError, ShapeError
 from ..lax import structural as ls
 from ..lax.common import (aval_of, as_tracer, broadcast_in_dim, broadcast_to_shape, convert,
                           from_nested, ir_type, reshape, static_shape, static_int, with_weak,
                           canonical_axis)
-from ..tracing import Tracer, emit1
+from ..tracing.tracer import Tracer, emit1
 
 
 def _dtype_arg(dtype, fname):

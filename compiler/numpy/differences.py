@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from .. import dtypes
-from ..api_util import api_function
+from ..tracing.api_util import api_function
 from ..errors import ShapeError
 from ..lax import structural as ls
 from ..lax.common import as_tracer, broadcast_to_shape, canonical_axis, reshape
-from ..tracing import Tracer
+from ..tracing.tracer import Tracer
 
 
 def _edge(what: str, value, x: Tracer, axis: int) -> Tracer:

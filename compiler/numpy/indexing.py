@@ -21,13 +21,13 @@ from typing import Any, List, Optional, Tuple
 import numpy as np
 
 from .. import dtypes
-from ..abstract import is_arraylike
+from ..tracing.abstract import is_arraylike
 from ..errors import HloIndexError, ShapeError, UnsupportedError
 from ..lax import indexing as li
 from ..lax import structural as ls
 from ..lax.common import (as_tracer, broadcast_in_dim, broadcast_shapes, broadcast_to_shape, convert,
                           ir_type, reshape)
-from ..tracing import Tracer, emit1
+from ..tracing.tracer import Tracer, emit1
 
 
 class _Entry:
@@ -73,7 +73,7 @@ def _as_index_array(v):
         if arr.size == 0:
             arr = arr.astype(np.int32)
     elif isinstance(v, np.ndarray) or (is_arraylike(v) and not isinstance(v, np.generic)):
-        from ..abstract import to_numpy
+        from ..tracing.abstract import to_numpy
         arr = to_numpy(v)
     else:
         return None

@@ -27,11 +27,11 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import dtypes
-from ..api_util import api_function
+from ..tracing.api_util import api_function
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..lax import linalg as lla
 from ..lax.common import as_tracer, canonical_axes, convert
-from ..tracing import Tracer
+from ..tracing.tracer import Tracer
 
 
 class SlogdetResult(NamedTuple):

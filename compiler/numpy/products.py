@@ -11,13 +11,13 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from .. import dtypes
-from ..api_util import api_function
+from ..tracing.api_util import api_function
 from ..errors import ArgumentTypeError, ShapeError, UnsupportedError
 from ..lax import contractions as lc
 from ..lax import structural as ls
 from ..lax.common import (broadcast_in_dim, broadcast_shapes, broadcast_to_shape, convert, reshape,
                           with_weak, canonical_axis)
-from ..tracing import Tracer
+from ..tracing.tracer import Tracer
 from .promotion import promote
 
 

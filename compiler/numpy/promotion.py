@@ -9,7 +9,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import DTypeError
 from ..lax.common import aval_of, as_tracer, broadcast_shapes, broadcast_to_shape, convert, with_weak
-from ..tracing import Tracer
+from ..tracing.tracer import Tracer
 
 
 def result_type_of_args(*args) -> Tuple[np.dtype, bool]:

@@ -13,13 +13,13 @@ import builtins
 import numpy as np
 
 from .. import dtypes
-from ..api_util import api_function
+from ..tracing.api_util import api_function
 from ..errors import ShapeError
 from ..lax import reductions as lr
 from ..lax import elementwise as ew
 from ..lax.common import (as_tracer, broadcast_in_dim, canonical_axes, canonical_axis, convert,
                           reshape, with_weak)
-from ..tracing import Tracer, emit1
+from ..tracing.tracer import Tracer, emit1
 from . import ufuncs
 
 

@@ -14,11 +14,11 @@ import builtins
 import numpy as np
 
 from .. import dtypes
-from ..api_util import api_function
+from ..tracing.api_util import api_function
 from ..errors import ShapeError, UnsupportedError
 from ..lax.common import as_tracer, convert, reshape, scalar_const
 from ..lax.reductions import _lt_total
-from ..tracing import Tracer, emit1
+from ..tracing.tracer import Tracer, emit1
 from .promotion import promote, promote_inexact
 
 _COMPARE_ALL_MAX = 32

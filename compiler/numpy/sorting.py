@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from .. import dtypes
-from ..api_util import api_function
+from ..tracing.api_util import api_function
 from ..lax.common import as_tracer, canonical_axis, ir_type, reshape
 from ..lax.reductions import sort_comparator_region
-from ..tracing import Tracer, emit, emit1
+from ..tracing.tracer import Tracer, emit, emit1
 
 
 def _prep(fname, a, axis):

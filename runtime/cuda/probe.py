@@ -2,7 +2,7 @@
 ctypes and reads GPU 0's compute capability and multiprocessor count, or says there is none.
 
 Everything that asks whether a GPU is here reads it: the frontend's default target
-(``hlo.targets.has_usable_nvidia_gpu``), the architecture code is built for
+(``hlo.staging.targets.has_usable_nvidia_gpu``), the architecture code is built for
 (``target.device_target``), the launch shapes' multiprocessor count
 (``hlo.backends.cuda.device``) and the error a saved program gives without a GPU
 (``artifact.CudaProgram.executable``). The runtime itself talks to the driver through

@@ -11,8 +11,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 # Loading a saved executable must import none of these (no tracing, passes or code generation).
-FORBIDDEN_PREFIXES = ("hlo.tracing", "hlo.api", "hlo.jit", "hlo.stages", "hlo.passes", "hlo.numpy", "hlo.lax",
-                      "hlo.nn", "hlo.autodiff", "hlo.random", "hlo.control_flow",
+FORBIDDEN_PREFIXES = ("hlo.tracing.tracer", "hlo.staging.jit", "hlo.jit", "hlo.staging.stages", "hlo.passes", "hlo.numpy", "hlo.lax",
+                      "hlo.nn", "hlo.autodiff", "hlo.random", "hlo.lax.control_flow",
                       "hlo.backends.lower", "hlo.backends.cpu.codegen", "hlo.backends.cpu.kernels", "hlo.backends.elemental",
                       "hlo.backends.scalar_ops", "hlo.backends.cpu.dot", "hlo.ir.interpreter")
 

@@ -199,7 +199,7 @@ def run_cases(data: bytes, inputs, expected, n: int, seed: int = 0, jobs: int = 
 def prepare_parent() -> None:
     """Import what a case needs before forking (no native code runs, no threads start)."""
     import hlo.aot  # noqa: F401
-    import hlo.stages  # noqa: F401
+    import hlo.staging.stages  # noqa: F401
     import hlo.passes.pipeline  # noqa: F401
     import hlo.backends.cpu  # noqa: F401
     import hlo.backends.lower  # noqa: F401

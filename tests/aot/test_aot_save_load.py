@@ -146,7 +146,7 @@ def test_wrong_arguments_are_refused_clearly(saved):
 
 def test_flat_signature_of_a_bare_module(tmp_path):
     from hlo.ir import parse_module
-    from hlo.stages import Lowered
+    from hlo.staging.stages import Lowered
     text = """module @m
 
 func @main(%arg0: f32[3], %arg1: f32[3]) -> (f32[3], f32[]) {
@@ -333,7 +333,7 @@ print(json.dumps({"light": light, "after": sorted(sys.modules), "has": [hasattr(
 """
     res = run_python(code)
     assert res["light"] == ["hlo", "hlo.config", "hlo.tree_util"]
-    assert "hlo.tracing" in res["after"] and "hlo.numpy" in res["after"]
+    assert "hlo.tracing.tracer" in res["after"] and "hlo.numpy" in res["after"]
     assert all(res["has"])
 
 

@@ -144,7 +144,7 @@ def test_inspect_never_loads_or_links_the_native_code(saved, tmp_path):
              "def refuse(*a, **k): raise SystemExit('native code or a library was loaded')\n"
              "loader.LoadedObject.__init__ = loader.load_library = refuse\n"
              "llvm.load_library_permanently = llvm.create_mcjit_compiler = refuse\n"
-             "from hlo.cli import main\n"
+             "from hlo.tools.cli import main\n"
              "sys.exit(main(['inspect', sys.argv[1]]))\n")
     p = subprocess.run([sys.executable, "-c", probe, str(bad)], capture_output=True, text=True,
                        cwd=str(REPO), timeout=120)

@@ -13,7 +13,7 @@ import hlo
 import hlo.numpy as hnp
 from hlo.ir import parse_module
 from hlo.ir.nesting import region_depth
-from hlo.stages import Lowered
+from hlo.staging.stages import Lowered
 
 
 def _chain(steps: int):

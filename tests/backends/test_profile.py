@@ -14,10 +14,10 @@ import pytest
 import hlo
 import hlo.numpy as hnp
 from hlo import aot
-from hlo import compile_cache as cc
+from hlo.staging import cache as cc
 from hlo import config
 from hlo.errors import UnsupportedError
-from hlo.targets import compile_options
+from hlo.staging.targets import compile_options
 from hlo.runtime.hlox import CorruptFileError
 from hlo.runtime.cpu.profile import NotProfiledError
 

@@ -1,4 +1,4 @@
-"""The persistent compilation cache (``hlo.compile_cache``): hits across processes, the named
+"""The persistent compilation cache (``hlo.staging.cache``): hits across processes, the named
 key parts and their explanations, source locations, corrupted entries, switches, eviction and
 atomic writes. Every test uses its own temporary cache folder."""
 import json
@@ -15,7 +15,7 @@ import pytest
 import hlo
 from hlo.runtime import hlox
 import hlo.numpy as hnp
-from hlo import compile_cache as cc
+from hlo.staging import cache as cc
 from hlo import config
 
 

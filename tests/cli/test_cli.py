@@ -1,7 +1,7 @@
 """The ``hlo`` command line: compile / run / inspect / opt / cache, and its errors (one line,
 exit status 2 for a malformed command line, 1 otherwise, never a traceback).
 
-Most cases call ``hlo.cli.main`` in-process (fast); one end-to-end run goes through
+Most cases call ``hlo.tools.cli.main`` in-process (fast); one end-to-end run goes through
 ``python -m hlo`` in subprocesses, as a user would."""
 import os
 import subprocess
@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from hlo.cli import main
+from hlo.tools.cli import main
 
 MODEL = textwrap.dedent('''
     import hlo.numpy as hnp
@@ -240,7 +240,7 @@ def test_inspect_sections(saved, capsys):
 
 
 def test_opt_dispatches_to_the_passes_tool(tmp_path, capsys):
-    from hlo.opt import main as opt_main
+    from hlo.tools.opt import main as opt_main
     src = tmp_path / "m.hlo"
     src.write_text(textwrap.dedent('''
         module @m

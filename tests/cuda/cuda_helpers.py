@@ -12,7 +12,7 @@ from hlo.ir.interpreter import run as interpret
 from hlo.passes.pipeline import optimize
 from hlo.backends.cuda import compile as cuda_compile
 from hlo.backends.nvptx import find_ptxas as ptxas_path
-from hlo.targets import has_usable_nvidia_gpu
+from hlo.staging.targets import has_usable_nvidia_gpu
 
 HAVE_GPU = has_usable_nvidia_gpu()
 gpu = pytest.mark.gpu  # skipped without a GPU (conftest.py)

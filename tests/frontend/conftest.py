@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from hlo.targets import has_usable_nvidia_gpu
+from hlo.staging.targets import has_usable_nvidia_gpu
 
 
 def _backend_ready(target: str) -> bool:

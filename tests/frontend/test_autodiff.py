@@ -17,7 +17,7 @@ import pytest
 
 import hlo
 from hlo.autodiff import prims as P
-from hlo.tracing import emit, emit1, trace_region
+from hlo.tracing.tracer import emit, emit1, trace_region
 
 f32, f64, i32 = np.float32, np.float64, np.int32
 

@@ -209,7 +209,7 @@ def test_targets():
         hlo.jit(lambda x: x, target="gpu")
     with pytest.raises(ValueError, match="unknown target"):
         hlo.config.update("target", "tpu")
-    if not hlo.targets.has_usable_nvidia_gpu():
+    if not hlo.staging.targets.has_usable_nvidia_gpu():
         with pytest.raises(NotImplementedError, match="target 'cuda'"):
             hlo.jit(lambda x: x + 1, target="cuda")(np.ones(2, np.float32))
 

@@ -13,12 +13,12 @@ import pytest
 import hlo
 import hlo.numpy as hnp
 from hlo import errors
-from hlo.abstract import c_strides
+from hlo.tracing.abstract import c_strides
 
 from frontend_util import outcome, same
 
 CacheInfo = hlo.jit.__globals__["CacheInfo"]  # (``import hlo.jit`` would shadow the function)
-targets = sys.modules["hlo.targets"]
+targets = sys.modules["hlo.staging.targets"]
 
 rng = np.random.default_rng(0)
 X = rng.standard_normal(8).astype(np.float32)

@@ -7,7 +7,7 @@ import pytest
 import hlo
 from hlo import config
 from hlo.passes.options import Options
-from hlo.targets import compile_options
+from hlo.staging.targets import compile_options
 
 
 def test_values_and_errors(monkeypatch):
@@ -42,7 +42,7 @@ def test_options_carry_it_for_cuda_only(monkeypatch):
 
 
 def test_persistent_key_names_the_precision(monkeypatch):
-    from hlo import compile_cache as cc
+    from hlo.staging import cache as cc
     monkeypatch.delenv("HLO_MATMUL_PRECISION", raising=False)
     monkeypatch.setenv("HLO_CUDA_ARCH", "sm_90")  # a cuda key without a GPU
     ir = hlo.jit(lambda a, b: a @ b).lower(np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)).ir

@@ -255,13 +255,13 @@ def test_jit_inside_a_trace_is_inlined_not_run():
         return r + y
     outer = hlo.jit(body)
     outer.lower(np.ones(3, np.float32))
-    assert seen == [hlo.tracing.Tracer]
+    assert seen == [hlo.tracing.tracer.Tracer]
     assert inner.cache_info().hits == hits
     np.testing.assert_array_equal(outer(np.ones(3, np.float32)), c * 3 + 1)
 
 
 def test_programs_that_keep_the_python_path(monkeypatch):
-    from hlo.stages import Compiled
+    from hlo.staging.stages import Compiled
     asked = []
     native_call = Compiled.native_call
     monkeypatch.setattr(Compiled, "native_call", lambda self, fb: asked.append(1) or native_call(self, fb))

@@ -23,7 +23,7 @@ print("ok", len(mods))
 """
 
 
-@pytest.mark.parametrize("first", ["", "import hlo.api\n", "from hlo.stages import Compiled\n"])
+@pytest.mark.parametrize("first", ["", "import hlo.staging.jit\n", "from hlo.staging.stages import Compiled\n"])
 def test_no_submodule_shadows_a_public_function(first):
     r = subprocess.run([sys.executable, "-c", first + CHECK], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -8,8 +8,8 @@ import pytest
 import hlo
 import hlo.lax as hlax
 import hlo.numpy as hnp
-from hlo.abstract import ShapedArray
-from hlo.tracing import current_trace, emit, emit1, lift, trace_region
+from hlo.tracing.abstract import ShapedArray
+from hlo.tracing.tracer import current_trace, emit, emit1, lift, trace_region
 
 X = np.ones((2, 3), np.float32)
 

@@ -30,8 +30,8 @@ def _jit(f, **kw):
 
 def _assert_user_traceback(exc):
     frames = traceback.extract_tb(exc.__traceback__)
-    user = [f for f in frames if not hlo.source_info.is_internal_file(f.filename)]
-    internal = [f for f in frames if hlo.source_info.is_internal_file(f.filename)]
+    user = [f for f in frames if not hlo.base.source_info.is_internal_file(f.filename)]
+    internal = [f for f in frames if hlo.base.source_info.is_internal_file(f.filename)]
     assert user and user[-1].filename == HERE
     # only the re-raising wrapper of the API boundary may remain
     assert all(f.name == "wrapper" and f.filename.endswith("boundary.py") for f in internal), internal

@@ -88,7 +88,7 @@ def test_every_op_has_a_lowering_on_each_compiled_target(target):
     assert not unknown, f"{target} claims to lower ops the table does not have: {unknown}"
     # A target that cannot lower an op says why: ``declined_ops() -> {op name: reason}`` (read
     # from its KernelEmitter's DECLINED); compiling a program holding one is an error naming
-    # the op's line (hlo.targets.check_declined_ops).
+    # the op's line (hlo.staging.targets.check_declined_ops).
     declined = getattr(backend, "declined_ops", dict)()
     assert all(isinstance(why, str) and why for why in declined.values()), declined
     assert not set(declined) & set(lowered), f"{target} both lowers and declines {set(declined) & set(lowered)}"

@@ -159,7 +159,7 @@ def test_off_on_the_interpreter_and_cuda_and_with_one_part_and_after_layout_assi
 
 
 def test_a_cpu_compile_splits_over_its_threads_where_parts_are_three_eighths_of_its_l2(monkeypatch):
-    """The CPU target's pass options (what a compile for it, ``hlo.opt --target=cpu`` and the
+    """The CPU target's pass options (what a compile for it, ``hlo.tools.opt --target=cpu`` and the
     backend's ``compile_module`` pass the pipeline) carry its thread count and L2; the options
     alone are off on every target."""
     from hlo.runtime.cpu.target import cache_bytes, host

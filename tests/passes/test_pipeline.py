@@ -177,7 +177,7 @@ def test_dump_filter_and_environment_variable(tmp_path, monkeypatch):
 
 
 def test_opt_command_line(tmp_path, capsys):
-    from hlo.opt import main
+    from hlo.tools.opt import main
     f = tmp_path / "m.hlo"
     f.write_text(SRC)
     assert main(["--passes=layout-assignment,fusion,schedule,buffer-assignment", str(f)]) == 0

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from hlo.conformance import Options, discover, main, run_case
+from hlo.tools.conformance import Options, discover, main, run_case
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VECTORS = os.environ.get("HLO_CONFORMANCE_DIR", os.path.join(REPO, "..", "shared", "conformance"))
@@ -161,7 +161,7 @@ def _square_or_die(x):
 
 
 def test_pool_survives_a_crashing_task():
-    from hlo.conformance_pool import run_tasks
+    from hlo.tools.conformance_pool import run_tasks
     got = dict(run_tasks(_square_or_die, [2, "die", 3, 4], jobs=2, timeout=30,
                          on_timeout=lambda a, t: "timeout", on_crash=lambda a, code: f"crash {code}"))
     assert got == {0: 4, 1: "crash 3", 2: 9, 3: 16}
@@ -170,7 +170,7 @@ def test_pool_survives_a_crashing_task():
 def test_pool_of_fresh_interpreters_survives_a_crashing_task(monkeypatch):
     # the workers a process that has loaded jaxlib's MLIR gets (fork would copy MLIR's threads'
     # locks without the threads)
-    from hlo import conformance_pool
+    from hlo.tools import conformance_pool
     monkeypatch.setattr(conformance_pool, "_fork_is_safe", lambda: False)
     got = dict(conformance_pool.run_tasks(
         _square_or_die, [2, "die", 3, 4], jobs=2, timeout=30,
@@ -181,7 +181,7 @@ def test_pool_of_fresh_interpreters_survives_a_crashing_task(monkeypatch):
 MLIR_FIRST = """\
 import sys
 import hlo
-from hlo.conformance import Options, discover, run_all
+from hlo.tools.conformance import Options, discover, run_all
 # many functions: MLIR verifies them on its thread pool, so the pool's threads exist
 fns = "".join(f"func.func private @f{i}(%a: tensor<2xf32>) -> tensor<2xf32> {{\\n"
               f"  %b = stablehlo.add %a, %a : tensor<2xf32>\\n  func.return %b : tensor<2xf32>\\n}}\\n"
@@ -310,7 +310,7 @@ def test_printed_results_are_filechecked(tmp_path, target):
 
 
 def test_filecheck_next_must_be_on_the_following_line():
-    from hlo.conformance_filecheck import Directive, filecheck
+    from hlo.tools.conformance_filecheck import Directive, filecheck
     out = "tensor<2xi8> {\n  [1, 2]\n}\n"
     ok = [Directive(False, "tensor<2xi8> {", 1), Directive(True, "[1,  2]", 2), Directive(True, "}", 3)]
     assert filecheck(out, ok, "CHECK") is None

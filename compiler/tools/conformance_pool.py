@@ -101,7 +101,7 @@ class _Spawned:
     def __init__(self, fn):
         task_r, task_w = os.pipe()
         result_r, result_w = os.pipe()
-        code = "import sys; from hlo.conformance_pool import serve_fds; serve_fds(*map(int, sys.argv[1:]))"
+        code = "import sys; from hlo.tools.conformance_pool import serve_fds; serve_fds(*map(int, sys.argv[1:]))"
         try:
             self.proc = subprocess.Popen([sys.executable, "-c", code, str(task_r), str(result_w)],
                                          pass_fds=(task_r, result_w), stdin=subprocess.DEVNULL)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the IR is imported where a Location is made: loading a save
 
 
 def _package_dirs() -> Tuple[str, ...]:
-    dirs = {os.path.dirname(os.path.abspath(__file__))}
+    dirs = {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}  # hlo's (compiler/), not base/
     for name in ("hlo.ir", "hlo.passes", "hlo.backends", "hlo.runtime"):
         try:
             spec = importlib.util.find_spec(name)

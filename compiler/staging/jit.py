@@ -40,17 +40,18 @@ import numpy as np
 from hlo.runtime.cpu import pycall
 from hlo.runtime.cuda.interop import gpu_array_type
 
-from .abstract import ShapedArray, array_key, c_strides, concrete_arg
-from . import config, gc_pause
-from .api_util import api_boundary, native_first, set_eager_compiler, static_key
-from .errors import ArgumentTypeError
-from .source_info import function_location, function_name, user_location
+from ..tracing.abstract import ShapedArray, array_key, c_strides, concrete_arg
+from .. import config
+from ..base import gc_pause
+from ..tracing.api_util import api_boundary, native_first, set_eager_compiler, static_key
+from ..errors import ArgumentTypeError
+from ..base.source_info import function_location, function_name, user_location
 from .stages import Compiled, Lowered
-from .config import check_target_name
+from ..config import check_target_name
 from .targets import default_target, resolve_target
-from .tracing import _state as _trace_state  # its ``stack`` is non-empty while tracing
-from .tracing import abstractify, is_tracing, trace_function
-from .tree_util import (PyTreeDef, SequenceKey, describe_difference, keystr,
+from ..tracing.tracer import _state as _trace_state  # its ``stack`` is non-empty while tracing
+from ..tracing.tracer import abstractify, is_tracing, trace_function
+from ..tree_util import (PyTreeDef, SequenceKey, describe_difference, keystr,
                         positional_treedef, tree_flatten_with_path, tree_unflatten,
                         unflattener)
 
@@ -246,7 +247,7 @@ class JitFunction:
 
     # --- lowering and calling -------------------------------------------------------------
     def _lower(self, sig: _Signature) -> Lowered:
-        from .numpy import array_methods  # noqa: F401  (loads hlo.numpy: Tracer's operators)
+        from ..numpy import array_methods  # noqa: F401  (loads hlo.numpy: Tracer's operators)
         desc = f"hlo.jit({self._name})"
         fn_loc = self._loc.ir() if self._loc is not None else None
         with gc_pause.paused():
@@ -606,7 +607,7 @@ def explain_cache_miss(f: Callable, *args, **kwargs) -> str:
     """Why ``f(*args, **kwargs)`` would (not) be served by the persistent cache: ``f`` is an
     ``hlo.jit`` function (or a plain function, jitted with defaults); arrays or
     ``hlo.ShapeDtypeStruct``s. Returns the explanation (it does not compile)."""
-    from .compile_cache import explain
+    from .cache import explain
     from .targets import compile_options
     jf = f if isinstance(f, JitFunction) else jit(f)
     lowered = jf.lower(*args, **kwargs)

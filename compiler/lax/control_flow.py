@@ -1,7 +1,7 @@
 """Structured control flow for hlo.lax: ``cond``, ``switch``, ``while_loop``, ``fori_loop``,
 ``scan`` and ``map``, with jax.lax's signatures and semantics.
 
-Each traces the user's functions into IR regions (``hlo.tracing.trace_region``) and emits one
+Each traces the user's functions into IR regions (``hlo.tracing.tracer.trace_region``) and emits one
 control-flow op of the IR:
 
 - ``cond(pred, true_fun, false_fun, *operands)`` -> ``if`` (regions ``true_branch`` and
@@ -46,16 +46,16 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import dtypes
-from .abstract import ShapedArray
-from .api_util import api_function
-from .errors import ArgumentTypeError, DTypeError, HloError, ShapeError
-from .lax.common import aval_of, convert, full, reshape
-from .lax.elementwise import add, clamp, lt, ne, sub
-from .lax.structural import dynamic_slice, dynamic_update_slice
-from .source_info import function_location, function_name
-from .tracing import Tracer, current_trace, emit, is_tracing, lift, trace_region
-from .tree_util import (PyTreeDef, describe_difference, keystr, tree_flatten_with_path,
+from .. import dtypes
+from ..tracing.abstract import ShapedArray
+from ..tracing.api_util import api_function
+from ..errors import ArgumentTypeError, DTypeError, HloError, ShapeError
+from .common import aval_of, convert, full, reshape
+from .elementwise import add, clamp, lt, ne, sub
+from .structural import dynamic_slice, dynamic_update_slice
+from ..base.source_info import function_location, function_name
+from ..tracing.tracer import Tracer, current_trace, emit, is_tracing, lift, trace_region
+from ..tree_util import (PyTreeDef, describe_difference, keystr, tree_flatten_with_path,
                         tree_unflatten, treedef_tuple)
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map"]

@@ -33,9 +33,10 @@ import numpy as np
 
 from hlo.ir import Module
 
-from . import config, gc_pause
-from .config import check_target_name  # the target names (settings check them too)
-from .errors import TargetUnavailableError, UnsupportedError, cuda_runner
+from .. import config
+from ..base import gc_pause
+from ..config import check_target_name  # the target names (settings check them too)
+from ..errors import TargetUnavailableError, UnsupportedError, cuda_runner
 
 
 @lru_cache(maxsize=1)
@@ -280,7 +281,7 @@ def _compile_module(module, target, donated, options, dump_dir, profile=False) -
         raise TargetUnavailableError(
             f"target {target!r} has no backend yet ({backend}.compile does not exist); use "
             "target='interpreter' (or HLO_TARGET=interpreter) to run on the reference interpreter")
-    from .compile_cache import begin as cache_begin  # the persistent cache (compile_cache.py)
+    from .cache import begin as cache_begin  # the persistent cache (compile_cache.py)
     report_progress("cache")
     pending = cache_begin(module, target, key_opts, dump_dir)
     if pending is not None and pending.hit is not None:

@@ -13,8 +13,8 @@ from typing import List, Optional, Union
 
 import numpy as np
 
-from . import dtypes
-from .errors import ArgumentTypeError, TargetUnavailableError
+from .. import dtypes
+from ..errors import ArgumentTypeError, TargetUnavailableError
 
 
 class Device:
@@ -93,5 +93,5 @@ def device_get(x):
     """``x`` (a pytree) with every GPU array copied to the host as a numpy array (other leaves
     as they are), like ``jax.device_get``."""
     from hlo.runtime.cuda.interop import gpu_array_type
-    from .tree_util import tree_map
+    from ..tree_util import tree_map
     return tree_map(lambda a: np.asarray(a) if gpu_array_type(a) is not None else a, x)

@@ -213,7 +213,7 @@ def _fmt_bytes(n: float) -> str:
 
 def cmd_compile(a) -> int:
     import hlo
-    from hlo import targets
+    from hlo.staging import targets
     from hlo.errors import HloError
     specs = [parse_spec(s) for s in a.arg]
     statics = dict(parse_static(s) for s in a.static)
@@ -431,7 +431,7 @@ def _num(v) -> str:
 
 
 def cmd_cache(a) -> int:
-    from hlo import compile_cache as cc
+    from hlo.staging import cache as cc
     if a.action == "clear":
         cc.clear()
         print(f"cleared {cc.entries_dir()}")
@@ -520,7 +520,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # ``hlo opt ...`` hands everything after "opt" to the passes tool unchanged.
     rest = [x for x in argv if x != "--traceback"]
     if rest and rest[0] == "opt":
-        from hlo.opt import main as opt_main
+        from hlo.tools.opt import main as opt_main
         return opt_main(rest[1:])
     try:
         parser = build_parser()

@@ -80,7 +80,7 @@ _STALE_TMP_SECONDS = 3600.0
 
 def enabled() -> bool:
     """Is the persistent cache on (``hlo.config`` ``cache``, else ``HLO_CACHE``, default on)?"""
-    from . import config
+    from .. import config
     v = config.read("cache")
     if v is not None:
         return bool(v)
@@ -90,7 +90,7 @@ def enabled() -> bool:
 def cache_dir() -> str:
     """The cache's root folder (``hlo.config`` ``cache_dir``, ``HLO_CACHE_DIR``,
     ``$XDG_CACHE_HOME/hlo``, ``~/.cache/hlo``)."""
-    from . import config
+    from .. import config
     v = config.read("cache_dir")
     if v is None:
         v = os.environ.get("HLO_CACHE_DIR")
@@ -105,7 +105,7 @@ def entries_dir() -> str:
 
 
 def max_bytes() -> int:
-    from . import config
+    from .. import config
     v = config.read("cache_max_bytes")
     if v is not None:
         return int(v)
@@ -367,7 +367,7 @@ def _entry_bytes(artifact, module, key: Key) -> bytes:
     """The ``.hlox`` bytes of a fresh artifact (``saved_executable.to_payload``), with the key
     section."""
     from hlo.runtime import hlox
-    from .saved_executable import to_payload
+    from .saved import to_payload
     from .stages import Compiled, Lowered
     payload = to_payload(Compiled(Lowered(module), artifact))
     info = key.to_json()
@@ -379,7 +379,7 @@ def _entry_bytes(artifact, module, key: Key) -> bytes:
 
 def _entry_artifact(payload, target: str, mapping: Dict[str, str], path: str):
     """The ``Artifact`` of a cache entry (raises if the entry does not load)."""
-    from .saved_executable import LoadedExecutable
+    from .saved import LoadedExecutable
     loaded = LoadedExecutable(payload, path)
     plan = "\n".join((payload.manifest.get("buffer_plan") or {}).get("text") or [])
     return CachedArtifact(target, loaded, relocate(loaded.as_text(), mapping), relocate(plan, mapping))
@@ -535,7 +535,7 @@ def _replay_warnings(messages: Sequence[str]) -> None:
 
 
 def _log_miss(key: Key) -> None:
-    from . import config
+    from .. import config
     if not config.read("log_recompiles"):
         return
     same = _candidates(key, same_program_only=True)

@@ -5,7 +5,7 @@
     outputs = compiled(x)          # flat arrays in, a list of arrays out
 
 The program is imported by ``hlo.ir.stablehlo.import_module`` (see its docstring for what is
-accepted and what raises ``UnsupportedError``) and wrapped in a ``hlo.stages.Lowered`` with flat
+accepted and what raises ``UnsupportedError``) and wrapped in a ``hlo.staging.stages.Lowered`` with flat
 signatures: ``@main``'s parameters in, its results out.
 """
 from __future__ import annotations

@@ -20,8 +20,8 @@ from hlo.ir import TensorType
 
 from hlo.runtime.cuda.interop import gpu_array_type
 
-from . import dtypes
-from .errors import ArgumentTypeError
+from .. import dtypes
+from ..errors import ArgumentTypeError
 
 
 class ShapedArray:

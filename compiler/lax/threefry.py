@@ -20,12 +20,12 @@ from typing import Sequence, Tuple
 
 import numpy as np
 
-from . import dtypes
-from .errors import DTypeError, ShapeError
-from .lax.common import broadcast_in_dim, convert, full, reshape, scalar_const
-from .lax.elementwise import add, mul, or_, shift_left, shift_right_logical, xor
-from .lax.structural import broadcasted_iota, concatenate, iota, slice as _slice
-from .tracing import Tracer
+from .. import dtypes
+from ..errors import DTypeError, ShapeError
+from .common import broadcast_in_dim, convert, full, reshape, scalar_const
+from .elementwise import add, mul, or_, shift_left, shift_right_logical, xor
+from .structural import broadcasted_iota, concatenate, iota, slice as _slice
+from ..tracing.tracer import Tracer
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _PARITY = 0x1BD11BDA

@@ -1,5 +1,5 @@
 """The one check of a call's inputs against a compiled signature, shared by ``Compiled``
-(``hlo.stages``) and ``LoadedExecutable`` (``hlo.saved_executable``): the pytree structure
+(``hlo.staging.stages``) and ``LoadedExecutable`` (``hlo.staging.saved``): the pytree structure
 (or, for a bare module, positional arrays only and their count), then every leaf's shape and
 dtype. Standard library and ``tree_util`` only: a saved executable's load path uses it.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from .tree_util import PyTreeDef, describe_difference, tree_flatten
+from ..tree_util import PyTreeDef, describe_difference, tree_flatten
 
 # check_leaf(index, leaf) -> (the flat array, None) or (None, "x is f32[3] (compiled for f32[4])")
 LeafCheck = Callable[[int, object], Tuple[object, Optional[str]]]

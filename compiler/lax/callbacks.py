@@ -24,11 +24,11 @@ import numpy as np
 from hlo.ir import callbacks as registry
 from hlo.ir.types import TensorType, element_type
 
-from . import dtypes
-from .errors import CallbackError, UnsupportedError
-from .source_info import SourceLocation, user_location
-from .tracing import Tracer, emit, is_tracing
-from .tree_util import tree_flatten, tree_unflatten
+from .. import dtypes
+from ..errors import CallbackError, UnsupportedError
+from ..base.source_info import SourceLocation, user_location
+from ..tracing.tracer import Tracer, emit, is_tracing
+from ..tree_util import tree_flatten, tree_unflatten
 
 VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all")
 _NOT_IMPLEMENTED_METHODS = ("legacy_vectorized",)

@@ -7,7 +7,7 @@ them without importing this module) and are re-exported here.
 Called outside any trace (eagerly, on numpy arrays), the call is compiled on its own — array
 arguments become parameters, everything else (Python scalars, shapes, axes, dtypes) is static —
 cached per signature, run on the default target, and the result comes back as numpy arrays.
-The compiler that does this is registered (``set_eager_compiler``) by ``hlo.api`` (``hlo.jit``),
+The compiler that does this is registered (``set_eager_compiler``) by ``hlo.staging.jit`` (``hlo.jit``),
 which sits above the array libraries: this module, below them, never imports it.
 """
 from __future__ import annotations
@@ -17,12 +17,12 @@ import functools
 import threading
 from typing import Any, Callable
 
-from .boundary import api_boundary, native_first, refresh_native  # noqa: F401  (re-exported)
+from ..base.boundary import api_boundary, native_first, refresh_native  # noqa: F401  (re-exported)
 
 
 def api_function(fn: Callable) -> Callable:
     """Mark a public array function: traced inside ``hlo.jit``, compiled on its own outside."""
-    from .tracing import is_tracing
+    from .tracer import is_tracing
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -62,7 +62,7 @@ _eager_compiler = None
 
 def set_eager_compiler(jit: Callable) -> None:
     """Register ``jit`` (``hlo.jit``'s signature, plus ``_eager=True``) as what compiles calls
-    made outside a trace. ``hlo.api`` registers ``hlo.jit`` when it is imported."""
+    made outside a trace. ``hlo.staging.jit`` registers ``hlo.jit`` when it is imported."""
     global _eager_compiler
     _eager_compiler = jit
 
@@ -73,8 +73,8 @@ def _eager_call(fn: Callable, args, kwargs):
     if jit is None:
         raise RuntimeError(f"{getattr(fn, '__name__', fn)} was called outside hlo.jit before "
                            "hlo.jit was loaded (import hlo, hlo.numpy or hlo.lax first)")
-    from .tree_util import tree_flatten, tree_unflatten
-    from .tracing import Tracer, leaked_tracer_error
+    from ..tree_util import tree_flatten, tree_unflatten
+    from .tracer import Tracer, leaked_tracer_error
     leaves, tree = tree_flatten((args, kwargs))
     for x in leaves:
         if isinstance(x, Tracer):

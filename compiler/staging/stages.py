@@ -16,13 +16,13 @@ import numpy as np
 from hlo.ir import Module, print_module
 from hlo.runtime.cpu.profile import ProfileMethods
 
-from .abstract import ShapedArray, array_key, aval_of_type, c_strides, concrete_arg
-from .api_util import api_boundary, native_first, refresh_native
-from .errors import SignatureMismatchError
-from .signature import flatten_inputs, plain_name
-from .tracing import abstractify
+from ..tracing.abstract import ShapedArray, array_key, aval_of_type, c_strides, concrete_arg
+from ..tracing.api_util import api_boundary, native_first, refresh_native
+from ..errors import SignatureMismatchError
+from ..base.signature import flatten_inputs, plain_name
+from ..tracing.tracer import abstractify
 from .targets import Artifact, compile_module, resolve_target
-from .tree_util import PyTreeDef, native_finish, positional_treedef, tree_unflatten, unflattener
+from ..tree_util import PyTreeDef, native_finish, positional_treedef, tree_unflatten, unflattener
 
 
 class Lowered:
@@ -114,7 +114,7 @@ class Compiled(ProfileMethods):
         return getattr(self._artifact, "executable", None)
 
     def runners(self):
-        """``(run, run_unchecked)`` of the artifact (``hlo.targets.Artifact.runners``)."""
+        """``(run, run_unchecked)`` of the artifact (``hlo.staging.targets.Artifact.runners``)."""
         return self._artifact.runners()
 
     @property
@@ -154,7 +154,7 @@ class Compiled(ProfileMethods):
     def save(self, path) -> None:
         """Write this executable to ``path`` (an ``.hlox`` file that ``hlo.load`` runs in any
         process without compiling again); see ``hlo.aot``."""
-        from .saved_executable import save
+        from .saved import save
         save(self, path)
 
     def native_call(self, fallback: Callable) -> Optional[Callable]:

@@ -46,11 +46,12 @@ from hlo.ir import Builder, Function, Module, Region, Value, VerifyError, Tensor
 
 from hlo.runtime.cpu import pycall
 
-from . import dtypes, source_info
+from .. import dtypes
+from ..base import source_info
 from .abstract import ShapeDtypeStruct, ShapedArray, aval_of_type, gpu_array_type, to_numpy
-from .errors import (DTypeError, ShapeError, TracerArrayConversionError, TracerBoolConversionError,
+from ..errors import (DTypeError, ShapeError, TracerArrayConversionError, TracerBoolConversionError,
                      TracerIntegerConversionError, TracerLeakError, ConcretizationError, ArgumentTypeError)
-from .tree_util import PyTreeDef, keystr, tree_flatten_with_path, tree_unflatten
+from ..tree_util import PyTreeDef, keystr, tree_flatten_with_path, tree_unflatten
 
 
 class Trace:

@@ -19,8 +19,8 @@ from typing import Callable, Optional
 
 from hlo.runtime.cpu import pycall
 
-from . import config
-from .errors import HloError
+from .. import config
+from ..errors import HloError
 from .source_info import filter_traceback
 
 

@@ -1,6 +1,6 @@
 """Saved executables: a ``Compiled`` as an ``.hlox`` payload, and ``LoadedExecutable``, what
 loading one gives. ``hlo.aot`` is the user API on top (compile, save, load); ``Compiled.save``
-and the persistent compilation cache (``hlo.compile_cache``) use this module directly.
+and the persistent compilation cache (``hlo.staging.cache``) use this module directly.
 
 What a file holds (see ``hlo.runtime.hlox`` for the container's bytes): the manifest (JSON:
 format and hlo versions, target kind + triple + CPU + features, the signature with pytree
@@ -36,10 +36,10 @@ from hlo.runtime.target import check_kind, current
 
 from hlo.runtime.cpu import pycall
 
-from . import tree_util
-from .boundary import native_first, refresh_native
-from .signature import flatten_inputs, plain_name
-from .tree_util import PyTreeDef
+from .. import tree_util
+from ..base.boundary import native_first, refresh_native
+from ..base.signature import flatten_inputs, plain_name
+from ..tree_util import PyTreeDef
 
 SUPPORTED_TARGET_KINDS = ("cpu", "cuda")  # kinds this hlo can load
 
@@ -473,7 +473,7 @@ class LoadedExecutable(ProfileMethods):
 
     def _load_cuda(self, payload: hlox.Payload, runtime: dict, where: str) -> None:
         from hlo.runtime.cuda.artifact import FORMAT, CudaProgram
-        from .errors import cuda_runner
+        from ..errors import cuda_runner
         if runtime.get("format") != FORMAT:
             raise FormatVersionError(
                 f"{where} holds a CUDA program of interface {runtime.get('format')!r}; this hlo "
