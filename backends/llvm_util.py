@@ -417,12 +417,6 @@ def entry_alloca(b: ir.IRBuilder, ty: ir.Type, name: str = "") -> ir.Value:
         return b.alloca(ty, name=name)
 
 
-def memcpy(ctx: ModuleContext, b: ir.IRBuilder, dst: ir.Value, src: ir.Value, nbytes) -> None:
-    f = ctx.declare("llvm.memcpy.p0.p0.i64", VOID, [PTR, PTR, I64, I1])
-    n = nbytes if isinstance(nbytes, ir.Value) else i64(nbytes)
-    b.call(f, [dst, src, n, ir.Constant(I1, 0)])
-
-
 def memmove(ctx: ModuleContext, b: ir.IRBuilder, dst: ir.Value, src: ir.Value, nbytes) -> None:
     f = ctx.declare("llvm.memmove.p0.p0.i64", VOID, [PTR, PTR, I64, I1])
     n = nbytes if isinstance(nbytes, ir.Value) else i64(nbytes)

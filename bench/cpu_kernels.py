@@ -324,11 +324,11 @@ def _time(fn, min_time=0.3, max_reps=200):
 def run_case(case, limits, do_jax=True):
     from hlo.ir import parse_module
     from hlo.backends.cpu import compile as cpu_compile
-    from hlo.backends.cpu.fallback_plan import Unoptimized
+    from hlo.passes.pipeline import as_written
     inputs = case.inputs()
     src = BUILDERS[case.workload.id](case.dims)
     t0 = time.perf_counter()
-    exe = cpu_compile(Unoptimized(parse_module(src)))
+    exe = cpu_compile(as_written(parse_module(src)))
     t_compile = time.perf_counter() - t0
     outs = exe.run(inputs)
     chk = check_outputs(case.dtype, inputs, outs, W.reference(case, inputs))
@@ -361,7 +361,7 @@ def gemm_comparison(shapes=((32, 512, 256), (32, 512, 1024), (32, 1024, 512), (1
     import subprocess
     code = ("import sys,time,statistics,numpy as np\n"
             "from hlo.ir import parse_module\nfrom hlo.backends.cpu import compile as C\n"
-            "from hlo.backends.cpu.fallback_plan import Unoptimized as U\n"
+            "from hlo.passes.pipeline import as_written as U\n"
             "M,K,N=map(int,sys.argv[1:4])\n"
             "src=f'''module @m\\nfunc @main(%a: f32[{M},{K}], %b: f32[{K},{N}]) -> (f32[{M},{N}]) {{\\n"
             "  %0 = dot_general(%a, %b) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]}} : f32[{M},{N}]\\n"

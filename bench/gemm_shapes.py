@@ -116,7 +116,7 @@ def _burst(fn, clock, seconds=0.02, max_calls=200):
 
 def measure(ids, rounds, threads=(1, 2), with_hlo=True):
     from hlo.backends.cpu import compile as cpu_compile
-    from hlo.backends.cpu.fallback_plan import Unoptimized
+    from hlo.passes.pipeline import as_written
     from hlo.backends.cpu.profile_records import gemm_shape
     set_threads = _numpy_threads()
     rng = np.random.default_rng(0)
@@ -132,7 +132,7 @@ def measure(ids, rounds, threads=(1, 2), with_hlo=True):
         if with_hlo:
             m = dot_module(d)
             for t in threads:
-                exe = cpu_compile(Unoptimized(m), threads=t)
+                exe = cpu_compile(as_written(m), threads=t)
                 out = exe.run(args)[0]
                 ref = np.matmul(A.astype(np.float64), B.astype(np.float64))
                 err = np.max(np.abs(np.asarray(out, np.float64).reshape(ref.shape) - ref)) / (np.max(np.abs(ref)) + 1e-30)

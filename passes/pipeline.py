@@ -186,3 +186,11 @@ def optimize(module: Module, target: str = "interpreter", dump_dir: Optional[str
     if dumper is not None:
         dumper.write_summary(opt)
     return opt
+
+
+def as_written(module: Module, target: str = "cpu") -> Optimized:
+    """The pipeline's result with every pass off but buffer assignment: ``module`` as written
+    (fusions by hand, every top-level op a kernel, in its order) with the real buffer plan. For
+    tests and benchmarks of a backend on its own."""
+    rest = ["dot-merger", "dot-split-k", "layout-assignment"] + FUSION + TIDY + ["schedule"]
+    return optimize(module, target, options={"disabled_passes": frozenset(SIMPLIFY + rest)})

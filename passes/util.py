@@ -33,6 +33,8 @@ LOOP_FUSIBLE = ELEMENTWISE | MOVEMENT | {"constant"}
 
 # Ops that call back into the host: kept, unmerged, unfolded, in program order.
 SIDE_EFFECT = ops.with_trait(ops.SIDE_EFFECT)
+# Loops, branches and calls: their regions run as programs (kernels of their own).
+CONTROL_FLOW = ops.with_trait(ops.CONTROL_FLOW)
 
 
 def has_side_effect(op: Operation) -> bool:
@@ -210,9 +212,6 @@ def all_regions(fn_or_region) -> Iterator[Region]:
 def module_regions(module: Module) -> Iterator[Region]:
     for fn in module.functions.values():
         yield from all_regions(fn)
-
-
-CONTROL_FLOW = ("while", "if", "case")
 
 
 def control_bodies(region: Region) -> Iterator[Region]:

@@ -3,8 +3,7 @@
 
 ``compile(optimized)`` takes the passes' ``Optimized`` result (``.module`` whose ``main`` lists
 the kernels in schedule order, and ``.buffers``, the buffer plan). ``compile_module(module)``
-runs the passes' CPU pipeline first when it exists, else compiles the module unfused with a
-fallback buffer plan.
+runs the passes' CPU pipeline first.
 """
 from __future__ import annotations
 
@@ -131,19 +130,11 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, profil
 
 def compile_module(module: Module, threads: Optional[int] = None, opt_level: int = 3,
                    profile: bool = False):
-    """Optimize ``module`` with the passes' CPU pipeline when available, with this CPU's
+    """Optimize ``module`` with the passes' CPU pipeline, with this CPU's
     options (``CpuTarget.pass_options()``; products split over ``threads`` where given), then
     compile."""
     from hlo.runtime.cpu.target import host
-    try:
-        from hlo.passes.pipeline import optimize
-    except ImportError:
-        optimize = None
-    if optimize is None:
-        from hlo.ir.verifier import verify_module
-        from .fallback_plan import Unoptimized
-        verify_module(module)
-        return compile(Unoptimized(module), threads=threads, opt_level=opt_level, profile=profile)
+    from hlo.passes.pipeline import optimize
     options = host().pass_options()
     if threads:
         options["dot_split_k"] = threads

@@ -235,9 +235,6 @@ class Streaming:
                 self.refs.append(ref)
         self.tag = stream_tag(cg.ctx.module) if self.refs else None
 
-    def streams(self, ref: BufRef) -> bool:
-        return ref in self.refs
-
     def tag_for(self, ref: BufRef):
         return self.tag if ref in self.refs else None
 

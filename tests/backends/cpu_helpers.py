@@ -8,15 +8,16 @@ import numpy as np
 from hlo.ir import parse_module
 from hlo.ir.interpreter import run as interpret
 from hlo.backends.cpu import compile as cpu_compile, compile_module
-from hlo.backends.cpu.fallback_plan import Unoptimized
+from hlo.passes.pipeline import as_written
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def compile_text(src: str, **kw):
-    """Compile IR text as written (fusions by hand, every top-level op a kernel) with the
-    backend's fallback buffer plan: tests the backend independently of the passes."""
-    return cpu_compile(Unoptimized(parse_module(src)), **kw)
+    """Compile IR text as written (fusions by hand, every top-level op a kernel) with the real
+    buffer plan and no other pass (``hlo.passes.pipeline.as_written``): tests the backend
+    independently of the passes."""
+    return cpu_compile(as_written(parse_module(src)), **kw)
 
 
 def compile_through_pipeline(src: str, **kw):
