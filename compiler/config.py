@@ -41,9 +41,9 @@ import os
 import threading
 from typing import Any, Dict
 
-_lock = threading.Lock()
+from hlo.ir.targets import TARGETS  # the target names (public: hlo.config.TARGETS, hlo.TARGETS)
 
-TARGETS = ("cpu", "cuda", "interpreter")
+_lock = threading.Lock()
 
 
 def check_target_name(target: str) -> str:

@@ -58,6 +58,7 @@ from .base import Pass, register_pass
 from .fusion_kinds import inplace_pairs
 from .layout import is_bitcast
 from .options import PassConfig
+from hlo.ir.targets import info
 from .util import Labels, inputs_of, nbytes
 
 ALIGNMENT = 64
@@ -640,7 +641,7 @@ class BufferAssignmentPass(Pass):
     def run(self, module: Module) -> bool:
         main = module.main
         self.result = BufferAssignment(main.body, list(main.ops), self.config.options.donate_argnums,
-                                       products_in_outputs=self.config.target != "cuda")
+                                       products_in_outputs=info(self.config.target).products_in_outputs)
         self.result.check()
         return False
 

@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, FrozenSet, Optional, Tuple, Union
 
-TARGETS = ("interpreter", "cpu", "cuda")
+from hlo.ir.targets import INFO, info
+
 MATMUL_PRECISIONS = ("highest", "tf32")  # hlo.config's matmul_precision values
 # Other spellings accepted in option dicts (the jit front door says ``donated_args``).
 ALIASES = {"donated_args": "donate_argnums"}
@@ -128,28 +129,20 @@ class Options:
         """(parts, least bytes of a part's RHS) of pass ``dot-split-k`` on ``target``: off
         (parts 0) but on cpu, where the options give them (a compile takes them from the CPU
         target's ``pass_options()``: its thread count and 3/8 of a core's L2)."""
-        if target != "cpu":
+        if not info(target).machine_pass_options:
             return 0, 0
         return int(self.dot_split_k or 0), int(self.dot_split_k_min_rhs_bytes or 0)
 
 
-# What each target kind changes from the defaults (a target's ``pass_options()``,
-# ``hlo.runtime.target``, hands these out): cpu and the interpreter fuse a row-wise prologue
-# into a dot's operand, cuda does not; cuda merges products that share their LHS and unrolls
-# loops with a known trip count.
-TARGET_DEFAULTS = {"interpreter": {"row_prologue": True, "dot_merger": False, "while_unroll": False},
-                   "cpu": {"row_prologue": True, "dot_merger": False, "while_unroll": False},
-                   "cuda": {"row_prologue": False, "dot_merger": True, "while_unroll": True}}
-
-
 def target_defaults(kind: str) -> dict:
-    return dict(TARGET_DEFAULTS.get(kind, {}))
+    """What target ``kind`` changes from the defaults (``TargetInfo.pass_defaults``; a target's
+    ``pass_options()``, ``hlo.runtime.target``, hands these out)."""
+    t = INFO.get(kind)
+    return dict(t.pass_defaults) if t is not None else {}
 
 
 def check_target(target: str) -> str:
-    if target not in TARGETS:
-        raise ValueError(f"unknown target {target!r} (known: {', '.join(TARGETS)})")
-    return target
+    return info(target).name
 
 
 @dataclass

@@ -9,17 +9,20 @@ says which machine a program is for, without any code generation (the load path 
 - ``key_parts()``: its parts of the compilation cache's key (``"machine"``, ``"environment"``);
 - ``pass_options()``: the optimization options this target changes from the defaults.
 
-``current(kind)`` is this process's target of a kind: ``cpu.target.host()`` (the host CPU) or
-``cuda.target.device_target()`` (the GPU named by ``HLO_CUDA_ARCH`` or found on the machine).
+``current(kind)`` is this process's target of a kind: ``hlo.runtime.<kind>.target.current()``,
+``cpu.target.host()`` (the host CPU) or ``cuda.target.device_target()`` (the GPU named by
+``HLO_CUDA_ARCH`` or found on the machine). The kinds are the compiled targets of
+``hlo.ir.targets``.
 """
 from __future__ import annotations
 
 import abc
+import importlib
 from typing import Dict
 
-from .hlox import TargetMismatchError
+from hlo.ir.targets import COMPILED as KINDS
 
-KINDS = ("cpu", "cuda")
+from .hlox import TargetMismatchError
 
 
 class Target(abc.ABC):
@@ -52,12 +55,8 @@ def arch_os(triple: str):
 
 def current(kind: str) -> Target:
     """This process's target of ``kind``."""
-    if kind == "cpu":
-        from .cpu.target import host
-        return host()
-    if kind == "cuda":
-        from .cuda.target import device_target
-        return device_target()
+    if kind in KINDS:
+        return importlib.import_module(f"{__package__}.{kind}.target").current()
     raise ValueError(f"unknown target kind {kind!r} (known: {', '.join(KINDS)})")
 
 

@@ -81,8 +81,6 @@ ALLOWED_UPWARD = {
 KNOWN_CYCLES = (
     # Module.__str__ / clone() call the printer and the cloner, which read the core classes.
     ("hlo.ir.clone", "hlo.ir.core", "hlo.ir.printer"),
-    # runtime.target.current(kind) makes the target of each kind; each kind's Target subclasses it.
-    ("hlo.runtime.cpu.target", "hlo.runtime.cuda.target", "hlo.runtime.target"),
     # The tiled GEMM emitter calls back into dot's shared operand views.
     ("hlo.backends.cpu.dot", "hlo.backends.cpu.gemm_tiled"),
     # compile_module asks the cache first; a cache entry is a saved Compiled.

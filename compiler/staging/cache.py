@@ -59,6 +59,7 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from hlo.ir.callbacks import has_host_callbacks
+from hlo.ir.targets import info
 from hlo.runtime.hlox import refuses_folder
 
 from .targets import Artifact
@@ -129,7 +130,7 @@ def bypass_reason(target: str, dump_dir: Optional[str], module=None) -> Optional
         return "the program calls back into Python (hlo.debug.print, hlo.pure_callback)"
     if not enabled():
         return "the persistent cache is off (HLO_CACHE=0 or hlo.config 'cache' is False)"
-    if target == "interpreter":
+    if not info(target).compiled:
         return "the interpreter target is not cached (there is no native code to keep)"
     if dump_dir is not None or os.environ.get("HLO_DUMP_DIR"):
         return "a dump directory was requested (only a real compile writes the pass dumps)"

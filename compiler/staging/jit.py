@@ -37,6 +37,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
+from hlo.ir.targets import info
 from hlo.runtime.cpu import pycall
 from hlo.runtime.cuda.interop import gpu_array_type
 
@@ -90,7 +91,7 @@ class _Signature:
         self.target = target
         self.donated = donated
         # the settings that change the generated code (hlo.config: matmul_precision on cuda)
-        code = config.resolved_matmul_precision() if target == "cuda" else None
+        code = config.resolved_matmul_precision() if info(target).matmul_precision else None
         self.key = (in_tree, avals, tuple((n, static_key(v)) for n, v in statics), target, code)
 
 
@@ -316,7 +317,7 @@ class JitFunction:
         else:
             next(self._hit_counter)
             compiled = hit[0]
-        device = sig.target == "cuda"  # GPU arrays go to the CUDA runtime as they are
+        device = info(sig.target).device_arrays  # GPU arrays go to the CUDA runtime as they are
         flat = [concrete_arg(x, a, n, device) for x, a, n in zip(sig.leaves, sig.avals, sig.names)]
         outs = compiled.run_flat(flat)
         if not kwargs:
@@ -335,7 +336,7 @@ class JitFunction:
                 contiguous = contiguous and a.strides == c_strides(a.shape, a.dtype)
             elif t in _PY_NUMBERS or isinstance(a, np.generic):
                 convert.append((i, aval.dtype))
-            elif not (sig.target == "cuda" and gpu_array_type(a) is not None):
+            elif not (info(sig.target).device_arrays and gpu_array_type(a) is not None):
                 return  # (the CUDA runtime reads GPU arrays in place and checks them itself)
         if sig.in_tree != positional_treedef(len(args)):
             return  # e.g. a registered pytree class among the arguments
@@ -352,7 +353,8 @@ class JitFunction:
                 return  # evicted meanwhile: a fast entry would keep its executable alive
             if any(k in _PY_NUMBERS or len(k) == 3 for k in key):
                 self._numbers_keyed = True  # (or some array has no numpy ``strides``: torch)
-            native_ok = contiguous and not convert and sig.target == "cpu" and run is run_unchecked
+            native_ok = (contiguous and not convert and info(sig.target).native_entry
+                         and run is run_unchecked)
             self._fast[(sig.target, key)] = (run, unflattener(compiled.lowered.out_tree), sig.key, native_ok)
             self._fast_of.setdefault(sig.key, []).append((sig.target, key))
         if native_ok and self._native is None:

@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from hlo.ir.targets import COMPILED, info
 from hlo.runtime import hlox
 from hlo.runtime.cuda.interop import gpu_array_type
 from hlo.runtime.manifest_schema import check_ir_signature, check_manifest
@@ -41,7 +42,9 @@ from ..base.boundary import native_first, refresh_native
 from ..base.signature import flatten_inputs, plain_name
 from ..tree_util import PyTreeDef
 
-SUPPORTED_TARGET_KINDS = ("cpu", "cuda")  # kinds this hlo can load
+SUPPORTED_TARGET_KINDS = COMPILED  # kinds this hlo can load
+# kind -> the LoadedExecutable method that links (cpu) or prepares (cuda) its ``code.<kind>``
+LOADERS = {"cpu": "_load_cpu", "cuda": "_load_cuda"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -448,9 +451,10 @@ class LoadedExecutable(ProfileMethods):
         self._ir_text = ir
         self._cost = cost
         self._mem = mem
-        if kind == "cuda":
-            self._load_cuda(payload, runtime, where)
-            return
+        getattr(self, LOADERS[kind])(payload, runtime, imports, target, code, where)
+
+    def _load_cpu(self, payload: hlox.Payload, runtime: dict, imports, target: dict, code: bytes,
+                  where: str) -> None:
         from hlo.runtime.cpu.executable import FORMAT_VERSION as RUNTIME_FORMAT, Executable
         if runtime.get("format") != RUNTIME_FORMAT:
             raise FormatVersionError(
@@ -465,13 +469,14 @@ class LoadedExecutable(ProfileMethods):
             if pool is not None:  # link the stored worker pool unless this process has one
                 from hlo.runtime.cpu.thread_pool import pool_address
                 pool_address(pool)
-            self.executable = Executable(code, rt, steps_text="\n".join(m.get("call_sequence", [])),
+            self.executable = Executable(code, rt, steps_text="\n".join(self.manifest.get("call_sequence", [])),
                                          cores=cores)
         except (RuntimeError, ValueError, KeyError, TypeError) as e:
             raise LoadError(f"{where}: the native code does not link: {e}") from None
         self._run = self.executable.run
 
-    def _load_cuda(self, payload: hlox.Payload, runtime: dict, where: str) -> None:
+    def _load_cuda(self, payload: hlox.Payload, runtime: dict, imports, target: dict, code: bytes,
+                   where: str) -> None:
         from hlo.runtime.cuda.artifact import FORMAT, CudaProgram
         from ..errors import cuda_runner
         if runtime.get("format") != FORMAT:
@@ -522,7 +527,7 @@ class LoadedExecutable(ProfileMethods):
 
     @native_first  # self._native(*args) when there is one and no kwargs, else:
     def __call__(self, args, kwargs):
-        if self.target == "cpu" and self._native_epoch != pycall.epoch():
+        if info(self.target).native_entry and self._native_epoch != pycall.epoch():
             refresh_native(self, self._native_call)
         outs = self._run(self.flatten_args(args, kwargs))
         if self.out_tree is None:
@@ -548,7 +553,7 @@ class LoadedExecutable(ProfileMethods):
 
     def _check_leaf(self, i: int, leaf):
         spec = self.in_avals[i]
-        a = _as_array(leaf, spec, device=self.target == "cuda")
+        a = _as_array(leaf, spec, device=info(self.target).device_arrays)
         if a is None:
             return None, f"{self.arg_names[i]} is {_describe(leaf)} (saved for {spec.str_short()})"
         return a, None

@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from hlo.ir import Module, print_module
+from hlo.ir.targets import info
 from hlo.runtime.cpu.profile import ProfileMethods
 
 from ..tracing.abstract import ShapedArray, array_key, aval_of_type, c_strides, concrete_arg
@@ -209,7 +210,7 @@ class Compiled(ProfileMethods):
         if got.shape != aval.shape or got.dtype != aval.dtype:
             return None, (f"{plain_name(name)} is {got.strip_weak().str_short()} (compiled for "
                           f"{aval.strip_weak().str_short()})")
-        return concrete_arg(leaf, aval, name, device=self.target == "cuda"), None
+        return concrete_arg(leaf, aval, name, device=info(self.target).device_arrays), None
 
     def __repr__(self):
         return f"<Compiled {self.lowered.signature_text()} for {self.target}>"

@@ -1,10 +1,8 @@
 """Targets, and the one place that turns IR into something that runs.
 
-``"interpreter"``: the reference interpreter (``hlo.ir.interpreter``) runs the optimized module
-(or the module as traced while ``hlo.passes.pipeline`` does not exist). For debugging, like
-jax's eager backend. ``"cpu"`` / ``"cuda"``: ``hlo.passes.pipeline.optimize(module, target)``
-then ``hlo.backends.<target>.compile(optimized)``; until a backend exists, selecting it raises
-``TargetUnavailableError`` naming the target.
+``"interpreter"``: the reference interpreter (``hlo.ir.interpreter``) runs the optimized module.
+For debugging, like jax's eager backend. ``"cpu"`` / ``"cuda"``: ``hlo.passes.pipeline.optimize(module,
+target)`` then ``hlo.backends.<target>.compile(optimized)``.
 
 Contracts with the other layers (kept small on purpose):
 
@@ -16,8 +14,8 @@ Contracts with the other layers (kept small on purpose):
   callable as ``exe(*flat_numpy_arrays) -> list of arrays``.
 - ``hlo.passes.analysis.cost_analysis(optimized) -> dict`` and ``memory_analysis(optimized)``.
 
-The default target is "cuda" when the CUDA backend (``hlo.backends.cuda``), the driver binding
-of the ``cuda`` extra (``cuda.bindings``) and a usable NVIDIA GPU are present, else "cpu"; ``HLO_TARGET`` / ``hlo.config.update("target", ...)`` override
+The default target is "cuda" when the driver binding of the ``cuda`` extra (``cuda.bindings``)
+and a usable NVIDIA GPU are present, else "cpu"; ``HLO_TARGET`` / ``hlo.config.update("target", ...)`` override
 it.
 """
 from __future__ import annotations
@@ -32,11 +30,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from hlo.ir import Module
+from hlo.ir.targets import info
 
 from .. import config
 from ..base import gc_pause
 from ..config import check_target_name  # the target names (settings check them too)
-from ..errors import TargetUnavailableError, UnsupportedError, cuda_runner
+from ..errors import UnsupportedError, cuda_runner
 
 
 @lru_cache(maxsize=1)
@@ -47,16 +46,10 @@ def has_usable_nvidia_gpu() -> bool:
     return probe() is not None
 
 
-@lru_cache(maxsize=1)
-def has_cuda_backend() -> bool:
-    """True if this installation has a CUDA backend (``hlo.backends.cuda``)."""
-    return _module_exists("hlo.backends.cuda")
-
-
 def default_target() -> str:
-    """``hlo.config`` ``target`` (``HLO_TARGET``) if set; else "cuda" when there is a CUDA
-    backend, its runtime's driver binding (the ``cuda`` extra: ``cuda.bindings``) and a usable
-    NVIDIA GPU, else "cpu". Cheap: ``hlo.jit`` calls it on every call of a function that was not
+    """``hlo.config`` ``target`` (``HLO_TARGET``) if set; else "cuda" when the CUDA runtime's
+    driver binding (the ``cuda`` extra: ``cuda.bindings``) and a usable NVIDIA GPU are present,
+    else "cpu". Cheap: ``hlo.jit`` calls it on every call of a function that was not
     given a target."""
     t = config.read("target")
     if t:
@@ -66,8 +59,8 @@ def default_target() -> str:
 
 @lru_cache(maxsize=1)
 def has_cuda_runtime() -> bool:
-    """The CUDA backend and the driver binding its runtime needs are installed."""
-    return has_cuda_backend() and _module_exists("cuda.bindings")
+    """The driver binding the CUDA runtime needs (the ``cuda`` extra) is installed."""
+    return _module_exists("cuda.bindings")
 
 
 def resolve_target(target: Optional[str]) -> str:
@@ -86,7 +79,7 @@ def _module_exists(name: str) -> bool:
 
 def _runner(target: str, exe) -> Callable[[Sequence[np.ndarray]], List[np.ndarray]]:
     """``run(flat)`` of a compiled executable (``errors.cuda_runner`` for a CUDA program)."""
-    if target == "cuda":
+    if info(target).device_arrays:
         return cuda_runner(exe)
 
     def run(flat, _exe=exe):
@@ -113,7 +106,7 @@ class Artifact:
         or None where the artifact has no such entry (the interpreter, a non-row-major input
         or output layout)."""
         exe = getattr(self, "executable", None)  # set by compile_module / the compilation cache
-        if self.target == "cuda":
+        if info(self.target).device_arrays:
             # the runtime checks and copies arguments itself; once its executable exists (it
             # does after the first call, when hlo.jit makes a fast entry), its ``run`` directly:
             # the wrapper only turns "no GPU here" into TargetUnavailableError at creation
@@ -130,7 +123,7 @@ class Artifact:
     def native_call(self, fallback: Callable, finish) -> Optional[Callable]:
         """The executable's native entry (``Executable.native_call``) where it has one (CPU)."""
         make = getattr(getattr(self, "executable", None), "native_call", None)
-        return make(fallback, finish) if self.target == "cpu" and make is not None else None
+        return make(fallback, finish) if info(self.target).native_entry and make is not None else None
 
     def module_text(self) -> str:
         """The optimized module as IR text (what ``Compiled.as_text`` shows and ``hlo.aot``
@@ -153,24 +146,18 @@ class Artifact:
 
 
 def _analysis(name: str, art: Artifact):
-    if art.optimize_result is None or not _module_exists("hlo.passes.analysis"):
-        raise TargetUnavailableError(
-            f"{name}() needs the optimization pipeline's analyses (hlo.passes.analysis), which "
-            "do not exist yet")
-    mod = importlib.import_module("hlo.passes.analysis")
-    return getattr(mod, name)(art.optimize_result)
+    from hlo.passes import analysis
+    return getattr(analysis, name)(art.optimize_result)
 
 
 def _optimize(module: Module, target: str, options: Optional[dict], dump_dir: Optional[str] = None):
     """The pipeline's result for ``target``, with the options a cpu compile takes from this
     machine (``CpuTarget.pass_options()``: the thread count products split over, ...) under the
     caller's; those facts are in the cache key already, as the machine's part."""
-    if not _module_exists("hlo.passes.pipeline"):
-        return None
     from hlo.passes.pipeline import optimize
-    if target == "cpu":
+    if info(target).machine_pass_options:
         from hlo.runtime.target import current
-        options = {**current("cpu").pass_options(), **(options or {})}
+        options = {**current(target).pass_options(), **(options or {})}
     # (``optimize`` works on a clone of its own: ``module`` is left as it is)
     return optimize(module, target, dump_dir=dump_dir, options=options or None)
 
@@ -216,7 +203,7 @@ def compile_options(donated: Sequence[int] = (), options: Optional[dict] = None,
     opts = dict(options or {})
     if donated:
         opts["donated_args"] = tuple(donated)
-    if target == "cuda":
+    if target is not None and info(target).matmul_precision:
         opts.setdefault("matmul_precision", config.resolved_matmul_precision())
     if profile:
         opts["profile"] = True
@@ -224,8 +211,8 @@ def compile_options(donated: Sequence[int] = (), options: Optional[dict] = None,
 
 
 def check_profile_target(target: str) -> None:
-    """The in-program profile exists for the CPU target only."""
-    if target != "cpu":
+    """The in-program profile exists for the CPU target only (``TargetInfo.native_entry``)."""
+    if not info(target).native_entry:
         raise UnsupportedError(
             f"compile(profile=True) is CPU-only for now: target {target!r} has no in-program "
             "profile; compile for target='cpu' to profile")
@@ -251,36 +238,17 @@ def _compile_module(module, target, donated, options, dump_dir, profile=False) -
     opts = compile_options(donated, options, target, profile)
     backend_opts = {k: opts.pop(k) for k in BACKEND_OPTIONS if k in opts}
     key_opts = {**opts, **backend_opts}
-    if target == "interpreter":
-        if not _module_exists("hlo.ir.interpreter"):
-            raise TargetUnavailableError(
-                "target 'interpreter' is not available: the reference interpreter "
-                "(hlo.ir.interpreter) does not exist yet")
+    if not info(target).compiled:  # the reference interpreter runs the optimized IR
         from hlo.ir import interpreter
         res = _optimize(module, target, opts, dump_dir)
-        mod = res.module if res is not None else module
+        mod = res.module
 
         def run(flat, _mod=mod):
             return interpreter.run(_mod, list(flat))
         return Artifact(target, mod, res, run)
-    backend = f"hlo.backends.{target}"
-    if not _module_exists(backend):
-        raise TargetUnavailableError(
-            f"target {target!r} has no backend yet ({backend} does not exist); use "
-            "target='interpreter' (or HLO_TARGET=interpreter) to run on the reference interpreter")
-    if not _module_exists("hlo.passes.pipeline"):
-        raise TargetUnavailableError(
-            f"target {target!r} needs the optimization pipeline (hlo.passes.pipeline), which does "
-            "not exist yet")
-    backend_module = importlib.import_module(backend)
-    compile_fn = getattr(backend_module, "compile", None)
-    declined = getattr(backend_module, "declined_ops", None)
-    if declined is not None:
-        check_declined_ops(module, target, declined())
-    if compile_fn is None:
-        raise TargetUnavailableError(
-            f"target {target!r} has no backend yet ({backend}.compile does not exist); use "
-            "target='interpreter' (or HLO_TARGET=interpreter) to run on the reference interpreter")
+    backend_module = importlib.import_module(f"hlo.backends.{target}")
+    check_declined_ops(module, target, backend_module.declined_ops())
+    compile_fn = backend_module.compile
     from .cache import begin as cache_begin  # the persistent cache (compile_cache.py)
     report_progress("cache")
     pending = cache_begin(module, target, key_opts, dump_dir)

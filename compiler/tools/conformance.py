@@ -38,6 +38,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from hlo.ir.targets import info
+
 from .conformance_pool import default_jobs, run_tasks
 
 SPLIT = re.compile(r"^// -----[ \t]*$", re.M)
@@ -293,7 +295,7 @@ def run_all(cases: Sequence[Case], options: Options, jobs: int, timeout: float,
             _task, tasks, jobs, timeout if timeout > 0 else float("inf"),
             on_timeout=lambda arg, t: asdict(Result("failed", f"timed out after {t:g} s", seconds=t)),
             on_crash=lambda arg, code: asdict(Result("failed", f"crashed (worker exit code {code})")),
-            fork=options.target != "cuda"):
+            fork=info(options.target).fork_safe):
         results[cases[i]] = Result(**res)
         if progress:
             progress(cases[i], results[cases[i]])

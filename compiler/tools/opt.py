@@ -28,7 +28,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     from hlo.ir.printer import print_module
     from hlo.passes.registry import create_pass, registered_passes
     from hlo.passes.dump import Dumper
-    from hlo.passes.options import Options, PassConfig, TARGETS
+    from hlo.passes.options import Options, PassConfig
+    from hlo.ir.targets import TARGETS, info
     from hlo.passes.pipeline import PipelineError, Runner, optimize
     from hlo.runtime.target import current
 
@@ -77,7 +78,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         # the cpu target's options (this machine's: the thread count products split over, ...)
         # as a compile for it takes them
-        machine = current("cpu").pass_options() if a.target == "cpu" else {}
+        machine = current(a.target).pass_options() if info(a.target).machine_pass_options else {}
         opts = Options.from_any({**machine, "verify": not a.no_verify, "fusion": not a.no_fusion,
                                  "donate_argnums": donate, "dump_filter": a.dump_filter})
     except ValueError as e:

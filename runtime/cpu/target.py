@@ -113,6 +113,11 @@ def host() -> CpuTarget:
     return stack[-1] if stack else _machine()
 
 
+def current() -> CpuTarget:
+    """This process's CPU target (``hlo.runtime.target.current("cpu")``): ``host()``."""
+    return host()
+
+
 @contextlib.contextmanager
 def standing_in(target: CpuTarget):
     """Within the block, ``host()`` is ``target`` in the calling thread (another thread, such

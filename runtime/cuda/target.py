@@ -129,3 +129,8 @@ def _device_target(env_arch: str) -> CudaTarget:
 def device_target() -> CudaTarget:
     """The GPU code is built for: ``HLO_CUDA_ARCH`` when set, else GPU 0."""
     return _device_target(os.environ.get("HLO_CUDA_ARCH", ""))
+
+
+def current() -> CudaTarget:
+    """This process's CUDA target (``hlo.runtime.target.current("cuda")``): ``device_target()``."""
+    return device_target()
