@@ -19,31 +19,9 @@ or transposed (its columns have unit stride). Declined: integer / pred / mixed e
 an empty dimension, dimensions of a group that do not collapse, an operand or result with no
 unit-stride dimension, a bias not along the result's cuBLASLt rows.
 
-The params schema (the contract between this planner and ``hlo.runtime.cuda.cublaslt``;
-all sizes and strides in elements; version 1):
-
-    m, n, k       cuBLASLt's problem: D[m, n] = alpha * op(A)[m, k] @ op(B)[k, n] + beta * C
-    batch         the number of matrices (1: not batched)
-    trans_a       op(A) = A^T (A is stored k x m); trans_b likewise (B stored n x k)
-    a, b, d       each {"dtype", "rows", "cols", "ld", "batch_stride"}: the matrix as stored,
-                  column-major (element (r, c) at r + c * ld), ``batch_stride`` between matrices
-    c             (only with a C operand) the same for C; C has D's layout; without "c" and
-                  beta != 0, C is D itself (accumulate in place)
-    compute       "32F" (f16 / bf16 / f32 data), "32F_FAST_TF32" (f32 with precision "tf32"),
-                  "64F" (f64 data)
-    scale         type of alpha and beta: "f32", or "f64" for f64 data
-    alpha, beta   floats
-    epilogue      "DEFAULT" | "RELU" | "BIAS" | "RELU_BIAS" | "GELU" | "GELU_BIAS": applied to
-                  alpha*AB+beta*C in that order: + bias (a vector of m elements, broadcast
-                  over the columns and the batch), then ReLU or GELU (cuBLASLt's GELU is the
-                  tanh approximation: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))))
-    bias_dtype    (with a bias) the bias vector's element type (= D's)
-    inputs        the names of the refs before the result, in order: ["a", "b"] + ["c"] if C +
-                  ["bias"] if a bias; ``refs`` = those then D
-    swapped       True when A is hlo's rhs and B its lhs (D = out^T); informational
-    version       1
-
-The dtypes: A and B alike, one of f16, bf16, f32, f64; D = A's type, or f32 for f16 / bf16.
+The plan's ``params`` is a ``hlo.runtime.cuda.matmul_params.MatmulParams``, the record the
+runtime's cuBLASLt binding reads (that module documents each field); the step carries it as
+``MatmulParams.to_json()``.
 """
 from __future__ import annotations
 
@@ -51,11 +29,9 @@ from dataclasses import dataclass
 from typing import List, Mapping, Optional, Sequence, Tuple
 
 from hlo.ir.types import TensorType
+from hlo.runtime.cuda.matmul_params import BIAS_EPILOGUES, EPILOGUES, Matrix, MatmulParams
 from hlo.runtime.steps import BufRef, LibraryCall
 
-PARAMS_VERSION = 1
-EPILOGUES = ("DEFAULT", "RELU", "BIAS", "RELU_BIAS", "GELU", "GELU_BIAS")
-BIAS_EPILOGUES = ("BIAS", "RELU_BIAS", "GELU_BIAS")
 PRECISIONS = {None: "32F", "default": "32F", "highest": "32F", "tf32": "32F_FAST_TF32"}
 _FLOAT = ("f16", "bf16", "f32", "f64")
 
@@ -77,22 +53,22 @@ class Declined:
 
 @dataclass
 class GemmPlan:
-    """A dot_general as one cuBLASLt matmul: ``params`` (see the module's docstring)."""
+    """A dot_general as one cuBLASLt matmul: ``params``, the runtime's record of it."""
 
-    params: dict
+    params: MatmulParams
 
     @property
     def swapped(self) -> bool:
-        return self.params["swapped"]
+        return self.params.swapped
 
     def library_call(self, lhs: BufRef, rhs: BufRef, out: BufRef, c: Optional[BufRef] = None,
                      bias: Optional[BufRef] = None, what: str = "") -> LibraryCall:
         p = self.params
-        if ("c" in p) != (c is not None) or ("bias" in p["inputs"]) != (bias is not None):
-            raise ValueError(f"the plan takes inputs {p['inputs']}; got c={c}, bias={bias}")
-        a, b = (rhs, lhs) if p["swapped"] else (lhs, rhs)
+        if (p.c is not None) != (c is not None) or ("bias" in p.inputs) != (bias is not None):
+            raise ValueError(f"the plan takes inputs {list(p.inputs)}; got c={c}, bias={bias}")
+        a, b = (rhs, lhs) if p.swapped else (lhs, rhs)
         refs = [a, b] + ([c] if c is not None else []) + ([bias] if bias is not None else []) + [out]
-        return LibraryCall("cublaslt", "matmul", refs, [False] * (len(refs) - 1) + [True], dict(p), what)
+        return LibraryCall("cublaslt", "matmul", refs, [False] * (len(refs) - 1) + [True], p.to_json(), what)
 
 
 def strides_of(t: TensorType) -> Tuple[int, ...]:
@@ -212,20 +188,13 @@ def plan_dot(lhs: TensorType, rhs: TensorType, out: TensorType, dims: Mapping[st
             return Declined(f"operand {t} (cuBLASLt's {name}) has no unit-stride matrix dimension "
                             "(a non-unit-stride contraction cuBLASLt cannot express)")
     bs = (lambda s: s if B > 1 else 0)
-    params = {
-        "version": PARAMS_VERSION, "m": m, "n": n, "k": K, "batch": B,
-        "trans_a": A[0], "trans_b": Bm[0],
-        "a": {"dtype": dt, "rows": A[1], "cols": A[2], "ld": A[3], "batch_stride": bs(a_bs)},
-        "b": {"dtype": dt, "rows": Bm[1], "cols": Bm[2], "ld": Bm[3], "batch_stride": bs(b_bs)},
-        "d": {"dtype": ot, "rows": m, "cols": n, "ld": d_ld, "batch_stride": bs(obs)},
-        "compute": compute, "scale": "f64" if dt == "f64" else "f32",
-        "alpha": float(alpha), "beta": float(beta), "epilogue": epilogue, "swapped": swapped,
-    }
+    d_mat = Matrix(ot, m, n, d_ld, bs(obs))
+    c_mat, bias_dtype = None, None
     inputs: List[str] = ["a", "b"]
     if c is not None:
         if c.shape != out.shape or c.dtype != out.dtype or strides_of(c) != os_:
             return Declined(f"the C operand {c} differs from the result {out} in type or layout")
-        params["c"] = dict(params["d"])
+        c_mat = d_mat
         inputs.append("c")
     if epilogue in BIAS_EPILOGUES:
         if bias is None or bias_dim is None:
@@ -238,9 +207,12 @@ def plan_dot(lhs: TensorType, rhs: TensorType, out: TensorType, dims: Mapping[st
         if [d for d in rows_dims if out.shape[d] != 1] != [bias_dim] and not (m == 1 and out.shape[bias_dim] == 1):
             return Declined(f"the bias runs along result dimension {bias_dim}, but cuBLASLt adds it "
                             f"along the result's {'rhs' if swapped else 'lhs'} free dimensions {rows_dims}")
-        params["bias_dtype"] = ot
+        bias_dtype = ot
         inputs.append("bias")
     elif bias is not None:
         raise ValueError(f"a bias vector with epilogue {epilogue}")
-    params["inputs"] = inputs
-    return GemmPlan(params)
+    return GemmPlan(MatmulParams(
+        m=m, n=n, k=K, batch=B, trans_a=A[0], trans_b=Bm[0],
+        a=Matrix(dt, A[1], A[2], A[3], bs(a_bs)), b=Matrix(dt, Bm[1], Bm[2], Bm[3], bs(b_bs)), d=d_mat,
+        compute=compute, scale="f64" if dt == "f64" else "f32", alpha=float(alpha), beta=float(beta),
+        epilogue=epilogue, swapped=swapped, c=c_mat, bias_dtype=bias_dtype, inputs=tuple(inputs)))

@@ -5,12 +5,12 @@ The library is found in an NVIDIA wheel, by soname, or else with
 ``cuda.pathfinder.load_nvidia_dynamic_lib("cublasLt")`` (``_open_library``); ``start_loading``
 opens it in the background (``hlo.load`` does, for a program with matrix products).
 ``Lt(ctx)`` is one handle per context.
-``Lt.plan(params)`` builds, once per distinct params dict and pointer alignment, a
+``Lt.plan(params)`` builds, once per distinct ``MatmulParams`` and pointer alignment, a
 ``MatmulPlan``: the matmul descriptor (compute / scale type, transposes, epilogue), the four
 matrix layouts (column-major; batched strided) and the algorithm cuBLASLt's heuristic picks
 for them (with ``HLO_CUBLASLT_AUTOTUNE=1``, the fastest of its candidates on this device,
 timed once a process: ``cublaslt_tune``). ``MatmulPlan.run(a, b, c, bias, d, workspace, stream)`` is one ``cublasLtMatmul``.
-What ``params`` holds is the contract documented in ``hlo.backends.cuda.gemm``.
+``params`` is a ``matmul_params.MatmulParams``, which the CUDA backend's planner fills.
 
 Enum values are those of ``cublasLt.h`` / ``cublas_api.h`` / ``library_types.h`` (CUDA 12 and
 13 agree on them); ``HEADER_ENUMS`` lists each with its header name, and a GPU test checks them
@@ -24,6 +24,7 @@ from typing import Dict, Optional, Tuple
 
 from . import cublaslt_tune, driver
 from .errors import CublasError, CudaUnavailableError
+from .matmul_params import Matrix, MatmulParams
 
 # cudaDataType_t (library_types.h)
 CUDA_R_16F = 2
@@ -58,7 +59,6 @@ CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7
 CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8
 # cublasLtEpilogue_t
 EPILOGUES = {"DEFAULT": 1, "RELU": 2, "BIAS": 4, "RELU_BIAS": 6, "GELU": 32, "GELU_BIAS": 36}
-BIAS_EPILOGUES = frozenset({"BIAS", "RELU_BIAS", "GELU_BIAS"})
 
 DATA_TYPES = {"f16": CUDA_R_16F, "bf16": CUDA_R_16BF, "f32": CUDA_R_32F, "f64": CUDA_R_64F}
 COMPUTE_TYPES = {"32F": CUBLAS_COMPUTE_32F, "32F_FAST_TF32": CUBLAS_COMPUTE_32F_FAST_TF32,
@@ -211,7 +211,7 @@ class Lt:
         self.handle = h
         self._plans: Dict[Tuple, "MatmulPlan"] = {}
 
-    def plan(self, params: dict, align: Tuple[int, ...] = (256, 256, 256, 256, 256),
+    def plan(self, params: MatmulParams, align: Tuple[int, ...] = (256, 256, 256, 256, 256),
              workspace_bytes: int = WORKSPACE_BYTES) -> "MatmulPlan":
         """The plan for ``params`` (cached: the heuristic runs once per shape and alignment).
         ``align``: the byte alignment the A, B, C, D and bias pointers have
@@ -219,7 +219,7 @@ class Lt:
         set-up (about 70 ms on an H200); storing the chosen algorithm in a saved file would
         not avoid it: measured there, ``cublasLtMatmulAlgoCheck`` of a stored algorithm took
         as long, and without either the first ``cublasLtMatmul`` did."""
-        key = (_freeze(params), align, workspace_bytes)
+        key = (params, align, workspace_bytes)
         p = self._plans.get(key)
         if p is None:
             p = self._plans[key] = MatmulPlan(self, params, align, workspace_bytes)
@@ -232,14 +232,6 @@ class Lt:
             pass
 
 
-def _freeze(x):
-    if isinstance(x, dict):
-        return tuple(sorted((k, _freeze(v)) for k, v in x.items()))
-    if isinstance(x, (list, tuple)):
-        return tuple(_freeze(v) for v in x)
-    return x
-
-
 def _alignment(addr: int) -> int:
     """The largest power of two up to 256 that divides ``addr``."""
     return 256 if addr % 256 == 0 else addr & -addr
@@ -248,7 +240,7 @@ def _alignment(addr: int) -> int:
 class MatmulPlan:
     """Descriptors and algorithm for one matrix product shape (see ``gemm.py`` for params)."""
 
-    def __init__(self, lt: Lt, params: dict, align, workspace_bytes: int):
+    def __init__(self, lt: Lt, params: MatmulParams, align, workspace_bytes: int):
         lib = self.lib = lt.lib
         self.lt = lt
         self.params = params
@@ -259,11 +251,11 @@ class MatmulPlan:
             self._release()
             raise
 
-    def _build(self, lib, lt, p, align, workspace_bytes):
+    def _build(self, lib, lt, p: MatmulParams, align, workspace_bytes):
         try:
-            ctype = COMPUTE_TYPES[p["compute"]]
-            stype = DATA_TYPES[p["scale"]]
-            epi = p.get("epilogue", "DEFAULT")
+            ctype = COMPUTE_TYPES[p.compute]
+            stype = DATA_TYPES[p.scale]
+            epi = p.epilogue
             epi_code = EPILOGUES[epi]
         except KeyError as e:
             raise CublasError(f"cublaslt.matmul: unsupported parameter {e} in {p!r}") from None
@@ -273,26 +265,26 @@ class MatmulPlan:
         self.desc = desc
         set_desc = lib.cublasLtMatmulDescSetAttribute
         _set(set_desc, desc, CUBLASLT_MATMUL_DESC_TRANSA,
-             ctypes.c_int32(CUBLAS_OP_T if p["trans_a"] else CUBLAS_OP_N), "cublasLtMatmulDescSetAttribute")
+             ctypes.c_int32(CUBLAS_OP_T if p.trans_a else CUBLAS_OP_N), "cublasLtMatmulDescSetAttribute")
         _set(set_desc, desc, CUBLASLT_MATMUL_DESC_TRANSB,
-             ctypes.c_int32(CUBLAS_OP_T if p["trans_b"] else CUBLAS_OP_N), "cublasLtMatmulDescSetAttribute")
-        self.has_bias = epi in BIAS_EPILOGUES
+             ctypes.c_int32(CUBLAS_OP_T if p.trans_b else CUBLAS_OP_N), "cublasLtMatmulDescSetAttribute")
+        self.has_bias = p.has_bias
         if epi_code != EPILOGUES["DEFAULT"]:
             _set(set_desc, desc, CUBLASLT_MATMUL_DESC_EPILOGUE, ctypes.c_uint32(epi_code),
                  "cublasLtMatmulDescSetAttribute")
         if self.has_bias:
             _set(set_desc, desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                 ctypes.c_int32(DATA_TYPES[p.get("bias_dtype", p["d"]["dtype"])]),
+                 ctypes.c_int32(DATA_TYPES[p.bias_type]),
                  "cublasLtMatmulDescSetAttribute")
             self._bias = ctypes.c_void_p(0)
             # a pointer of the real one's alignment, for the heuristic; the real one is set per call
             _set(set_desc, desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, ctypes.c_void_p(align[4]),
                  "cublasLtMatmulDescSetAttribute")
-        batch = int(p.get("batch", 1))
-        self.a_desc = self._layout(lib, p["a"], batch)
-        self.b_desc = self._layout(lib, p["b"], batch)
-        self.d_desc = self._layout(lib, p["d"], batch)
-        self.c_desc = self._layout(lib, p["c"], batch) if "c" in p else self.d_desc
+        batch = p.batch
+        self.a_desc = self._layout(lib, p.a, batch)
+        self.b_desc = self._layout(lib, p.b, batch)
+        self.d_desc = self._layout(lib, p.d, batch)
+        self.c_desc = self._layout(lib, p.c, batch) if p.c is not None else self.d_desc
         pref = ctypes.c_void_p()
         _check(lib.cublasLtMatmulPreferenceCreate(ctypes.byref(pref)), "cublasLtMatmulPreferenceCreate")
         self._objs.append((lib.cublasLtMatmulPreferenceDestroy, pref))
@@ -316,31 +308,31 @@ class MatmulPlan:
         if not found:
             name = _STATUS.get(st, f"cublasStatus {st}")
             raise CublasError(f"cuBLASLt has no algorithm for this matrix product ({name}, "
-                              f"{count.value} found): {describe(p)}", "cublasLtMatmulAlgoGetHeuristic", name)
+                              f"{count.value} found): {p.describe()}", "cublasLtMatmulAlgoGetHeuristic", name)
         self._result = result
-        scale = ctypes.c_double if p["scale"] == "f64" else ctypes.c_float
-        self._alpha = scale(float(p.get("alpha", 1.0)))
-        self._beta = scale(float(p.get("beta", 0.0)))
+        scale = ctypes.c_double if p.scale == "f64" else ctypes.c_float
+        self._alpha = scale(p.alpha)
+        self._beta = scale(p.beta)
         self.alpha = ctypes.addressof(self._alpha)
         self.beta = ctypes.addressof(self._beta)
         sizes = [ctypes.c_size_t.from_address(r + 64).value for r in found]
-        key = (lt.ctx.device, _freeze(p), tuple(align), workspace_bytes)
+        key = (lt.ctx.device, p, tuple(align), workspace_bytes)
         pick = cublaslt_tune.fastest(self, key, found, sizes)
         self.candidates = len(found)
         self.algo = found[pick]  # the algo is the first 64 bytes of the result
         self.workspace_size = sizes[pick]
 
-    def _layout(self, lib, m: dict, batch: int):
+    def _layout(self, lib, m: Matrix, batch: int):
         lay = ctypes.c_void_p()
-        _check(lib.cublasLtMatrixLayoutCreate(ctypes.byref(lay), DATA_TYPES[m["dtype"]], int(m["rows"]),
-                                              int(m["cols"]), int(m["ld"])), "cublasLtMatrixLayoutCreate",
-               f"describing a {m['rows']}x{m['cols']} matrix (ld {m['ld']})")
+        _check(lib.cublasLtMatrixLayoutCreate(ctypes.byref(lay), DATA_TYPES[m.dtype], m.rows,
+                                              m.cols, m.ld), "cublasLtMatrixLayoutCreate",
+               f"describing a {m.rows}x{m.cols} matrix (ld {m.ld})")
         self._objs.append((lib.cublasLtMatrixLayoutDestroy, lay))
         if batch > 1:
             sl = lib.cublasLtMatrixLayoutSetAttribute
             _set(sl, lay, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, ctypes.c_int32(batch),
                  "cublasLtMatrixLayoutSetAttribute")
-            _set(sl, lay, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, ctypes.c_int64(int(m["batch_stride"])),
+            _set(sl, lay, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, ctypes.c_int64(m.batch_stride),
                  "cublasLtMatrixLayoutSetAttribute")
         return lay
 
@@ -354,14 +346,14 @@ class MatmulPlan:
     def operand_bytes(self) -> Dict[str, int]:
         """Bytes each of A, B, C (when the product has one), D and the bias span."""
         p = self.params
-        batch = int(p.get("batch", 1))
-        out = {n: _matrix_bytes(p[n], batch) for n in ("a", "b", "c", "d") if n in p}
+        out = {n: _matrix_bytes(m, p.batch) for n, m in (("a", p.a), ("b", p.b), ("c", p.c), ("d", p.d))
+               if m is not None}
         if self.has_bias:
-            out["bias"] = int(p["m"]) * ITEMSIZE[p.get("bias_dtype", p["d"]["dtype"])]
+            out["bias"] = p.m * ITEMSIZE[p.bias_type]
         return out
 
     def describe(self) -> str:
-        return describe(self.params)
+        return self.params.describe()
 
     def run(self, a: int, b: int, c: int, bias: int, d: int, workspace: int, stream: int) -> None:
         """One ``cublasLtMatmul`` (D = alpha op(A) op(B) + beta C, then the epilogue) queued on
@@ -373,7 +365,7 @@ class MatmulPlan:
                                 self.beta, c, self.c_desc, d, self.d_desc, self.algo, workspace,
                                 self.workspace_size, stream)
         if st != 0:
-            _check(st, "cublasLtMatmul", describe(self.params))
+            _check(st, "cublasLtMatmul", self.params.describe())
 
     def _release(self):
         for fn, h in reversed(self._objs):
@@ -387,21 +379,10 @@ class MatmulPlan:
         self._release()
 
 
-def _matrix_bytes(m: dict, batch: int) -> int:
+def _matrix_bytes(m: Matrix, batch: int) -> int:
     """Bytes a (batched, column-major) matrix of the params spans."""
-    rows, cols, ld = int(m["rows"]), int(m["cols"]), int(m["ld"])
-    one = ld * (cols - 1) + rows
-    return (one + int(m.get("batch_stride", 0) or 0) * (batch - 1)) * ITEMSIZE[m["dtype"]]
-
-
-def describe(p: dict) -> str:
-    """A one-line description of a matmul's params, for errors."""
-    try:
-        return (f"{p['batch']}x[{p['m']}x{p['k']}]{'^T' if p['trans_a'] else ''} @ "
-                f"[{p['k']}x{p['n']}]{'^T' if p['trans_b'] else ''} {p['a']['dtype']}->{p['d']['dtype']} "
-                f"compute {p['compute']} epilogue {p.get('epilogue', 'DEFAULT')}")
-    except (KeyError, TypeError):
-        return repr(p)
+    one = m.ld * (m.cols - 1) + m.rows
+    return (one + m.batch_stride * (batch - 1)) * ITEMSIZE[m.dtype]
 
 
 def pointer_alignment(*addrs: int) -> Tuple[int, ...]:

@@ -34,6 +34,7 @@ from hlo.runtime.steps import BufRef, Copy, KernelCall, LibraryCall, Launch, Swi
 
 from . import cublaslt, driver
 from .errors import KernelLaunchError
+from .matmul_params import MatmulParams
 
 LAUNCH, COPY, MATMUL, WHILE, SWITCH, GRAPH = range(6)
 _WHICH = {"input": 0, "output": 1}
@@ -160,8 +161,8 @@ class MatmulCall:
     __slots__ = ("lt", "params", "addrs", "plans", "workspace", "stream", "what", "patched")
 
     def __init__(self, st: LibraryCall, env: Env):
-        p = st.params
-        names = list(p.get("inputs", ["a", "b"]))
+        p = MatmulParams.from_json(st.params)
+        names = list(p.inputs)
         if len(st.refs) != len(names) + 1 or not {"a", "b"} <= set(names) \
                 or not set(names) <= {"a", "b", "c", "bias"}:
             raise ValueError(f"cublaslt.matmul: refs {list(map(str, st.refs))} do not match params "
@@ -175,8 +176,8 @@ class MatmulCall:
         self.patched = any(x is not None and x[0] is None for x in self.addrs)  # reads an argument / result
         self.lt, self.params, self.plans = env.lt, p, {}
         self.workspace, self.stream, self.what = env.workspace, env.stream, what
-        if ("bias" in names) != (p.get("epilogue", "DEFAULT") in cublaslt.BIAS_EPILOGUES):
-            raise ValueError(f"{what}: epilogue {p.get('epilogue', 'DEFAULT')} and the refs disagree "
+        if ("bias" in names) != p.has_bias:
+            raise ValueError(f"{what}: epilogue {p.epilogue} and the refs disagree "
                              "on a bias operand")
         self.plan_for((256, 256, 256, 256, 256))  # the heuristic runs at load, not in a call
 

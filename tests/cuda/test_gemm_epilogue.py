@@ -154,8 +154,8 @@ def test_tf32_precision_is_the_compute_type():
     from hlo.ir.types import BY_NAME, TensorType
     t = lambda s: TensorType(s, BY_NAME["f32"])  # noqa: E731
     d = {"lhs_contracting_dimensions": (1,), "rhs_contracting_dimensions": (0,)}
-    assert plan_dot(t((8, 4)), t((4, 2)), t((8, 2)), d).params["compute"] == "32F"
-    assert plan_dot(t((8, 4)), t((4, 2)), t((8, 2)), d, precision="tf32").params["compute"] == "32F_FAST_TF32"
+    assert plan_dot(t((8, 4)), t((4, 2)), t((8, 2)), d).params.compute == "32F"
+    assert plan_dot(t((8, 4)), t((4, 2)), t((8, 2)), d, precision="tf32").params.compute == "32F_FAST_TF32"
 
 
 @pytest.mark.gpu

@@ -58,15 +58,15 @@ def logical(buf, t):
 
 def run_model(plan, lhs_t, rhs_t, out_t, x, y, c=None, c_t=None, bias=None):
     p = plan.params
-    a, b = (y, x) if p["swapped"] else (x, y)
-    at, bt = (rhs_t, lhs_t) if p["swapped"] else (lhs_t, rhs_t)
+    a, b = (y, x) if p.swapped else (x, y)
+    at, bt = (rhs_t, lhs_t) if p.swapped else (lhs_t, rhs_t)
     bufs = {"a": physical(a, at).astype(np.float64), "b": physical(b, bt).astype(np.float64)}
     if c is not None:
         bufs["c"] = physical(c, c_t).astype(np.float64)
     if bias is not None:
         bufs["bias"] = bias.astype(np.float64)
     d = np.full(out_t.size, np.nan)
-    lt_matmul(p, bufs, d)
+    lt_matmul(p.to_json(), bufs, d)  # the params as the step carries them
     assert not np.isnan(d).any(), "the params leave result elements unwritten"
     return logical(d, out_t)
 
@@ -120,26 +120,26 @@ def test_row_major_result_is_computed_transposed():
     lhs, rhs = T((5, 7)), T((7, 3))
     p = plan_dot(lhs, rhs, T((5, 3)), dims(lc=(1,), rc=(0,))).params
     # D^T (3x5, column-major = the row-major 5x3) = rhs^T lhs^T, both read as stored.
-    assert (p["swapped"], p["m"], p["n"], p["k"], p["trans_a"], p["trans_b"]) == (True, 3, 5, 7, False, False)
-    assert p["a"]["ld"] == 3 and p["b"]["ld"] == 7 and p["d"]["ld"] == 3
+    assert (p.swapped, p.m, p.n, p.k, p.trans_a, p.trans_b) == (True, 3, 5, 7, False, False)
+    assert p.a.ld == 3 and p.b.ld == 7 and p.d.ld == 3
     p = plan_dot(T((5, 7)), T((3, 7)), T((5, 3)), dims(lc=(1,), rc=(1,))).params
-    assert p["swapped"] and p["trans_a"] and not p["trans_b"]  # x @ W^T: W read transposed
+    assert p.swapped and p.trans_a and not p.trans_b  # x @ W^T: W read transposed
 
 
 def test_batched_strides():
     p = plan_dot(T((4, 5, 7)), T((4, 7, 3)), T((4, 5, 3)), dims((0,), (0,), (2,), (1,))).params
-    assert p["batch"] == 4
-    assert (p["a"]["batch_stride"], p["b"]["batch_stride"], p["d"]["batch_stride"]) == (21, 35, 15)
+    assert p.batch == 4
+    assert (p.a.batch_stride, p.b.batch_stride, p.d.batch_stride) == (21, 35, 15)
 
 
 def test_precision_and_types():
     d = dims(lc=(1,), rc=(0,))
-    assert plan_dot(T((4, 4)), T((4, 4)), T((4, 4)), d).params["compute"] == "32F"
-    assert plan_dot(T((4, 4)), T((4, 4)), T((4, 4)), d, precision="tf32").params["compute"] == "32F_FAST_TF32"
+    assert plan_dot(T((4, 4)), T((4, 4)), T((4, 4)), d).params.compute == "32F"
+    assert plan_dot(T((4, 4)), T((4, 4)), T((4, 4)), d, precision="tf32").params.compute == "32F_FAST_TF32"
     p = plan_dot(T((4, 4), "bf16"), T((4, 4), "bf16"), T((4, 4), "f32"), d).params
-    assert (p["compute"], p["scale"], p["a"]["dtype"], p["d"]["dtype"]) == ("32F", "f32", "bf16", "f32")
+    assert (p.compute, p.scale, p.a.dtype, p.d.dtype) == ("32F", "f32", "bf16", "f32")
     p = plan_dot(T((4, 4), "f64"), T((4, 4), "f64"), T((4, 4), "f64"), d).params
-    assert (p["compute"], p["scale"]) == ("64F", "f64")
+    assert (p.compute, p.scale) == ("64F", "f64")
     with pytest.raises(ValueError, match="precision"):
         plan_dot(T((4, 4)), T((4, 4)), T((4, 4)), d, precision="fast")
 
