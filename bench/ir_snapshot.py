@@ -11,7 +11,8 @@ Each workload of ``bench/workloads.py`` is traced with ``hlo.jit(...).lower`` at
 sizes and dtypes and compiled (persistent cache off) for every target named: ``cpu`` writes the
 LLVM IR the backend hands to LLVM (``<workload>-<mode>-<dtype>.cpu.ll``) and the IR of each
 GEMM body from the library it calls (``cores/<symbol>.ll``), ``cuda`` writes the LLVM IR and the
-PTX (``.cuda.ll``, ``.cuda.ptx``; compiling for cuda needs no GPU). A workload that fails to
+PTX (``.cuda.ll``, ``.cuda.ptx``; compiling for cuda needs no GPU) and the program's manifest
+(``.cuda.manifest.json``: the step tree, cuBLASLt calls' parameters included). A workload that fails to
 compile writes ``.<target>.error`` with the exception's type and message, so a change in what
 compiles shows in the diff too.
 
@@ -23,6 +24,7 @@ written as ``<digest>``; the bodies' own IR is written in full, so a change of t
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -65,7 +67,8 @@ def texts(low, target) -> dict:
             out[os.path.join("cores", without_digests(core["symbol"]) + ".ll")] = \
                 without_digests(core_ir(core["symbol"]))
         return out
-    return {"cuda.ll": exe.llvm_ir, "cuda.ptx": compiled.as_text("ptx")}
+    return {"cuda.ll": exe.llvm_ir, "cuda.ptx": compiled.as_text("ptx"),
+            "cuda.manifest.json": json.dumps(exe.manifest, indent=1) + "\n"}
 
 
 def main(argv=None) -> int:
