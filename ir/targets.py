@@ -15,12 +15,10 @@ target here. The ``interpreter`` target runs the optimized IR in the reference i
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Dict, Tuple
+from typing import Dict, NamedTuple, Tuple
 
 
-@dataclass(frozen=True)
-class TargetInfo:
+class TargetInfo(NamedTuple):  # (not a dataclass: ``import hlo`` reads this table and stays light)
     name: str
     # Machine code: compiled by ``hlo.backends.<name>``, run by ``hlo.runtime.<name>``, saved in
     # ``.hlox`` files and the compilation cache. False: the reference interpreter runs the IR.
@@ -46,17 +44,17 @@ class TargetInfo:
     # What the target changes from the pipeline's defaults (``options.target_defaults``): cpu and
     # the interpreter fuse a row-wise prologue into a dot's operand, cuda does not; cuda merges
     # products that share their LHS and unrolls loops with a known trip count.
-    pass_defaults: Dict[str, bool] = field(default_factory=dict)
+    pass_defaults: Tuple[Tuple[str, bool], ...] = ()
 
 
 _TABLE = (
     TargetInfo("cpu", compiled=True, native_entry=True, machine_pass_options=True,
-               pass_defaults={"row_prologue": True, "dot_merger": False, "while_unroll": False}),
+               pass_defaults=(("row_prologue", True), ("dot_merger", False), ("while_unroll", False))),
     TargetInfo("cuda", compiled=True, device_arrays=True, matmul_precision=True,
                products_in_outputs=False, fork_safe=False,
-               pass_defaults={"row_prologue": False, "dot_merger": True, "while_unroll": True}),
+               pass_defaults=(("row_prologue", False), ("dot_merger", True), ("while_unroll", True))),
     TargetInfo("interpreter", compiled=False,
-               pass_defaults={"row_prologue": True, "dot_merger": False, "while_unroll": False}),
+               pass_defaults=(("row_prologue", True), ("dot_merger", False), ("while_unroll", False))),
 )
 
 INFO: Dict[str, TargetInfo] = {t.name: t for t in _TABLE}

@@ -35,7 +35,7 @@ def test_every_list_of_target_names_is_the_table():
     assert KINDS == SUPPORTED_TARGET_KINDS == T.COMPILED
     assert set(LOADERS) == set(T.COMPILED)
     for t in T.TARGETS:
-        assert check_target(t) == t and target_defaults(t) == T.info(t).pass_defaults
+        assert check_target(t) == t and target_defaults(t) == dict(T.info(t).pass_defaults)
 
 
 @pytest.mark.parametrize("kind", T.COMPILED)
