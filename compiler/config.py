@@ -43,6 +43,16 @@ from typing import Any, Dict
 
 _lock = threading.Lock()
 
+
+def _after_fork_in_child() -> None:
+    """A thread of the parent may have held the lock at the fork (fork_safety.py)."""
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
 TARGETS = ("cpu", "cuda", "interpreter")
 
 

@@ -10,6 +10,7 @@ the default limit (1,000 frames) would stop it. The bound is the program's own n
 from __future__ import annotations
 
 import contextvars
+import os
 import sys
 import threading
 from typing import Any, Callable
@@ -19,6 +20,18 @@ SHALLOW = 16  # nests this deep run on the caller's thread, as they are
 _lock = threading.Lock()
 _deep_calls = 0
 _saved_limit = 0
+
+
+def _after_fork_in_child() -> None:
+    """A thread of the parent may have held the lock at the fork; its deep walk is not in the
+    child (the recursion limit it raised stays raised: harmless)."""
+    global _lock, _deep_calls
+    _lock = threading.Lock()
+    _deep_calls = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def region_depth(module) -> int:
