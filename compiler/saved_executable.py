@@ -549,11 +549,19 @@ class LoadedExecutable(ProfileMethods):
             raise FormatVersionError(
                 f"{where} holds a CUDA program of interface {runtime.get('format')!r}; this hlo "
                 f"runs interface {FORMAT}. Compile the program again with this hlo")
+        field = "runtime"
         try:
             self.executable = CudaProgram.from_sections(
                 runtime, payload.sections, steps_text="\n".join(self.manifest.get("call_sequence", [])))
-        except (KeyError, TypeError, ValueError) as e:
-            raise CorruptFileError(f"{where}: malformed CUDA program ({type(e).__name__}: {e})") from None
+            # the step list is read now, not on first use: a malformed one is this file's error
+            field = "runtime.steps"
+            if not isinstance(runtime.get("steps"), list):
+                raise ValueError(f"expected a list of steps, got {type(runtime.get('steps')).__name__}")
+            self.executable.steps
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as e:
+            detail = f"missing key {e}" if isinstance(e, KeyError) else f"{type(e).__name__}: {e}"
+            raise CorruptFileError(f"{where}: malformed CUDA program: manifest field {field} "
+                                   f"({detail})") from None
         self.executable.prepare()
         import hlo.runtime.cuda.executable  # noqa: F401  (what the first call needs, imported now)
         self._run = cuda_runner(self.executable)

@@ -332,7 +332,7 @@ print(json.dumps({"light": light, "after": sorted(sys.modules), "has": [hasattr(
       ("numpy", "lax", "nn", "grad", "Compiled", "ShapeDtypeStruct", "load", "aot", "LoadError")]}))
 """
     res = run_python(code)
-    assert res["light"] == ["hlo", "hlo.config", "hlo.tree_util"]
+    assert res["light"] == ["hlo", "hlo.config", "hlo.fork_safety", "hlo.tree_util"]
     assert "hlo.tracing" in res["after"] and "hlo.numpy" in res["after"]
     assert all(res["has"])
 
