@@ -650,6 +650,13 @@ def _infer_reduce(ts, attrs, regions):
         _require(t.shape == inputs[0].shape, "reduce inputs must have the same shape")
     for t in inits:
         _require(t.rank == 0, "init values must be scalars")
+    for i, (t, init) in enumerate(zip(inputs, inits)):
+        # StableHLO's "promotable": the same type, or a float input accumulated in a float at
+        # least as wide (an f16 sum in f32); a u8 input with an f32 init is no reduction
+        _require(t.dtype == init.dtype or (t.dtype.is_float and init.dtype.is_float and
+                                           init.dtype.itemsize >= t.dtype.itemsize),
+                 f"input {i} of element type {t.dtype} does not fit its init value's type "
+                 f"{init.dtype}")
     _check_dims(dims, inputs[0].rank, "dimensions")
     body = regions[0] if regions else None
     if body is not None:
@@ -658,6 +665,10 @@ def _infer_reduce(ts, attrs, regions):
         for i in range(n):
             _require(outs[i].rank == 0 and outs[i].dtype == inits[i].dtype, "body results must be scalars of the init values' types")
         _require(len(body.args) == 2 * n, f"body must take {2 * n} scalar arguments")
+        for i, a in enumerate(body.args):
+            _require(a.type.rank == 0 and a.type.dtype == inits[i % n].dtype,
+                     f"body argument {i} must be a scalar of type {inits[i % n].dtype}, "
+                     f"not {a.type}")
     shape = [s for i, s in enumerate(inputs[0].shape) if i not in dims]
     return [_t(shape, t.dtype) for t in inits]
 
