@@ -665,10 +665,6 @@ def _infer_reduce(ts, attrs, regions):
         for i in range(n):
             _require(outs[i].rank == 0 and outs[i].dtype == inits[i].dtype, "body results must be scalars of the init values' types")
         _require(len(body.args) == 2 * n, f"body must take {2 * n} scalar arguments")
-        for i, a in enumerate(body.args):
-            _require(a.type.rank == 0 and a.type.dtype == inits[i % n].dtype,
-                     f"body argument {i} must be a scalar of type {inits[i % n].dtype}, "
-                     f"not {a.type}")
     shape = [s for i, s in enumerate(inputs[0].shape) if i not in dims]
     return [_t(shape, t.dtype) for t in inits]
 

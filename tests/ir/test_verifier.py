@@ -228,7 +228,7 @@ def _reduce_text(it, ot, body_t=None):
     ("u8", "f32", None, "input 0 of element type u8 does not fit its init value's type f32"),
     ("f32", "f16", None, "input 0 of element type f32 does not fit its init value's type f16"),
     ("s32", "f32", None, "input 0 of element type s32 does not fit"),
-    ("f32", "f32", "f16", "body"),
+    ("f32", "f32", "f16", "result type"),
 ])
 def test_type_mismatched_reductions_are_refused(it, ot, body_t, match):
     # issue 35: a u8 input with an f32 init passed the verifier and leaked llvmlite's ValueError
