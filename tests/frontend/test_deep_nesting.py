@@ -157,9 +157,9 @@ def test_cond_nested_300_deep_traces_compiles_and_runs():
     assert sys.getrecursionlimit() == limit  # raised while tracing only
 
 
-def test_cond_nested_2000_deep_traces():
-    m = hlo.make_ir(_nested_cond(2000))(np.zeros(2, np.float32))
-    assert sum(op.name == "if" for op in m.walk()) == 2000
+def test_cond_nested_1000_deep_traces():
+    m = hlo.make_ir(_nested_cond(1000))(np.zeros(2, np.float32))
+    assert sum(op.name == "if" for op in m.walk()) == 1000
 
 
 # --- the parser ---------------------------------------------------------------------------------

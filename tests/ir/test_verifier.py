@@ -245,3 +245,20 @@ def test_a_float_reduction_may_accumulate_wider():
     x = np.array([1, 2, 3, 2048], np.float16)
     (got,) = run(m, [x])
     assert float(got) == 2054.0
+
+
+def test_a_type_mismatched_reduce_window_is_refused():
+    from hlo.ir import parse_module
+    from hlo.ir.errors import ParseError
+    text = """func @main(%a: u8[4]) -> (f32[2]) {
+  %z = constant dense<0.0> : f32[]
+  %r = reduce_window(%a, %z) {window_dimensions = [2], window_strides = [2]} : f32[2] {
+    ^body(%x: f32[], %y: f32[]):
+      %s = add(%x, %y) : f32[]
+      return(%s)
+  }
+  return(%r)
+}
+"""
+    with pytest.raises(ParseError, match="input 0 of element type u8 does not fit its init value's type f32"):
+        parse_module(text)
