@@ -28,7 +28,7 @@ PACKAGES = ("hlo.ir", "hlo.passes", "hlo.runtime", "hlo.backends", "hlo")
 FRONTEND_LAYERS = (
     ("base", "settings, errors, dtypes, pytrees, source lines, the input-signature check, the API "
      "boundary (api_boundary, native_first)",
-     ("hlo.config", "hlo.source_info", "hlo.errors", "hlo.dtypes", "hlo.tree_util", "hlo.gc_pause",
+     ("hlo.fork_safety", "hlo.config", "hlo.source_info", "hlo.errors", "hlo.dtypes", "hlo.tree_util", "hlo.gc_pause",
       "hlo.signature", "hlo.boundary")),
     ("saved-format", "a Compiled as .hlox payload, and LoadedExecutable (the fresh-process load path)",
      ("hlo.saved_executable",)),
