@@ -12,6 +12,8 @@
 """
 __version__ = "0.1.0"
 
+# first of all: its at-fork handlers must be registered before any other module's (base/fork_safety.py)
+from .base import fork_safety  # noqa: E402,F401
 from . import config  # noqa: E402  (hlo.config.update(...), hlo.config.<setting>)
 from . import tree_util  # noqa: E402
 

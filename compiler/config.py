@@ -45,6 +45,16 @@ from hlo.ir.targets import TARGETS  # the target names (public: hlo.config.TARGE
 
 _lock = threading.Lock()
 
+def _after_fork_in_child() -> None:
+    """A thread of the parent may have held the lock at the fork (base/fork_safety.py)."""
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 
 def check_target_name(target: str) -> str:
     if target not in TARGETS:

@@ -134,20 +134,45 @@ class PyTreeDef:
         self.num_leaves = 1 if kind is _LEAF else sum(c.num_leaves for c in children)
         self._hash = None
 
-    def _key(self):
-        return (self.kind, self.aux, self.children)
+    # Every walk over a structure is iterative (an explicit stack): a tree as deep as memory
+    # allows compares, hashes, prints, flattens and rebuilds without Python's recursion limit.
 
     def __eq__(self, other):
-        return isinstance(other, PyTreeDef) and self._key() == other._key()
+        if not isinstance(other, PyTreeDef):
+            return False
+        stack = [(self, other)]
+        while stack:
+            a, b = stack.pop()
+            if a is b:
+                continue
+            if (a.kind is not b.kind and a.kind != b.kind) or a.num_leaves != b.num_leaves \
+                    or len(a.children) != len(b.children) or a.aux != b.aux:
+                return False
+            stack.extend(zip(a.children, b.children))
+        return True
 
     def __hash__(self):
         if self._hash is None:
-            self._hash = hash(self._key())
+            # children before parents: each node's hash from its children's
+            stack, order = [self], []
+            while stack:
+                td = stack.pop()
+                if td._hash is None:
+                    order.append(td)
+                    stack.extend(td.children)
+            for td in reversed(order):
+                if td._hash is None:
+                    td._hash = hash((td.kind, td.aux, tuple(c._hash for c in td.children)))
         return self._hash
 
     @property
     def num_nodes(self) -> int:
-        return 1 + sum(c.num_nodes for c in self.children)
+        n, stack = 0, [self]
+        while stack:
+            td = stack.pop()
+            n += 1
+            stack.extend(td.children)
+        return n
 
     def unflatten(self, leaves: Iterable[Any]) -> Any:
         return tree_unflatten(self, leaves)
@@ -156,21 +181,43 @@ class PyTreeDef:
         return f"PyTreeDef({self._str()})"
 
     def _str(self) -> str:
-        if self.kind is _LEAF:
-            return "*"
-        if self.kind is type(None):
-            return "None"
-        inner = [c._str() for c in self.children]
-        if self.kind is tuple:
-            return "(" + ", ".join(inner) + ("," if len(inner) == 1 else "") + ")"
-        if self.kind is list:
-            return "[" + ", ".join(inner) + "]"
-        if self.kind is dict:
-            return "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(self.aux, inner)) + "}"
-        return f"{getattr(self.kind, '__name__', self.kind)}(" + ", ".join(inner) + ")"
+        done: dict = {}  # id -> text of the nodes printed so far (children before parents)
+        for td in _postorder(self):
+            if td.kind is _LEAF:
+                text = "*"
+            elif td.kind is type(None):
+                text = "None"
+            else:
+                inner = [done.pop(id(c)) if c is not _LEAF_DEF else "*" for c in td.children]
+                if td.kind is tuple:
+                    text = "(" + ", ".join(inner) + ("," if len(inner) == 1 else "") + ")"
+                elif td.kind is list:
+                    text = "[" + ", ".join(inner) + "]"
+                elif td.kind is dict:
+                    text = "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(td.aux, inner)) + "}"
+                else:
+                    text = f"{getattr(td.kind, '__name__', td.kind)}(" + ", ".join(inner) + ")"
+            if td is not _LEAF_DEF:
+                done[id(td)] = text
+        return done[id(self)] if self is not _LEAF_DEF else "*"
 
 
 _LEAF_DEF = PyTreeDef(_LEAF, None, ())  # every leaf's treedef (immutable, so shared)
+
+
+def _postorder(td: PyTreeDef) -> List[PyTreeDef]:
+    """The nodes of ``td``, every child before its parent, left to right (a shared subtree is
+    listed once per place it occurs)."""
+    out: List[PyTreeDef] = []
+    stack = [(td, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded or not node.children:
+            out.append(node)
+        else:
+            stack.append((node, True))
+            stack.extend((c, False) for c in reversed(node.children))
+    return out
 
 
 def _flatten_node(x, with_keys: bool = True):
@@ -232,33 +279,109 @@ def tree_flatten(tree, is_leaf: Optional[Callable[[Any], bool]] = None):
 def tree_flatten_with_path(tree, is_leaf=None):
     """``([(key_path, leaf), ...], treedef)``."""
     out: List[Any] = []
-    td = _flatten(tree, is_leaf, None, out, ())
+    td = _flatten_paths(tree, is_leaf, out, ())
     return out, td
 
 
-def _flatten_leaves(x, is_leaf, leaves):
+# Flattening and rebuilding recurse (fast) for the first _RECURSE levels and walk deeper
+# subtrees with an explicit stack, so no depth meets Python's recursion limit.
+_RECURSE = 64
+
+
+def _flatten_leaves(x, is_leaf, leaves, depth=0):
     node = None if is_leaf is not None and is_leaf(x) else _flatten_node(x, False)
     if node is None:
         leaves.append(x)
         return _LEAF_DEF
+    if depth >= _RECURSE:
+        return _flatten(x, is_leaf, leaves, None, None)
     kind, aux, children, _ = node
-    return PyTreeDef(kind, aux, tuple([_flatten_leaves(c, is_leaf, leaves) for c in children]))
+    return PyTreeDef(kind, aux, tuple([_flatten_leaves(c, is_leaf, leaves, depth + 1)
+                                       for c in children]))
 
 
-def _flatten(x, is_leaf, leaves, paths, path):
+def _flatten_paths(x, is_leaf, paths, path):
     if is_leaf is not None and is_leaf(x):
         node = None
     else:
         node = _flatten_node(x)
     if node is None:
-        if leaves is not None:
-            leaves.append(x)
-        if paths is not None:
-            paths.append((path, x))
+        paths.append((path, x))
         return _LEAF_DEF
+    if len(path) >= _RECURSE:
+        return _flatten(x, is_leaf, None, paths, path)
     kind, aux, children, keys = node
-    return PyTreeDef(kind, aux, tuple(_flatten(c, is_leaf, leaves, paths, path + (k,))
+    return PyTreeDef(kind, aux, tuple(_flatten_paths(c, is_leaf, paths, path + (k,))
                                        for c, k in zip(children, keys)))
+
+
+class _Link:
+    """A key path as a linked list, deepest key first (``keys()`` spells it out)."""
+    __slots__ = ("key", "parent")
+
+    def __init__(self, key, parent):
+        self.key, self.parent = key, parent
+
+    @staticmethod
+    def of(path: tuple) -> "Optional[_Link]":
+        link = None
+        for k in path:
+            link = _Link(k, link)
+        return link
+
+    def keys(self) -> tuple:
+        out, link = [], self
+        while link is not None:
+            out.append(link.key)
+            link = link.parent
+        return tuple(reversed(out))
+
+
+def _flatten(x, is_leaf, leaves, paths, path):
+    """The treedef of ``x``, its leaves appended to ``leaves`` and ``(path, leaf)`` pairs to
+    ``paths`` (either may be None; ``path`` None: no paths kept). Iterative: a frame per
+    container on an explicit stack, finished when its last child is. Paths are kept as linked
+    (key, parent) pairs while walking and spelled out at the leaves (a path per level would
+    cost the square of the depth)."""
+    with_keys = paths is not None
+    if with_keys:
+        path = _Link.of(path)
+    root: List[PyTreeDef] = []
+    # frames: [kind, aux, children, keys, next child index, built children, path]
+    stack: List[list] = []
+    item, item_path = x, path
+    while True:
+        node = None if is_leaf is not None and is_leaf(item) else _flatten_node(item, with_keys)
+        if node is None:
+            if leaves is not None:
+                leaves.append(item)
+            if with_keys:
+                paths.append((item_path.keys() if item_path is not None else (), item))
+            built = _LEAF_DEF
+        else:
+            kind, aux, children, keys = node
+            children = children if isinstance(children, (list, tuple)) else list(children)
+            stack.append([kind, aux, children, keys, 0, [], item_path])
+            built = None
+        # finish every frame whose children are all built; descend into the next child
+        while True:
+            if built is not None:
+                if not stack:
+                    root.append(built)
+                    break
+                stack[-1][5].append(built)
+                built = None
+            frame = stack[-1]
+            kind, aux, children, keys, i, kids, fpath = frame
+            if i < len(children):
+                frame[4] = i + 1
+                item = children[i]
+                item_path = _Link(keys[i], fpath) if with_keys else None
+                break
+            stack.pop()
+            built = PyTreeDef(kind, aux, tuple(kids))
+        if root:
+            return root[0]
 
 
 def tree_unflatten(treedef: PyTreeDef, leaves: Iterable[Any]):
@@ -271,13 +394,43 @@ def tree_unflatten(treedef: PyTreeDef, leaves: Iterable[Any]):
     raise ValueError(f"too many leaves for {treedef}")
 
 
-def _unflatten(td: PyTreeDef, it):
+def _unflatten(td: PyTreeDef, it, depth=0):
     if td.kind is _LEAF:
         try:
             return next(it)
         except StopIteration:
             raise ValueError("too few leaves for the tree structure") from None
-    return _rebuild(td.kind, td.aux, [_unflatten(c, it) for c in td.children])
+    if depth >= _RECURSE:
+        return _unflatten_deep(td, it)
+    return _rebuild(td.kind, td.aux, [_unflatten(c, it, depth + 1) for c in td.children])
+
+
+def _unflatten_deep(td: PyTreeDef, it):
+    """Iterative: frames of (node, children rebuilt so far) on an explicit stack."""
+    stack: List[Tuple[PyTreeDef, list]] = []
+    node = td
+    while True:
+        if node.kind is _LEAF:
+            try:
+                value = next(it)
+            except StopIteration:
+                raise ValueError("too few leaves for the tree structure") from None
+        elif node.children:
+            stack.append((node, []))
+            node = node.children[0]
+            continue
+        else:
+            value = _rebuild(node.kind, node.aux, [])
+        while True:
+            if not stack:
+                return value
+            parent, built = stack[-1]
+            built.append(value)
+            if len(built) < len(parent.children):
+                node = parent.children[len(built)]
+                break
+            stack.pop()
+            value = _rebuild(parent.kind, parent.aux, built)
 
 
 def tree_leaves(tree, is_leaf=None) -> List[Any]:
@@ -346,24 +499,31 @@ def native_finish(td: Optional[PyTreeDef]):
 
 
 def describe_difference(a: PyTreeDef, b: PyTreeDef, path=()) -> Optional[str]:
-    """A short sentence on where two structures first differ, or None if equal."""
+    """A short sentence on where two structures first differ, or None if equal (iterative:
+    the first difference in prefix order)."""
     if a == b:
         return None
-    where = keystr(path) or "the top level"
-    if a.kind != b.kind:
-        return f"at {where}: {_kind_name(a)} became {_kind_name(b)}"
-    if a.aux != b.aux or len(a.children) != len(b.children):
-        if a.kind is dict:
-            return f"at {where}: dict keys {list(a.aux)} became {list(b.aux)}"
-        if len(a.children) != len(b.children):
-            return f"at {where}: {_kind_name(a)} of length {len(a.children)} became length {len(b.children)}"
-        return f"at {where}: static metadata {a.aux!r} became {b.aux!r}"
-    keys = _child_keys(a)
-    for ca, cb, k in zip(a.children, b.children, keys):
-        d = describe_difference(ca, cb, path + (k,))
-        if d:
-            return d
-    return f"at {where}: structure changed"
+    stack = [(a, b, _Link.of(tuple(path)))]
+    while stack:  # each pair compared locally
+        a, b, link = stack.pop()
+        if a is b:
+            continue
+        if a.kind != b.kind:
+            return f"at {_where(link)}: {_kind_name(a)} became {_kind_name(b)}"
+        if a.aux != b.aux or len(a.children) != len(b.children):
+            if a.kind is dict:
+                return f"at {_where(link)}: dict keys {list(a.aux)} became {list(b.aux)}"
+            if len(a.children) != len(b.children):
+                return (f"at {_where(link)}: {_kind_name(a)} of length {len(a.children)} became "
+                        f"length {len(b.children)}")
+            return f"at {_where(link)}: static metadata {a.aux!r} became {b.aux!r}"
+        keys = _child_keys(a)
+        stack.extend(reversed([(ca, cb, _Link(k, link)) for ca, cb, k in zip(a.children, b.children, keys)]))
+    return f"at {keystr(tuple(path)) or 'the top level'}: structure changed"
+
+
+def _where(link: "Optional[_Link]") -> str:
+    return keystr(link.keys() if link is not None else ()) or "the top level"
 
 
 def _child_keys(td: PyTreeDef):

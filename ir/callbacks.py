@@ -16,6 +16,7 @@ once more, so nothing of the wrong size is ever written into a buffer.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from typing import Callable, Dict, List, Sequence
 
@@ -26,6 +27,16 @@ from .types import TensorType
 _REGISTRY: Dict[int, Callable] = {}
 _ids = itertools.count(1)
 _lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """A thread of the parent may have held the lock at the fork."""
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 OP_NAME = "host_callback"
 

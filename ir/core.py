@@ -105,8 +105,8 @@ class Operation:
     def walk(self) -> Iterator["Operation"]:
         """This op, then every op nested in its regions, in order."""
         yield self
-        for r in self.regions:
-            yield from r.walk()
+        if self.regions:
+            yield from _walk([iter(r.ops) for r in reversed(self.regions)])
 
     def defined_inside(self) -> Set["Value"]:
         """Values defined inside this op's regions (region arguments and results of nested
@@ -122,6 +122,20 @@ class Operation:
 
     def __repr__(self) -> str:
         return f"<Operation {self.name} -> {', '.join(str(t) for t in self.result_types)}>"
+
+
+def _walk(stack: List[Iterator[Operation]]) -> Iterator[Operation]:
+    """Every op of the op lists on ``stack`` (the last first) and of their nested regions, in
+    order: iterative, so a walk costs one step per op at any nesting depth (a recursive
+    ``yield from`` passes each op up through one generator per level)."""
+    while stack:
+        for op in stack[-1]:
+            yield op
+            if op.regions:
+                stack.extend(iter(r.ops) for r in reversed(op.regions))
+                break
+        else:
+            stack.pop()
 
 
 class Region:
@@ -159,8 +173,7 @@ class Region:
         return op
 
     def walk(self) -> Iterator[Operation]:
-        for op in self.ops:
-            yield from op.walk()
+        return _walk([iter(self.ops)])
 
     def replace_all_uses(self, old: Value, new: Value) -> None:
         """Replace ``old`` by ``new`` in this region, its nested regions and its outputs."""

@@ -27,6 +27,17 @@ from .verifier import describe, verify_module
 
 __all__ = ["run", "InterpreterError", "Interpreter"]
 
+_FROM_HOST = "_hlo_raised_by_host_callback"
+
+
+def _mark_from_host(e: BaseException) -> None:
+    """Mark an exception a host callback raised, so that the ops around the callback (a while,
+    a case) let it through unwrapped."""
+    try:
+        setattr(e, _FROM_HOST, True)
+    except (AttributeError, TypeError):  # an exception type that takes no attributes
+        pass
+
 _MISSING = object()
 
 
@@ -146,8 +157,11 @@ class Interpreter:
         except InterpreterError:
             raise
         except Exception as e:  # a failure inside numpy: name the op that caused it
-            if op.name == HOST_CALLBACK:
-                raise  # the host's own exception (or its result check), as it was raised
+            if op.name == HOST_CALLBACK or getattr(e, _FROM_HOST, False):
+                # the host's own exception (or its result check), as it was raised, also
+                # through the loops and branches that hold the callback (as on cpu)
+                _mark_from_host(e)
+                raise
             raise InterpreterError(f"{describe(op)}: {type(e).__name__}: {e}") from e
         if len(outs) != len(op.results):
             raise InterpreterError(f"{describe(op)}: produced {len(outs)} values for "
@@ -243,6 +257,9 @@ class Interpreter:
                 except InterpreterError:
                     raise
                 except Exception as e:
+                    if op.name == HOST_CALLBACK or getattr(e, _FROM_HOST, False):
+                        _mark_from_host(e)
+                        raise
                     raise InterpreterError(f"{describe(op)}: {type(e).__name__}: {e}") from e
             for r, o in zip(op.results, outs):
                 vals[r] = o

@@ -10,6 +10,7 @@ the default limit (1,000 frames) would stop it. The bound is the program's own n
 from __future__ import annotations
 
 import contextvars
+import os
 import sys
 import threading
 from typing import Any, Callable
@@ -19,6 +20,18 @@ SHALLOW = 16  # nests this deep run on the caller's thread, as they are
 _lock = threading.Lock()
 _deep_calls = 0
 _saved_limit = 0
+
+
+def _after_fork_in_child() -> None:
+    """A thread of the parent may have held the lock at the fork; its deep walk is not in the
+    child (the recursion limit it raised stays raised: harmless)."""
+    global _lock, _deep_calls
+    _lock = threading.Lock()
+    _deep_calls = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def region_depth(module) -> int:
@@ -36,7 +49,12 @@ def region_depth(module) -> int:
 
 def call_with_stack_for(module, fn: Callable[..., Any], *args, **kwargs) -> Any:
     """``fn(*args, **kwargs)``, on a thread with room for ``module``'s nesting when it is deep."""
-    depth = region_depth(module)
+    return call_with_stack_for_depth(region_depth(module), fn, *args, **kwargs)
+
+
+def call_with_stack_for_depth(depth: int, fn: Callable[..., Any], *args, **kwargs) -> Any:
+    """``fn(*args, **kwargs)``, on a thread with room for a walk ``depth`` levels deep when that
+    is deep (the parser's: the text's nesting, before there is a module)."""
     if depth <= SHALLOW:
         return fn(*args, **kwargs)
     frames = 1000 + depth * FRAMES_PER_LEVEL
@@ -49,7 +67,7 @@ def call_with_stack_for(module, fn: Callable[..., Any], *args, **kwargs) -> Any:
         except BaseException as e:  # re-raised on the caller's thread
             result.append((False, e))
 
-    _raise_limit(frames)
+    raise_limit(frames)
     try:
         old = threading.stack_size()
         with _lock:  # stack_size is process-wide: set it only while this thread starts
@@ -61,14 +79,25 @@ def call_with_stack_for(module, fn: Callable[..., Any], *args, **kwargs) -> Any:
                 threading.stack_size(old)
         t.join()
     finally:
-        _restore_limit()
+        restore_limit()
     ok, value = result[0]
     if not ok:
         raise value
     return value
 
 
-def _raise_limit(frames: int) -> None:
+def frames_in_use() -> int:
+    """How many Python frames the calling thread's stack holds (a walk up: O(depth))."""
+    n, f = 0, sys._getframe(1)
+    while f is not None:
+        n += 1
+        f = f.f_back
+    return n
+
+
+def raise_limit(frames: int) -> None:
+    """Make Python's recursion limit at least ``frames`` until the matching ``restore_limit``
+    (calls nest and may come from several threads: the limit is restored when the last ends)."""
     global _deep_calls, _saved_limit
     with _lock:
         if _deep_calls == 0:
@@ -78,7 +107,7 @@ def _raise_limit(frames: int) -> None:
             sys.setrecursionlimit(frames)
 
 
-def _restore_limit() -> None:
+def restore_limit() -> None:
     global _deep_calls
     with _lock:
         _deep_calls -= 1

@@ -650,6 +650,13 @@ def _infer_reduce(ts, attrs, regions):
         _require(t.shape == inputs[0].shape, "reduce inputs must have the same shape")
     for t in inits:
         _require(t.rank == 0, "init values must be scalars")
+    for i, (t, init) in enumerate(zip(inputs, inits)):
+        # StableHLO's "promotable": the same type, or a float input accumulated in a float at
+        # least as wide (an f16 sum in f32); a u8 input with an f32 init is no reduction
+        _require(t.dtype == init.dtype or (t.dtype.is_float and init.dtype.is_float and
+                                           init.dtype.itemsize >= t.dtype.itemsize),
+                 f"input {i} of element type {t.dtype} does not fit its init value's type "
+                 f"{init.dtype}")
     _check_dims(dims, inputs[0].rank, "dimensions")
     body = regions[0] if regions else None
     if body is not None:
@@ -681,6 +688,11 @@ def _infer_reduce_window(ts, attrs, regions):
         _require(t.shape == inputs[0].shape, "inputs must have the same shape")
     for t in inits:
         _require(t.rank == 0, "init values must be scalars")
+    for i, (t, init) in enumerate(zip(inputs, inits)):
+        _require(t.dtype == init.dtype or (t.dtype.is_float and init.dtype.is_float and
+                                           init.dtype.itemsize >= t.dtype.itemsize),
+                 f"input {i} of element type {t.dtype} does not fit its init value's type "
+                 f"{init.dtype}")
     shape = []
     for d in range(r):
         _require(wd[d] > 0 and ws[d] > 0 and bd[d] > 0 and wdl[d] > 0, "window sizes, strides and dilations must be positive")

@@ -12,6 +12,7 @@ from typing import Dict, List, Optional, Tuple
 import ml_dtypes
 import numpy as np
 
+from .nesting import call_with_stack_for_depth
 from . import ops as op_table
 from .core import Function, Location, Module, Operation, Region, Value
 from .errors import ParseError, VerifyError
@@ -63,6 +64,18 @@ def tokenize(text: str) -> List[Token]:
     return toks
 
 
+# Limits on nesting, checked before parsing (each names the line where the text passes it): a
+# program's regions (control flow inside control flow) may nest MAX_NESTING deep, and the text
+# is parsed on a thread with the stack for its depth (ir/nesting.py); attribute lists nest at
+# most MAX_ATTR_NESTING deep (the op table's attributes are lists of lists at most) and dense
+# literals at most MAX_DENSE_NESTING (one level per dimension).
+MAX_NESTING = 4096
+MAX_ATTR_NESTING = 16
+MAX_DENSE_NESTING = 64
+_OPEN = {"{": "}", "[": "]", "(": ")"}
+_CLOSE = {"}", "]", ")"}
+
+
 def _int(s: str) -> int:
     """An integer literal: decimal (leading zeros allowed) or 0x hex, with an optional sign."""
     neg = s.startswith("-")
@@ -100,6 +113,25 @@ class Parser:
         self.toks = tokenize(text)
         self.i = 0
         self.op_pos: Dict[int, Tuple[int, int]] = {}  # id(op) -> (line, col)
+
+    def nesting_depth(self) -> int:
+        """The deepest nesting of brackets, braces and parentheses in the text (a region adds
+        one level: its op's ``{``); ParseError at the first token past MAX_NESTING."""
+        depth = deepest = 0
+        for t in self.toks:
+            if t.kind != "punct":
+                continue
+            if t.text in _OPEN:
+                depth += 1
+                if depth > deepest:
+                    deepest = depth
+                    if depth > MAX_NESTING:
+                        raise self.error(f"nested more than {MAX_NESTING} deep (brackets, braces "
+                                         f"or regions {depth} levels deep here); hlo reads at "
+                                         f"most {MAX_NESTING} levels", t)
+            elif t.text in _CLOSE and depth:
+                depth -= 1
+        return deepest
 
     # -- token helpers ------------------------------------------------------------------------
     @property
@@ -200,12 +232,15 @@ class Parser:
         self.expect(">", "to close 'dense<'")
         return _DenseLiteral(start, leaves, nested, None)
 
-    def _dense_elems(self, leaves):
+    def _dense_elems(self, leaves, depth=0):
+        if self.at("[") and depth >= MAX_DENSE_NESTING:
+            raise self.error(f"a dense literal nested more than {MAX_DENSE_NESTING} deep "
+                             "(one level per dimension)")
         if self.accept("["):
             if not self.at("]"):
-                self._dense_elems(leaves)
+                self._dense_elems(leaves, depth + 1)
                 while self.accept(","):
-                    self._dense_elems(leaves)
+                    self._dense_elems(leaves, depth + 1)
             self.expect("]", "in a dense literal")
             return
         t = self.tok
@@ -285,7 +320,7 @@ class Parser:
         except ValueError:
             raise self.error(f"expected a number for {et}, found {s!r}", t) from None
 
-    def parse_attr_value(self):
+    def parse_attr_value(self, depth=0):
         t = self.tok
         if t.kind == "string":
             self.next()
@@ -307,12 +342,14 @@ class Parser:
                 self.expect(":", "and a type after a dense attribute")
                 ty = self.parse_type()
                 return self.dense_to_array(lit, ty)
+        if self.at("[") and depth >= MAX_ATTR_NESTING:
+            raise self.error(f"an attribute list nested more than {MAX_ATTR_NESTING} deep")
         if self.accept("["):
             items = []
             if not self.at("]"):
-                items.append(self.parse_attr_value())
+                items.append(self.parse_attr_value(depth + 1))
                 while self.accept(","):
-                    items.append(self.parse_attr_value())
+                    items.append(self.parse_attr_value(depth + 1))
             self.expect("]", "to close a list attribute")
             return items
         raise self.error(f"expected an attribute value, found {self._what(t)}")
@@ -509,8 +546,11 @@ def _freeze(v):
 
 
 def parse_module(text: str, filename: str = "<text>") -> Module:
-    """Parse and verify a module's text form. Raises ParseError (with line and column)."""
-    return Parser(text, filename).parse_module()
+    """Parse and verify a module's text form. Raises ParseError (with line and column). A text
+    nested deeper than MAX_NESTING is refused; a deep one is parsed (and verified) on a thread
+    with the stack its depth needs."""
+    parser = Parser(text, filename)
+    return call_with_stack_for_depth(parser.nesting_depth(), parser.parse_module)
 
 
 def parse_function_text(text: str) -> Module:

@@ -23,6 +23,7 @@ from typing import Dict, List
 import numpy as np
 
 from .core import Function, Module, Operation, Region, Value
+from .nesting import call_with_stack_for
 from .types import ElementType, TensorType, element_type
 
 INDENT = "  "
@@ -178,6 +179,11 @@ def print_function(fn: Function) -> str:
 
 
 def print_module(m: Module) -> str:
+    """The module's text (on a thread with the stack a deep control-flow nest needs)."""
+    return call_with_stack_for(m, _print_module, m)
+
+
+def _print_module(m: Module) -> str:
     parts = [f"module @{m.name}"]
     for fn in m.functions.values():
         parts.append(print_function(fn))

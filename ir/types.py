@@ -9,6 +9,8 @@ optional physical layout (minor-to-major dimension order) that layout assignment
 """
 from __future__ import annotations
 
+import sys
+
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -162,6 +164,38 @@ def element_type(x) -> ElementType:
     return t
 
 
+# Every target indexes arrays with 64-bit signed integers (element indices and byte offsets:
+# the CPU's loops and pointers, the CUDA kernels' i64 indices), so an array's byte size (and
+# so its element count) must fit in one: a larger shape is refused where it is made (the
+# tracer, the parser) instead of compiling into offsets that wrap.
+INDEX_BITS = 64
+INDEX_MAX = (1 << (INDEX_BITS - 1)) - 1
+
+
+class ShapeOverflowError(ValueError):
+    """A shape whose byte size does not fit the targets' 64-bit index (the frontend reports it
+    as a ``ShapeError`` at the user's line, the parser as a ``ParseError``). ``origin``: the
+    frame that made the type."""
+
+    def __init__(self, message: str, origin=None):
+        super().__init__(message)
+        self.origin = origin
+
+
+def _overflow_message(shape, dtype) -> str:
+    n, i = 1, 0
+    for i, d in enumerate(shape):
+        n *= d
+        if n * dtype.itemsize > INDEX_MAX:
+            break
+    total = 1
+    for d in shape:
+        total *= d
+    return (f"shape {list(shape)} of {dtype.name} is too large: dimension {i} (size {shape[i]}) "
+            f"takes it past {INDEX_MAX} bytes (2^{INDEX_BITS - 1} - 1), what a {INDEX_BITS}-bit "
+            f"index can address ({total} elements, {total * dtype.itemsize} bytes)")
+
+
 @dataclass(frozen=True)
 class TensorType:
     """A ranked, statically shaped tensor type, e.g. ``f32[4,8]`` or ``f32[4,8]{0,1}``.
@@ -176,8 +210,15 @@ class TensorType:
 
     def __post_init__(self):
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
-        if any(d < 0 for d in self.shape):
-            raise ValueError(f"negative dimension in shape {self.shape}")
+        n = 1
+        for d in self.shape:
+            if d < 0:
+                raise ValueError(f"negative dimension in shape {self.shape}")
+            n *= d
+        if n * self.dtype.itemsize > INDEX_MAX:
+            # the frame that made the type (past the dataclass's generated __init__), for the
+            # frontend to find the user's line from
+            raise ShapeOverflowError(_overflow_message(self.shape, self.dtype), sys._getframe(2))
         if self.layout is not None:
             lay = tuple(int(d) for d in self.layout)
             if sorted(lay) != list(range(len(self.shape))):

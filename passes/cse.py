@@ -4,10 +4,12 @@ the earlier. Values of an enclosing region are available inside nested regions (
 computed before a while loop is reused in its body), not the other way round; fused regions
 and reduction bodies see only themselves. Side-effecting ops (host callbacks, and loops or
 branches holding one) are never merged. Constants compare
-by their exact bytes, so 0.0 and -0.0, or two NaN payloads, stay apart."""
+by their exact bytes, so 0.0 and -0.0, or two NaN payloads, stay apart. Ops whose regions
+hold more than ``KEY_MAX_OPS`` ops are not merged (keying them would cost the square of a deep
+nest's size)."""
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from hlo.ir import ops
 from hlo.ir.core import Module, Region, Value
@@ -40,23 +42,36 @@ def _resolve(v: Value, canon: Dict[Value, Value]) -> Value:
     return v
 
 
-def _cse_region(region: Region, scope: _Scope, canon: Dict[Value, Value]) -> bool:
+# An op with regions is keyed (and so merged) only when its regions hold at most this many ops
+# in all: its key spells out its regions, so keying every op of a deep nest (control flow
+# inside control flow) would cost the square of the nest's size.
+KEY_MAX_OPS = 256
+
+
+def _cse_region(region: Region, scope: _Scope, canon: Dict[Value, Value]) -> Tuple[bool, int]:
+    """(whether anything changed, the number of ops in ``region`` at any depth)."""
     changed = False
     keep = []
     names: Dict[Value, object] = {}
+    size = 0
     for op in region.ops:
         if any(v in canon for v in op.operands):
             op.operands = [_resolve(v, canon) for v in op.operands]
+        op_size = 1
         for r in op.regions:
-            # Rewrite reads of replaced outer values first, so the key sees canonical values.
-            for inner in r.walk():
-                if any(v in canon for v in inner.operands):
-                    inner.operands = [_resolve(v, canon) for v in inner.operands]
+            if canon:
+                # Rewrite reads of replaced outer values first, so the key sees canonical values.
+                for inner in r.walk():
+                    if any(v in canon for v in inner.operands):
+                        inner.operands = [_resolve(v, canon) for v in inner.operands]
             # Only bodies that may read enclosing values (while, if, case) see the outer
             # expressions; other regions (fusions, reduce bodies) stay isolated.
             inner_scope = _Scope(scope) if op.name in OPEN_REGIONS else _Scope()
-            changed |= _cse_region(r, inner_scope, canon)
-        if not op.results or has_side_effect(op):
+            inner_changed, inner_size = _cse_region(r, inner_scope, canon)
+            changed |= inner_changed
+            op_size += inner_size
+        size += op_size
+        if not op.results or op_size > KEY_MAX_OPS or has_side_effect(op):
             keep.append(op)
             continue
         # Operands are named by identity, so equal keys mean equal operands.
@@ -72,12 +87,12 @@ def _cse_region(region: Region, scope: _Scope, canon: Dict[Value, Value]) -> boo
     if changed:
         region.ops = keep
         region.outputs = [_resolve(v, canon) for v in region.outputs]
-    return changed
+    return changed, size
 
 
 def cse_region(region: Region) -> bool:
     canon: Dict[Value, Value] = {}
-    changed = _cse_region(region, _Scope(), canon)
+    changed, _ = _cse_region(region, _Scope(), canon)
     if canon:
         resolved = {k: _resolve(k, canon) for k in canon}
         replace_values(region, resolved)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import struct
 import uuid
 from dataclasses import dataclass, field
@@ -261,7 +262,22 @@ def read(path) -> Payload:
     """Read and verify the container at ``path``."""
     path = os.fspath(path)
     try:
-        with open(path, "rb") as f:
+        # opened without blocking and checked before reading: a FIFO or a device at the path
+        # (at a cache entry's name, or given to hlo inspect) would block or never end
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError:
+            os.close(fd)
+            raise
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            if stat.S_ISDIR(mode):
+                raise IsADirectoryError(path)
+            kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or
+                    stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file")
+            raise LoadError(f"{path} is {kind}, not an hlo executable (only regular files are read)")
+        with os.fdopen(fd, "rb") as f:
             head = f.read(_HEAD.size)
             try:
                 peek_version(head)  # refuse a foreign file before reading all of it

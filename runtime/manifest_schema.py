@@ -133,6 +133,29 @@ def _leaves(tree: Any, path: str) -> Optional[int]:
     """The leaf count of a pytree description (``hlo.aot.tree_to_json``); None for no tree."""
     if tree is None:
         return None
+    if isinstance(tree, dict) and len(tree) == 1 and "nodes" in tree:
+        # the flat form of a deep structure: nodes in prefix order
+        nodes = _list(tree["nodes"], f"{path}.nodes", lambda x, p: None)
+        count, open_children = 0, 1
+        for i, node in enumerate(nodes):
+            if open_children == 0:
+                _fail(f"{path}.nodes[{i}]", "a node after the root's last")
+            open_children -= 1
+            if node == "leaf":
+                count += 1
+            elif node == "none":
+                pass
+            elif (isinstance(node, list) and len(node) == 2 and node[0] in ("tuple", "list")
+                  and type(node[1]) is int and 0 <= node[1] <= len(nodes)):
+                open_children += node[1]
+            elif (isinstance(node, list) and len(node) == 2 and node[0] in ("dict", "odict")
+                  and isinstance(node[1], list) and all(type(k) in (str, int) for k in node[1])):
+                open_children += len(node[1])
+            else:
+                _fail(f"{path}.nodes[{i}]", f"malformed tree node {_show(node)}")
+        if open_children:
+            _fail(f"{path}.nodes", f"the nodes end with {open_children} children missing")
+        return count
     count, stack = 0, [(tree, 0)]
     while stack:
         node, depth = stack.pop()

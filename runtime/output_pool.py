@@ -13,6 +13,7 @@ several medium outputs; ``allocator``); smaller ones are plain ``np.empty``.
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections import OrderedDict
 from typing import Callable, List, Optional, Tuple
@@ -79,6 +80,15 @@ class _Pool:
 
 
 _POOL = _Pool()
+
+
+def _after_fork_in_child() -> None:
+    """A thread of the parent may have held the pool's lock at the fork."""
+    _POOL.lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _Block:

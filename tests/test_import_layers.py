@@ -28,7 +28,7 @@ PACKAGES = ("hlo.ir", "hlo.passes", "hlo.runtime", "hlo.backends", "hlo")
 FRONTEND_LAYERS = (
     ("base", "settings, errors, dtypes, pytrees (the public hlo.config, hlo.errors, hlo.dtypes, "
      "hlo.tree_util); hlo/base/: source lines, the input-signature check, the API boundary "
-     "(api_boundary, native_first), the collector pause",
+     "(api_boundary, native_first), the collector pause, the at-fork lock resets",
      ("hlo.config", "hlo.errors", "hlo.dtypes", "hlo.tree_util", "hlo.base.*")),
     ("saved-format", "a Compiled as .hlox payload, and LoadedExecutable (the fresh-process load path)",
      ("hlo.staging.saved",)),

@@ -19,9 +19,11 @@ from typing import Callable, Optional
 
 from hlo.runtime.cpu import pycall
 
+from hlo.ir.types import ShapeOverflowError
+
 from .. import config
-from ..errors import HloError
-from .source_info import filter_traceback
+from ..errors import HloError, ShapeError
+from .source_info import SourceLocation, filter_traceback, user_frame, user_location_in
 
 
 def api_boundary(fn: Callable) -> Callable:
@@ -34,7 +36,21 @@ def api_boundary(fn: Callable) -> Callable:
             if not config.read("traceback_filtering"):
                 raise
             raise e.with_traceback(filter_traceback(e.__traceback__)) from None
+        except ShapeOverflowError as e:
+            raise _shape_error(e) from None
     return wrapper
+
+
+def _shape_error(e: ShapeOverflowError) -> ShapeError:
+    """A shape too large for a 64-bit index (``ir.types.TensorType``), made wherever the tracer
+    or the frontend built the type, as a ``ShapeError`` at the user's line that made it."""
+    f = user_frame(e.origin) if e.origin is not None else None
+    loc = (SourceLocation(f.f_code.co_filename, f.f_lineno, f.f_code.co_name) if f is not None
+           else user_location_in(e.__traceback__))
+    e.origin = None  # the frames are not kept alive by the error
+    err = ShapeError(str(e), location=loc)
+    tb = filter_traceback(e.__traceback__) if config.read("traceback_filtering") else e.__traceback__
+    return err.with_traceback(tb)
 
 
 def native_first(fn: Callable) -> Callable:
@@ -52,6 +68,8 @@ def native_first(fn: Callable) -> Callable:
             if not config.read("traceback_filtering"):
                 raise
             raise e.with_traceback(filter_traceback(e.__traceback__)) from None
+        except ShapeOverflowError as e:
+            raise _shape_error(e) from None
     return wrapper
 
 

@@ -13,11 +13,26 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import threading
 
 _lock = threading.Lock()
 _depth = 0
 _we_disabled = False
+
+
+def _after_fork_in_child() -> None:
+    """A fresh lock, and no pause: the threads of the parent that paused the collector are not
+    in the child, and would never end their pause (base/fork_safety.py)."""
+    global _lock, _depth, _we_disabled
+    _lock = threading.Lock()
+    if _depth and _we_disabled:
+        gc.enable()
+    _depth, _we_disabled = 0, False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @contextlib.contextmanager

@@ -73,6 +73,18 @@ def user_frame(start: Optional[types.FrameType] = None) -> Optional[types.FrameT
     return f
 
 
+def user_location_in(tb: Optional[types.TracebackType]) -> Optional[SourceLocation]:
+    """The user's file:line where an exception with traceback ``tb`` was raised: the innermost
+    of its frames whose code is not hlo's (a traced function's line), or None."""
+    found = None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if not is_internal_file(code.co_filename):
+            found = SourceLocation(code.co_filename, tb.tb_lineno, code.co_name)
+        tb = tb.tb_next
+    return found
+
+
 def user_location() -> Optional[SourceLocation]:
     """The user's file:line for the code running now, or None if only hlo frames are on the
     stack (e.g. when hlo runs a callable it built itself)."""

@@ -64,7 +64,17 @@ class HostFunction:
                     f"the callback of {self.what} returned {_aval_str(o.shape, o.dtype)} for "
                     f"result {k}, expected {_aval_str(shape, dt)} (its result_shape_dtypes)",
                     location=self.where)
-            checked.append(np.asarray(o, dtype=dt, order="C"))
+            with np.errstate(over="ignore", invalid="ignore"):  # checked right below
+                c = np.asarray(o, dtype=dt, order="C")
+            if not np.can_cast(o.dtype, dt, "safe"):
+                bad = _lost(o, c)
+                if bad is not None:
+                    raise CallbackError(
+                        f"the callback of {self.what} returned {_aval_str(o.shape, o.dtype)} for "
+                        f"result {k}, whose value {o.flat[bad].item()!r} (element {bad}) "
+                        f"{dt} cannot hold (expected {_aval_str(shape, dt)}: a result is cast "
+                        "only where its values survive)", location=self.where)
+            checked.append(c)
         return checked
 
     def batched(self, size: int, batched: Sequence[bool]) -> "HostFunction":
@@ -91,6 +101,21 @@ class HostFunction:
                 return self.fn([a if b else np.broadcast_to(a, (size,) + a.shape)
                                 for a, b in zip(args, batched)])
         return HostFunction(fn, out_avals, self.what, self.where, method)
+
+
+def _lost(o: np.ndarray, c: np.ndarray) -> Optional[int]:
+    """The first element (flat index) whose value the narrowing cast ``o`` -> ``c`` lost, or
+    None. Integers and booleans must come back exactly (numpy's ``same_value``); a float or
+    complex result may round to the nearer value of a narrower type, but a finite value must
+    not become infinite, nor an integer lose its value in a float."""
+    if c.dtype.kind in "iub" or o.dtype.kind in "iub":
+        with np.errstate(all="ignore"):
+            back = c.astype(o.dtype)
+        diff = (back != o).ravel()
+    else:
+        diff = (np.isfinite(o) & ~np.isfinite(c)).ravel()
+    idx = np.flatnonzero(diff)
+    return int(idx[0]) if idx.size else None
 
 
 def _aval_str(shape, dt) -> str:

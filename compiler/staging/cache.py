@@ -292,6 +292,16 @@ _size_lock = threading.Lock()
 _known_size: Dict[str, int] = {}   # entries folder -> bytes believed to be in it
 
 
+def _after_fork_in_child() -> None:
+    """A thread of the parent may have held the lock at the fork (base/fork_safety.py)."""
+    global _size_lock
+    _size_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _scan(folder: str) -> List[Tuple[float, int, str]]:
     """(mtime, size, path) of every entry; stale temporary files are removed on the way."""
     out = []

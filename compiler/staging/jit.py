@@ -29,6 +29,7 @@ import functools
 import inspect
 import itertools
 import logging
+import os
 import threading
 import types
 import weakref
@@ -95,6 +96,20 @@ class _Signature:
         self.key = (in_tree, avals, tuple((n, static_key(v)) for n, v in statics), target, code)
 
 
+_live: "weakref.WeakSet[JitFunction]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """Another thread of the parent may have held a function's lock at the fork (its look-ups
+    and cache updates are short, compiles are not under it; fork_safety.py)."""
+    for f in list(_live):
+        f._lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class JitFunction:
     """A function compiled per abstract signature. See the module docstring."""
 
@@ -120,6 +135,7 @@ class JitFunction:
             _as_tuple(static_argnums, "static_argnums", int), _as_tuple(static_argnames, "static_argnames", str))
         self._donate_argnums = _as_tuple(donate_argnums, "donate_argnums", int)
         self._lock = threading.RLock()
+        _live.add(self)  # its lock is made fresh in a forked child (_after_fork_in_child)
         # signature key -> (compiled, signature), least recently used first (config.jit_cache_size)
         self._cache: "OrderedDict[Any, Tuple[Compiled, _Signature]]" = OrderedDict()
         # (target, fast key) -> (run, finish, signature key)

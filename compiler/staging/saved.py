@@ -51,31 +51,50 @@ LOADERS = {"cpu": "_load_cpu", "cuda": "_load_cuda"}
 # Pytree structures as JSON
 # --------------------------------------------------------------------------------------------
 
+NESTED_MAX_DEPTH = 100  # deeper structures are written flat (JSON nesting has limits)
+
+
 def tree_to_json(td: Optional[PyTreeDef], what: str = "the arguments") -> Any:
     """A JSON description of a tree structure: ``{"leaf": 1}``, ``{"none": 1}``,
     ``{"tuple": [...]}``, ``{"list": [...]}``, ``{"dict": [[key, child], ...]}`` (sorted
     keys, as flattening orders them), ``{"odict": [[key, child], ...]}``. Keys are strings or
     integers. Other containers (namedtuples, registered classes) cannot be rebuilt from a
-    description and raise ``SaveError``."""
+    description and raise ``SaveError``.
+
+    A structure more than ``NESTED_MAX_DEPTH`` deep is written flat instead (JSON parsers,
+    Python's included, stop at ~1,000 levels of nesting): ``{"nodes": [node, ...]}``, its nodes
+    in prefix order, each ``"leaf"``, ``"none"``, ``["tuple", n]``, ``["list", n]`` (n
+    children follow) or ``["dict", [key, ...]]``, ``["odict", [key, ...]]`` (one child per
+    key follows). Both forms are read back."""
     if td is None:
         return None
+    flat: List[Any] = []
+    deepest, stack = 0, [(td, 0)]
+    while stack:  # prefix order, checking every container on the way
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        flat.append(_flat_node(node, what))
+        stack.extend((c, depth + 1) for c in reversed(node.children))
+    if deepest > NESTED_MAX_DEPTH:
+        return {"nodes": flat}
+    return _nested(iter(flat))
+
+
+def _flat_node(td: PyTreeDef, what: str) -> Any:
     kind = td.kind
     if tree_util.treedef_is_leaf(td):
-        return {"leaf": 1}
+        return "leaf"
     if kind is type(None):
-        return {"none": 1}
-    kids = [tree_to_json(c, what) for c in td.children]
-    if kind is tuple:
-        return {"tuple": kids}
-    if kind is list:
-        return {"list": kids}
+        return "none"
+    if kind is tuple or kind is list:
+        return [kind.__name__, len(td.children)]
     if kind is dict or kind is collections.OrderedDict:
         keys = list(td.aux)
         for k in keys:
             if type(k) not in (str, int):
                 raise SaveError(f"{what} use a dict key {k!r} of type {type(k).__name__}; a saved "
                                 "executable can describe only str and int keys")
-        return {"dict" if kind is dict else "odict": [[k, c] for k, c in zip(keys, kids)]}
+        return ["dict" if kind is dict else "odict", keys]
     name = getattr(kind, "__qualname__", getattr(kind, "__name__", repr(kind)))
     raise SaveError(
         f"{what} use the container {name}, which a saved executable cannot describe (only tuples, "
@@ -83,15 +102,67 @@ def tree_to_json(td: Optional[PyTreeDef], what: str = "the arguments") -> Any:
         "mean running code from the file). Pass its contents as a tuple or dict instead")
 
 
+def _nested(it) -> Any:
+    """The nested description of a flat node list (at most NESTED_MAX_DEPTH deep: recursion)."""
+    node = next(it)
+    if node == "leaf":
+        return {"leaf": 1}
+    if node == "none":
+        return {"none": 1}
+    kind, body = node
+    if kind in ("tuple", "list"):
+        return {kind: [_nested(it) for _ in range(body)]}
+    return {kind: [[k, _nested(it)] for k in body]}
+
+
 def tree_from_json(j: Any) -> Optional[PyTreeDef]:
     """The ``PyTreeDef`` of a ``tree_to_json`` description (raises ``ValueError`` if malformed)."""
     if j is None:
         return None
+    if isinstance(j, dict) and len(j) == 1 and "nodes" in j:
+        return _tree_flat(j["nodes"])
     return _tree(j, 0)
 
 
+def _tree_flat(nodes: Any) -> PyTreeDef:
+    """The structure of a flat description: its nodes in prefix order, rebuilt with a stack of
+    (kind, aux, children wanted, children built)."""
+    if not isinstance(nodes, list) or not nodes:
+        raise ValueError("malformed flat tree: 'nodes' is not a non-empty list")
+    stack: List[list] = []
+    for i, node in enumerate(nodes):
+        if node == "leaf":
+            built = tree_util.leaf_treedef()
+        elif node == "none":
+            built = PyTreeDef(type(None), None, ())
+        elif isinstance(node, list) and len(node) == 2 and node[0] in ("tuple", "list") \
+                and type(node[1]) is int and 0 <= node[1] <= len(nodes):
+            stack.append([tuple if node[0] == "tuple" else list, None, node[1], []])
+            built = None
+        elif isinstance(node, list) and len(node) == 2 and node[0] in ("dict", "odict") \
+                and isinstance(node[1], list) and all(type(k) in (str, int) for k in node[1]):
+            stack.append([dict if node[0] == "dict" else collections.OrderedDict,
+                          tuple(node[1]), len(node[1]), []])
+            built = None
+        else:
+            raise ValueError(f"malformed flat tree node {i}: {str(node)[:60]!r}")
+        while True:  # close every container whose children are all built
+            if built is not None:
+                if not stack:
+                    if i != len(nodes) - 1:
+                        raise ValueError(f"malformed flat tree: {len(nodes) - i - 1} nodes after "
+                                         "the root's last")
+                    return built
+                stack[-1][3].append(built)
+            if not stack or len(stack[-1][3]) < stack[-1][2]:
+                break
+            kind, aux, _, kids = stack.pop()
+            built = PyTreeDef(kind, aux, tuple(kids))
+    raise ValueError(f"malformed flat tree: the nodes end inside {len(stack)} open containers")
+
+
 def _tree(j: Any, depth: int) -> PyTreeDef:
-    if depth > 100 or not isinstance(j, dict) or len(j) != 1:
+    if depth > NESTED_MAX_DEPTH or not isinstance(j, dict) or len(j) != 1:
         raise ValueError(f"malformed tree node {str(j)[:60]!r}")
     (kind, body), = j.items()
     if kind == "leaf":
@@ -483,11 +554,19 @@ class LoadedExecutable(ProfileMethods):
             raise FormatVersionError(
                 f"{where} holds a CUDA program of interface {runtime.get('format')!r}; this hlo "
                 f"runs interface {FORMAT}. Compile the program again with this hlo")
+        field = "runtime"
         try:
             self.executable = CudaProgram.from_sections(
                 runtime, payload.sections, steps_text="\n".join(self.manifest.get("call_sequence", [])))
-        except (KeyError, TypeError, ValueError) as e:
-            raise CorruptFileError(f"{where}: malformed CUDA program ({type(e).__name__}: {e})") from None
+            # the step list is read now, not on first use: a malformed one is this file's error
+            field = "runtime.steps"
+            if not isinstance(runtime.get("steps"), list):
+                raise ValueError(f"expected a list of steps, got {type(runtime.get('steps')).__name__}")
+            self.executable.steps
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as e:
+            detail = f"missing key {e}" if isinstance(e, KeyError) else f"{type(e).__name__}: {e}"
+            raise CorruptFileError(f"{where}: malformed CUDA program: manifest field {field} "
+                                   f"({detail})") from None
         self.executable.prepare()
         import hlo.runtime.cuda.executable  # noqa: F401  (what the first call needs, imported now)
         self._run = cuda_runner(self.executable)

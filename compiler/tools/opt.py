@@ -24,6 +24,7 @@ def _comment(text: str) -> str:
 
 def main(argv: Optional[List[str]] = None) -> int:
     from hlo.ir.errors import IRError
+    from hlo.ir.nesting import call_with_stack_for, region_depth
     from hlo.ir.parser import parse_module
     from hlo.ir.printer import print_module
     from hlo.passes.registry import create_pass, registered_passes
@@ -58,12 +59,23 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not a.passes and not a.pipeline:
         print("python -m hlo.opt: error: give --passes=a,b,... or --pipeline", file=sys.stderr)
         return 1
+    name = "<stdin>" if a.file == "-" else a.file
     try:
-        text = sys.stdin.read() if a.file == "-" else open(a.file).read()
+        if a.file == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(a.file, "rb") as fh:
+                data = fh.read()
     except OSError as e:
         print(f"python -m hlo.opt: error: cannot read {a.file}: {e.strerror}", file=sys.stderr)
         return 1
-    name = "<stdin>" if a.file == "-" else a.file
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        print(f"python -m hlo.opt: error: {name}:{line}: not UTF-8 text (byte {e.start}: "
+              f"0x{data[e.start]:02x}); IR text is UTF-8", file=sys.stderr)
+        return 1
     try:
         module = parse_module(text, name)
     except IRError as e:
@@ -85,37 +97,52 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"python -m hlo.opt: error: {e}", file=sys.stderr)
         return 1
 
-    reports: List[str] = []
     try:
-        if a.pipeline:
-            opt = optimize(module, a.target, dump_dir=a.dump_dir, options=opts)
-            out = opt.text()
-            if opt.decisions:
-                reports.append("\n".join(opt.decisions))
-            reports.append(opt.buffers.text())
-            times = opt.pass_times
-        else:
-            names = [n.strip() for n in a.passes.split(",") if n.strip()]
-            config = PassConfig(a.target, opts, [])
-            try:
-                passes = [create_pass(n, config) for n in names]
-            except KeyError as e:
-                print(f"python -m hlo.opt: error: {e.args[0]}", file=sys.stderr)
-                return 1
-            dumper = Dumper(a.dump_dir, a.dump_filter) if a.dump_dir else None
-            if dumper is not None:
-                dumper.input(module)
-            runner = Runner(config, dumper)
-            for p in passes:
-                runner.run(p, module)
-                rep = p.report()
-                if rep:
-                    reports.append(rep)
-            out = print_module(module)
-            times = runner.times
+        # deep control-flow nests need the stack their depth does (as a compile's passes do)
+        return call_with_stack_for(module, _run, a, module, opts)
     except (PipelineError, IRError, ValueError) as e:
         print(f"python -m hlo.opt: error: {e}", file=sys.stderr)
         return 1
+    except RecursionError:
+        print(f"python -m hlo.opt: error: {name}: the program nests too deeply for a pass "
+              f"(regions {region_depth(module)} deep)", file=sys.stderr)
+        return 1
+
+
+def _run(a, module, opts) -> int:
+    from hlo.ir.printer import print_module
+    from hlo.passes.registry import create_pass
+    from hlo.passes.dump import Dumper
+    from hlo.passes.options import PassConfig
+    from hlo.passes.pipeline import Runner, optimize
+
+    reports: List[str] = []
+    if a.pipeline:
+        opt = optimize(module, a.target, dump_dir=a.dump_dir, options=opts)
+        out = opt.text()
+        if opt.decisions:
+            reports.append("\n".join(opt.decisions))
+        reports.append(opt.buffers.text())
+        times = opt.pass_times
+    else:
+        names = [n.strip() for n in a.passes.split(",") if n.strip()]
+        config = PassConfig(a.target, opts, [])
+        try:
+            passes = [create_pass(n, config) for n in names]
+        except KeyError as e:
+            print(f"python -m hlo.opt: error: {e.args[0]}", file=sys.stderr)
+            return 1
+        dumper = Dumper(a.dump_dir, a.dump_filter) if a.dump_dir else None
+        if dumper is not None:
+            dumper.input(module)
+        runner = Runner(config, dumper)
+        for p in passes:
+            runner.run(p, module)
+            rep = p.report()
+            if rep:
+                reports.append(rep)
+        out = print_module(module)
+        times = runner.times
     sys.stdout.write(out)
     for rep in reports:
         sys.stdout.write("\n" + _comment(rep) + "\n")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import os
 import threading
 from typing import Any, Callable
 
@@ -41,6 +42,16 @@ def api_function(fn: Callable) -> Callable:
 _eager_lock = threading.Lock()
 _eager_jits: "collections.OrderedDict[Any, Any]" = collections.OrderedDict()
 _EAGER_CACHE_SIZE = 4096
+
+
+def _after_fork_in_child() -> None:
+    """A thread of the parent may have held the lock at the fork (base/fork_safety.py)."""
+    global _eager_lock
+    _eager_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def static_key(x):

@@ -43,6 +43,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from hlo.ir import Builder, Function, Module, Region, Value, VerifyError, TensorType
+from hlo.ir import nesting
 
 from hlo.runtime.cpu import pycall
 
@@ -523,8 +524,34 @@ class TracedRegion:
         return iter((self.region, self.out_tree))
 
 
+# Nested control flow traces one region inside another: the user's function, then hlo's
+# tracing of the op that holds the region, a dozen Python frames per level. From _DEEP_TRACE
+# levels on, every _DEEP_TRACE-th nested trace makes sure the recursion limit leaves
+# _TRACE_HEADROOM frames above the stack in use (raised for the duration of that trace, then
+# restored), so a 300- or 3,000-deep nest of cond traces (jax's depth is ~300 at the default
+# limit), up to _TRACE_MAX_FRAMES, past which Python's RecursionError stands. Measuring the
+# stack walks it (O(depth)): every _DEEP_TRACE-th level keeps that linear in practice.
+_DEEP_TRACE = 8
+_TRACE_HEADROOM = 2000
+_TRACE_MAX_FRAMES = 60_000
+
+
 def _trace_into(region: Region, fn: Callable, in_avals: Sequence[ShapedArray], in_tree, description,
                 arg_names, output_what: str, arg_params=None):
+    depth = len(_stack())
+    if depth < _DEEP_TRACE or depth % _DEEP_TRACE:
+        return _trace_into_now(region, fn, in_avals, in_tree, description, arg_names, output_what,
+                               arg_params)
+    nesting.raise_limit(min(_TRACE_MAX_FRAMES, nesting.frames_in_use() + _TRACE_HEADROOM))
+    try:
+        return _trace_into_now(region, fn, in_avals, in_tree, description, arg_names, output_what,
+                               arg_params)
+    finally:
+        nesting.restore_limit()
+
+
+def _trace_into_now(region: Region, fn: Callable, in_avals: Sequence[ShapedArray], in_tree,
+                    description, arg_names, output_what: str, arg_params=None):
     parent = current_trace()
     trace = Trace(region, parent, description, arg_names, arg_params)
     with _Pushed(trace):

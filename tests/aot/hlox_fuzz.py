@@ -111,6 +111,56 @@ def make_case(rng: random.Random, data: bytes) -> Tuple[str, bytes]:
         return what + " (raw)", body + hashlib.sha256(body).digest()
 
 
+def manifest_case(rng: random.Random, data: bytes, focus: Tuple[str, ...] = ("runtime", "steps"),
+                  p_focus: float = 0.7) -> Tuple[str, bytes]:
+    """One file whose manifest is edited structurally (sections untouched): a field under
+    ``focus`` (the step list, by default) with probability ``p_focus``, else any field of the
+    manifest, is replaced by a hostile value or deleted, or the list or object holding it is
+    replaced whole (a step list that is not a list, a step that is not an object)."""
+    from hlo.runtime import hlox
+    payload = hlox.loads(data)
+    manifest = json.loads(json.dumps(payload.manifest))
+    everything = [p for p, _ in _paths(manifest) if p and p != ("format_version",)]
+    focused = [p for p in everything if p[:len(focus)] == focus and len(p) > len(focus)] or everything
+    path = rng.choice(focused if rng.random() < p_focus else everything)
+    how = rng.random()
+    if how < 0.6:
+        value = rng.choice(HOSTILE)
+        _set(manifest, path, json.loads(json.dumps(value)))
+        what = f"manifest{list(path)} = {value!r}"
+    elif how < 0.85:
+        parent = manifest
+        for k in path[:-1]:
+            parent = parent[k]
+        del parent[path[-1]]
+        what = f"manifest{list(path)} deleted"
+    else:
+        value = rng.choice(HOSTILE)
+        holder = path[:-1] or path
+        _set(manifest, holder, json.loads(json.dumps(value)))
+        what = f"manifest{list(holder)} = {value!r}"
+    return what, hlox.dumps(hlox.Payload(manifest, payload.sections))
+
+
+def load_outcome(data: bytes, path: str) -> Dict:
+    """What ``hlo.load`` does with ``data`` (written to ``path``): ``refused`` (a LoadError that
+    names the file), ``loaded``, or ``error`` (anything else: what must never happen)."""
+    import hlo
+    from hlo.runtime.hlox import LoadError
+    with open(path, "wb") as fh:
+        fh.write(data)
+    try:
+        hlo.load(path)
+    except LoadError as e:
+        if path not in str(e):
+            return {"outcome": "error", "why": f"LoadError without the file name: {e}"[:300]}
+        return {"outcome": "refused", "why": str(e)[:200]}
+    except Exception as e:  # noqa: BLE001 (the point: nothing else may escape)
+        return {"outcome": "error", "why": f"{type(e).__name__}: {e}"[:300],
+                "trace": traceback.format_exc()[-800:]}
+    return {"outcome": "loaded"}
+
+
 def _close(a, b) -> bool:
     return len(a) == len(b) and all(
         np.shape(x) == np.shape(y) and np.asarray(x).dtype == np.asarray(y).dtype and

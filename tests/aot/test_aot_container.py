@@ -133,7 +133,8 @@ def test_the_container_module_imports_only_the_standard_library():
     tree = ast.parse(inspect.getsource(hlox))
     mods = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     mods |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert mods <= {"__future__", "hashlib", "json", "os", "struct", "uuid", "dataclasses", "typing"}, mods
+    assert mods <= {"__future__", "hashlib", "json", "os", "stat", "struct", "uuid", "dataclasses",
+                    "typing"}, mods
 
 
 def test_read_refuses_foreign_and_short_files(tmp_path):

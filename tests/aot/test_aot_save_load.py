@@ -334,7 +334,8 @@ print(json.dumps({"light": light, "after": sorted(sys.modules), "has": [hasattr(
     res = run_python(code)
     # hlo.config's target names come from the target table (hlo.ir.targets: a table; hlo.ir's
     # package imports its modules on first use)
-    assert res["light"] == ["hlo", "hlo.config", "hlo.ir", "hlo.ir.targets", "hlo.tree_util"]
+    assert res["light"] == ["hlo", "hlo.base", "hlo.base.fork_safety", "hlo.config", "hlo.ir",
+                            "hlo.ir.targets", "hlo.tree_util"]
     assert "hlo.tracing.tracer" in res["after"] and "hlo.numpy" in res["after"]
     assert all(res["has"])
 

@@ -221,3 +221,52 @@ def test_the_library_code_sections_are_checked(saved, tmp_path, how, match):
     assert hlo.aot.describe(saved).cores   # the program has a product: it calls a body
     with pytest.raises(LoadError, match=match):
         hlo.load(_edited(saved, tmp_path, _core_edit(how)))
+
+
+@pytest.fixture(scope="module")
+def saved_cuda(tmp_path_factory):
+    """A CUDA program's file (compiled here, no GPU needed: loading one only reads it)."""
+    from hlo.errors import TargetUnavailableError
+    try:
+        c = hlo.jit(lambda x, w: hnp.tanh(x @ w) + hnp.sin(x).sum(), target="cuda").lower(X, W).compile()
+    except TargetUnavailableError as e:
+        pytest.skip(f"cannot compile for cuda here: {e}")
+    path = tmp_path_factory.mktemp("cuda") / "f.hlox"
+    c.save(str(path))
+    return path
+
+
+def test_malformed_cuda_step_lists_and_manifest_fields_are_load_errors(saved_cuda, tmp_path):
+    # issue 35: a malformed step list raised a bare ValueError / KeyError('steps') from hlo.load.
+    # Every edit of the step list (70%) or another manifest field is a LoadError naming the file.
+    import random
+    from hlox_fuzz import load_outcome, manifest_case
+    data = saved_cuda.read_bytes()
+    rng = random.Random(35)
+    counts, bad = {}, []
+    for i in range(250):
+        what, edited = manifest_case(rng, data)
+        res = load_outcome(edited, str(tmp_path / "case.hlox"))
+        counts[res["outcome"]] = counts.get(res["outcome"], 0) + 1
+        if res["outcome"] == "error":
+            bad.append((what, res))
+    assert not bad, bad[:5]
+    assert counts.get("refused", 0) > 100
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda r: r.pop("steps"), "runtime.steps"),
+    (lambda r: r.update(steps={"a": 1}), "runtime.steps"),
+    (lambda r: r.update(steps=[7]), "runtime.steps"),
+    (lambda r: r["steps"][0].update(grid=[1, 1]), "runtime.steps"),
+    (lambda r: r["steps"][0].pop("refs"), "runtime.steps"),
+])
+def test_a_malformed_cuda_step_list_names_the_file_and_the_field(saved_cuda, tmp_path, edit, field):
+    payload = hlox.loads(saved_cuda.read_bytes())
+    m = json.loads(json.dumps(payload.manifest))
+    edit(m["runtime"])
+    path = tmp_path / "bad.hlox"
+    path.write_bytes(hlox.dumps(hlox.Payload(m, payload.sections)))
+    with pytest.raises(hlox.CorruptFileError) as e:
+        hlo.load(str(path))
+    assert str(path) in str(e.value) and field in str(e.value)

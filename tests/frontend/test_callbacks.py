@@ -285,3 +285,73 @@ def test_the_ir_of_a_print():
 
     text = hlo.jit(f).lower(np.ones(2, np.float32)).as_text()
     assert 'host_callback(%arg0) {callback_id = ' in text and 'what = "hlo.debug.print"} : ()' in text
+
+
+# --- issue 35: lossless result casts; the user's exception through loops --------------------
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_wider_integer_result_that_does_not_fit_is_a_callback_error(target):
+    # [300, -200, 5] declared int8 was cast silently to [44, 56, 5]
+    def f(x):
+        return hlo.pure_callback(lambda v: np.array([300, -200, 5], np.int64),
+                                 hlo.ShapeDtypeStruct((3,), np.int8), x)
+    with pytest.raises(CallbackError, match=r"test_callbacks.py:\d+: .*value 300 \(element 0\) "
+                                            r"int8 cannot hold") as e:
+        hlo.jit(f, target=target)(np.float32(1))
+    assert "44" not in str(e.value)
+
+
+def test_result_casts_are_kept_exactly_when_the_values_survive():
+    # property: over random integer results and declared types, a cast happens iff every
+    # value survives it, and then gives the same values
+    rng = np.random.default_rng(35)
+    kinds = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.bool_]
+    for trial in range(60):
+        src = kinds[rng.integers(len(kinds))]
+        dst = kinds[rng.integers(len(kinds))]
+        if not np.can_cast(src, dst, "same_kind"):
+            continue
+        info = np.iinfo(src) if src is not np.bool_ else None
+        big = rng.random() < 0.5
+        lo, hi = (int(info.min), int(info.max)) if info is not None and big else (0, 2)
+        vals = rng.integers(lo, hi, size=4, endpoint=True, dtype=np.int64 if lo < 0 else np.uint64)
+        out = vals.astype(src)
+
+        def f(x, out=out, dst=dst):
+            return hlo.pure_callback(lambda v: out, hlo.ShapeDtypeStruct((4,), dst), x)
+        with np.errstate(all="ignore"):
+            survives = np.array_equal(out.astype(dst).astype(src), out)
+        if survives:
+            np.testing.assert_array_equal(hlo.jit(f, target="interpreter")(np.float32(0)),
+                                          out.astype(dst))
+        else:
+            with pytest.raises(CallbackError, match="cannot hold"):
+                hlo.jit(f, target="interpreter")(np.float32(0))
+
+
+def test_float_results_may_round_but_not_overflow():
+    def f(x, v):
+        return hlo.pure_callback(lambda _: v, hlo.ShapeDtypeStruct((2,), np.float32), x)
+    got = hlo.jit(lambda x: f(x, np.array([0.1, -2.5])))(np.float32(0))
+    np.testing.assert_array_equal(got, np.array([0.1, -2.5], np.float32))
+    with pytest.raises(CallbackError, match="1e\\+300"):
+        hlo.jit(lambda x: f(x, np.array([1.0, 1e300])))(np.float32(0))
+
+
+class _Boom(Exception):
+    pass
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_callback_raising_inside_a_loop_raises_the_users_exception(target):
+    def cb(x):
+        if x > 2:
+            raise _Boom("from the callback")
+        return x
+
+    def f(x):
+        def body(i, acc):
+            return acc + hlo.pure_callback(cb, hlo.ShapeDtypeStruct((), np.float32), acc)
+        return hlo.lax.fori_loop(0, 5, body, x)
+    with pytest.raises(_Boom, match="from the callback"):
+        hlo.jit(f, target=target)(np.float32(1))

@@ -148,12 +148,16 @@ def test_mutated_text_raises_only_parse_errors(text):
         assert print_module(parse_module(print_module(m))) == print_module(m)
 
 
-@pytest.mark.parametrize("ty", ["f32[100000000000]", "f32[99999999999999999999]", "f32[4294967296,4294967296]"])
-def test_constant_too_large_is_a_parse_error(ty):
+@pytest.mark.parametrize("ty, match, where", [
+    ("f32[100000000000]", "cannot make a constant", (2, 17)),
+    # past a 64-bit index: the type itself is refused, where it first appears
+    ("f32[99999999999999999999]", "too large: dimension 0", (1, 18)),
+    ("f32[4294967296,4294967296]", "too large: dimension 1", (1, 18))])
+def test_constant_too_large_is_a_parse_error(ty, match, where):
     text = f"func @main() -> ({ty}) {{\n  %0 = constant dense<0.0> : {ty}\n  return(%0)\n}}\n"
-    with pytest.raises(ParseError, match="cannot make a constant") as e:
+    with pytest.raises(ParseError, match=match) as e:
         parse_module(text)
-    assert (e.value.line, e.value.column) == (2, 17)
+    assert (e.value.line, e.value.column) == where
 
 
 def test_integer_literals_with_leading_zeros():

@@ -208,3 +208,57 @@ def test_stale_parent_link():
     fn.body.outputs = [op.result]
     op.parent = None
     _expect(m, r"'negate' .*parent link is stale")
+
+
+def _reduce_text(it, ot, body_t=None):
+    bt = body_t or ot
+    return f"""func @main(%a: {it}[4]) -> ({ot}[]) {{
+  %z = constant dense<0> : {ot}[]
+  %r = reduce(%a, %z) {{dimensions = [0]}} : {ot}[] {{
+    ^body(%x: {bt}[], %y: {bt}[]):
+      %s = add(%x, %y) : {ot}[]
+      return(%s)
+  }}
+  return(%r)
+}}
+"""
+
+
+@pytest.mark.parametrize("it, ot, body_t, match", [
+    ("u8", "f32", None, "input 0 of element type u8 does not fit its init value's type f32"),
+    ("f32", "f16", None, "input 0 of element type f32 does not fit its init value's type f16"),
+    ("s32", "f32", None, "input 0 of element type s32 does not fit"),
+    ("f32", "f32", "f16", "result type"),
+])
+def test_type_mismatched_reductions_are_refused(it, ot, body_t, match):
+    # issue 35: a u8 input with an f32 init passed the verifier and leaked llvmlite's ValueError
+    from hlo.ir import parse_module
+    from hlo.ir.errors import ParseError
+    with pytest.raises(ParseError, match=match):
+        parse_module(_reduce_text(it, ot, body_t))
+
+
+def test_a_float_reduction_may_accumulate_wider():
+    from hlo.ir import parse_module
+    from hlo.ir.interpreter import run
+    m = parse_module(_reduce_text("f16", "f32"))
+    x = np.array([1, 2, 3, 2048], np.float16)
+    (got,) = run(m, [x])
+    assert float(got) == 2054.0
+
+
+def test_a_type_mismatched_reduce_window_is_refused():
+    from hlo.ir import parse_module
+    from hlo.ir.errors import ParseError
+    text = """func @main(%a: u8[4]) -> (f32[2]) {
+  %z = constant dense<0.0> : f32[]
+  %r = reduce_window(%a, %z) {window_dimensions = [2], window_strides = [2]} : f32[2] {
+    ^body(%x: f32[], %y: f32[]):
+      %s = add(%x, %y) : f32[]
+      return(%s)
+  }
+  return(%r)
+}
+"""
+    with pytest.raises(ParseError, match="input 0 of element type u8 does not fit its init value's type f32"):
+        parse_module(text)
