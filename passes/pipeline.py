@@ -3,7 +3,7 @@
 Per target (``interpreter``, ``cpu``, ``cuda``) the same order runs:
 
     simplify (until nothing changes, at most SIMPLIFY_ROUNDS rounds):
-        inline, canonicalize, algebraic-simplifier, constant-folding, cse, dce,
+        inline, canonicalize, algebraic-simplifier, constant-folding, window-scan, cse, dce,
         while-unroll                                  (on for cuda: Options.while_unroll)
     dot-merger                                        (on for cuda: Options.dot_merger)
     dot-split-k                                       (on for cpu: Options.dot_split_k)
@@ -44,7 +44,8 @@ from .fusion_kinds import NotFusible, verify_fusion
 from .options import Options, PassConfig, check_target
 from .registry import create_pass
 
-SIMPLIFY = ["inline", "canonicalize", "algebraic-simplifier", "constant-folding", "cse", "dce", "while-unroll"]
+SIMPLIFY = ["inline", "canonicalize", "algebraic-simplifier", "constant-folding", "window-scan", "cse", "dce",
+            "while-unroll"]
 SIMPLIFY_ROUNDS = 4
 FUSION = ["fusion", "multi-output-fusion", "horizontal-fusion"]
 TIDY = ["cse", "dce"]

@@ -5,7 +5,7 @@ from typing import Dict, List
 
 from . import (inline, dce, cse, constant_folding, canonicalize, algebraic, layout,  # noqa: F401
                dot_merger, dot_split_k, fusion, multi_output, horizontal, scheduling, buffer_assignment,
-               while_unroll)
+               while_unroll, window_scan)
 from .base import DOCS, FACTORIES, Pass
 from .options import PassConfig
 

@@ -16,6 +16,8 @@ from ..tracing.abstract import ShapedArray
 from ..tracing.api_util import api_function
 from ..errors import ArgumentTypeError, DTypeError, ShapeError
 from ..tracing.tracer import Tracer, emit, emit1, trace_region
+from hlo.ir import prefix_scan
+from hlo.ir.prefix_scan import ScanOps
 from ..tree_util import tree_flatten, tree_unflatten
 from . import elementwise as ew
 from .common import as_tracer, canonical_axes, canonical_axis, ir_type, static_int
@@ -247,60 +249,31 @@ def reduce_window(operand, init_value, computation: Callable, window_dimensions,
 
 
 # Running reductions of more than SCAN_MIN elements along their axis are an associative scan
-# (jax's ``associative_scan`` for CPU and GPU): log2(n) levels of strided slices, the op on
-# pairs, and zero-padded interleaves, O(n) work. A ``reduce_window`` whose window is the whole
+# (``hlo.ir.prefix_scan``, as jax's ``associative_scan`` for CPU and GPU): log2(n) levels of
+# strided slices, the op on pairs, and zero-padded interleaves, O(n) work. A ``reduce_window`` whose window is the whole
 # prefix does O(n^2): ``cumsum`` of 2^16 f32 took 1.75 s on the CPU, of 2^22 20 s on an H200
 # (jax.jit: 58 us); now 0.14 ms and 82 us (jax.jit in that run: 62). Short ones stay one
 # reduce_window (fewer, simpler kernels).
 SCAN_MIN = 16
 
 
-def _slice_axis(x: Tracer, ax: int, start: int, limit: int, stride: int = 1) -> Tracer:
-    st, li, sd = [0] * x.ndim, list(x.shape), [1] * x.ndim
-    st[ax], li[ax], sd[ax] = start, limit, stride
-    attrs = {"start_indices": st, "limit_indices": li}
-    if stride != 1:
-        attrs["strides"] = sd
-    return emit1("slice", [x], attrs, weak_type=x.weak_type)
+class _TracerScanOps(ScanOps):
+    """``hlo.ir.prefix_scan``'s construction on tracers (the weak type of the scanned array)."""
 
+    def __init__(self, weak_type: bool):
+        self.weak_type = weak_type
 
-def _interleave(even: Tracer, odd: Tracer, ax: int) -> Tracer:
-    """even[0], odd[0], even[1], odd[1], ... along ``ax`` (``even`` as long as ``odd`` or one
-    longer): each padded with zeros between its elements, then added (or-ed for bool): exact,
-    the other term being zero (but for the sign of a zero sum)."""
-    same = even.shape[ax] == odd.shape[ax]
-    zero = as_tracer(np.zeros((), even.dtype))
+    def shape(self, v):
+        return v.shape
 
-    def spread(t, lo, hi):
-        cfg = [[0, 0, 0] for _ in range(t.ndim)]
-        cfg[ax] = [lo, hi, 1]
-        return emit1("pad", [t, zero], {"edge_padding_low": [c[0] for c in cfg],
-                                        "edge_padding_high": [c[1] for c in cfg],
-                                        "interior_padding": [c[2] for c in cfg]}, weak_type=t.weak_type)
-    a, b = spread(even, 0, 1 if same else 0), spread(odd, 1, 0 if same else 1)
-    return ew.or_(a, b) if dtypes.is_bool(even.dtype) else ew.add(a, b)
+    def is_bool(self, v):
+        return dtypes.is_bool(v.dtype)
 
+    def emit(self, name, operands, attrs):
+        return emit1(name, list(operands), attrs, weak_type=self.weak_type)
 
-def _kept(t: Tracer) -> Tracer:
-    """``t`` through an optimization barrier: written out, not fused into its readers. A level
-    of the scan reads each of its inputs at two strided positions; fused, every level doubled
-    the work of the one below (one kernel of O(n^2) work, and a 2^16 scan did not finish
-    compiling)."""
-    return emit1("optimization_barrier", [t], {}, weak_type=t.weak_type)
-
-
-def _associative_scan(op, x: Tracer, ax: int) -> Tracer:
-    """Inclusive prefix ``op`` along ``ax`` (``op`` associative), work-efficient: the pairs'
-    scan gives the odd positions, one more ``op`` each the even ones."""
-    n = x.shape[ax]
-    if n < 2:
-        return x
-    odd = _associative_scan(op, _kept(op(_slice_axis(x, ax, 0, n - 1, 2), _slice_axis(x, ax, 1, n, 2))), ax)
-    rest = _slice_axis(x, ax, 2, n, 2)
-    even = op(_slice_axis(odd, ax, 0, odd.shape[ax] - 1) if n % 2 == 0 else odd, rest) if rest.shape[ax] else rest
-    even = emit1("concatenate", [_slice_axis(x, ax, 0, 1), even], {"dimension": ax},
-                 weak_type=x.weak_type) if rest.shape[ax] else _slice_axis(x, ax, 0, 1)
-    return _kept(_interleave(even, odd, ax))
+    def zero(self, like):
+        return as_tracer(np.zeros((), like.dtype))
 
 
 def _cumulative(what, operand, axis, reverse, op, init_fn):
@@ -310,9 +283,7 @@ def _cumulative(what, operand, axis, reverse, op, init_fn):
     if n == 0:
         return x
     if n > SCAN_MIN:
-        flip = (lambda t: emit1("reverse", [t], {"dimensions": [ax]}, weak_type=t.weak_type)) if reverse else None
-        y = _associative_scan(op, flip(x) if flip else x, ax)
-        return flip(y) if flip else y
+        return prefix_scan.scan(_TracerScanOps(x.weak_type), op, x, ax, reverse)
     wd = [1] * x.ndim
     wd[ax] = n
     pads = [(0, 0)] * x.ndim

@@ -1,10 +1,10 @@
 """Running reductions (cumsum, cumprod, cummax, cummin) of more than ``SCAN_MIN`` elements along
-their axis trace as an associative scan (``lax.reductions._associative_scan``: strided slices,
+their axis trace as an associative scan (``hlo.ir.prefix_scan``: strided slices,
 the op on pairs, zero-padded interleaves, each level through an optimization barrier) instead of
 a ``reduce_window`` over the whole prefix, which did O(n^2) work (cumsum of 2^16 f32: 1.75 s on
 the CPU). Checked against float64 numpy on every target here (``target``), forward and reverse,
 along each axis, for lengths around the powers of two, for ints and bools; the IR's shape
-(no reduce_window, levels written out); gradients and vmap."""
+(no reduce_window, levels written out); gradients and vmap; jax's running reductions imported from StableHLO (the window-scan pass)."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,6 +16,7 @@ from hlo import lax
 from hlo.lax.reductions import SCAN_MIN
 from hlo.passes.fusion import unit_cost
 from hlo.passes.pipeline import optimize
+from hlo.passes.window_scan import SCAN_MIN as PASS_SCAN_MIN
 
 RNG = np.random.default_rng(0)
 
@@ -94,3 +95,40 @@ def test_gradient_and_vmap():
     xs = RNG.standard_normal((4, 40)).astype(np.float32)
     np.testing.assert_allclose(np.asarray(hlo.jit(hlo.vmap(lambda r: hnp.cumsum(r)))(xs)),
                                np.cumsum(xs.astype(np.float64), axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_the_pass_and_lax_agree_on_what_is_short():
+    assert PASS_SCAN_MIN == SCAN_MIN
+
+
+def _only(out):
+    return out[0] if isinstance(out, (list, tuple)) else out
+
+
+# jax's running reductions are one reduce_window whose window is the prefix: imported, the
+# window-scan pass (passes/window_scan.py) makes them the same scan.
+
+
+@pytest.mark.parametrize("name", ["cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"])
+@pytest.mark.parametrize("axis,reverse", [(1, False), (1, True), (0, True)])
+def test_jax_running_reductions_imported_are_scans_on_every_target(target, name, axis, reverse):
+    jax = pytest.importorskip("jax")
+    x = RNG.standard_normal((40, 70)).astype(np.float32)
+    if name == "cumprod":
+        x = 1 + 0.01 * x
+    f = lambda x: getattr(jax.lax, name)(x, axis=axis, reverse=reverse)   # noqa: E731
+    low = hlo.load_stablehlo(jax.jit(f).lower(x).as_text())
+    o = optimize(low.ir, "cpu")
+    assert not any(op.name == "reduce_window" for op in o.module.main.walk()), o.decisions
+    got = np.asarray(_only(low.compile(target=target)(x)), np.float64)
+    want = np.asarray(jax.jit(f)(x), np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_jax_cumsum_of_ints_and_bools():
+    jax = pytest.importorskip("jax")
+    x = RNG.integers(-5, 5, (3, 200)).astype(np.int32)
+    for f in (lambda x: jax.numpy.cumsum(x, 1), lambda x: jax.numpy.cumsum(x > 0, 1),
+              lambda x: jax.lax.cummax(x, 1, reverse=True)):
+        low = hlo.load_stablehlo(jax.jit(f).lower(x).as_text())
+        np.testing.assert_array_equal(np.asarray(_only(low.compile(target="cpu")(x))), np.asarray(jax.jit(f)(x)))

@@ -38,8 +38,8 @@ def test_optimize_leaves_its_input_alone_and_reports_everything():
     o = optimize(m, "cpu")
     assert print_module(m) == before
     assert o.schedule == list(o.module.main.ops)
-    assert [n for n, _ in o.pass_times][:6] == ["inline", "canonicalize", "algebraic-simplifier",
-                                               "constant-folding", "cse", "dce"]
+    assert [n for n, _ in o.pass_times][:7] == ["inline", "canonicalize", "algebraic-simplifier",
+                                               "constant-folding", "window-scan", "cse", "dce"]
     assert all(t >= 0 for _, t in o.pass_times)
     assert any("fused dot_general" in d for d in o.decisions)
     assert parse_module(o.text())  # the optimized IR parses back
@@ -131,7 +131,7 @@ def test_registry_lists_every_pass():
     names = set(registered_passes())
     assert {"dce", "cse", "constant-folding", "algebraic-simplifier", "canonicalize", "inline",
             "layout-assignment", "fusion", "multi-output-fusion", "horizontal-fusion", "schedule",
-            "buffer-assignment"} <= names
+            "buffer-assignment", "window-scan"} <= names
     with pytest.raises(KeyError, match="unknown pass 'nope'"):
         create_pass("nope")
 
