@@ -101,9 +101,31 @@ def scatter_copy_inputs(lw, op, dests, env) -> bool:
     return op.operands[-1].type.size > 0 and res_t.size > 0
 
 
-def scatter_update(b: ir.IRBuilder, em: ElementalEmitter, op, dests: Sequence[ir.Value], uidx) -> None:
+# Element types whose ``add`` a scatter may do with one atomic read-modify-write (``atomicrmw
+# add`` / ``fadd``: PTX ``atom.global.add`` of these widths).
+ATOMIC_ADD_TYPES = frozenset({"f32", "f64", "s32", "u32", "s64", "u64"})
+
+
+def scatter_atomic_add(op) -> bool:
+    """Whether scatter ``op`` combines each update into its target by adding it, on one result
+    of an element type with an atomic add (``ATOMIC_ADD_TYPES``): the updates can then be applied
+    in any order, all at once (scatter_update with ``atomic``). Floating-point sums then round
+    in the order the threads land, as XLA's GPU scatter-add does."""
+    if len(op.operands) != 3 or op.results[0].dtype.name not in ATOMIC_ADD_TYPES:
+        return False
+    body = op.regions[0]
+    if len(body.ops) != 1 or len(body.outputs) != 1:
+        return False
+    add = body.ops[0]
+    return (add.name == "add" and body.outputs[0] is add.results[0]
+            and sorted(map(id, add.operands)) == sorted(map(id, body.args)))
+
+
+def scatter_update(b: ir.IRBuilder, em: ElementalEmitter, op, dests: Sequence[ir.Value], uidx,
+                   atomic: bool = False) -> None:
     """Apply update element ``uidx`` (an index into the updates) of scatter ``op`` to the
-    results at ``dests`` (pointers, one per result; the results already hold the inputs)."""
+    results at ``dests`` (pointers, one per result; the results already hold the inputs).
+    ``atomic`` (only where ``scatter_atomic_add(op)``): add it with one atomic instruction."""
     a = op.attrs
     nin = (len(op.operands) - 1) // 2
     indices = op.operands[nin]
@@ -138,6 +160,12 @@ def scatter_update(b: ir.IRBuilder, em: ElementalEmitter, op, dests: Sequence[ir
         inb = b.and_(inb, b.icmp_signed("<", full[d], i64(res_t.shape[d])))
     with b.if_then(inb):
         em.push()
+        if atomic:
+            r = op.results[0]
+            ptr = U.elem_ptr(b, dests[0], r.dtype, U.linear_offset(b, full, U.strides_of(r.type)))
+            b.atomic_rmw("fadd" if r.dtype.is_float else "add", ptr, em.at(updates[0], tuple(uidx)), "monotonic")
+            em.pop()
+            return
         ptrs, cur = [], []
         for base, r in zip(dests, op.results):
             off = U.linear_offset(b, full, U.strides_of(r.type))

@@ -9,7 +9,12 @@
   is combined into its target, in the spec's order. When every indexed operand dimension has a
   window of one element, two window positions never meet the same target element, so threads
   take window positions and each walks the scatter indices in order; otherwise one thread does
-  all of it (updates may collide; order matters).
+  all of it (updates may collide; order matters). Before either: where the scatter adds its
+  updates (one result of f32, f64 or 32/64-bit ints: ``scatter_atomic_add``) at more than one
+  index, every update element is a thread that adds it with an atomic, in one pass
+  (max-pooling's gradient, which the StableHLO importer makes a scatter-add of one element per
+  window, walked by one thread before; an embedding's gradient, by a thread per column). Float
+  sums then round in the order the threads land, as XLA's GPU scatter-add does.
 """
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ from hlo.runtime.steps import BufRef
 from .. import llvm_util as U
 from ..llvm_util import I64, for_range, i64
 from ..kernel_emitter import fused_reads
-from ..sort_scatter import merge_sort, scatter_copy_inputs, scatter_update, sort_shape
+from ..sort_scatter import merge_sort, scatter_atomic_add, scatter_copy_inputs, scatter_update, sort_shape
 from .kernels import (BLOCK, GpuKernel, make_emitter, physical_index,
                       row_major_index, store)
 
@@ -145,6 +150,17 @@ def lower_scatter(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> 
             update(widx, physical_index(b, s, s_t))
             em.pop()
 
+    if s_t.size > 1 and scatter_atomic_add(op):
+        # every update element on a thread of its own, added with an atomic: one pass over the
+        # updates however the targets collide (max-pooling's gradient, an embedding's)
+        start, step = kb.thread_range()
+        with for_range(b, start, u_t.size, "u", step=step) as e:
+            em.push()
+            scatter_update(b, em, op, [kb.ptr(d) for d in dests], row_major_index(b, e, u_t.shape), atomic=True)
+            em.pop()
+        lw.steps.append(kb.finish(cg.grid(u_t.size), BLOCK,
+                                  f"scatter {u_t} into {res_t} (a thread per update element, atomic add)"))
+        return
     if parallel:
         start, step = kb.thread_range()
         with for_range(b, start, w_t.size, "w", step=step) as w:

@@ -2,12 +2,14 @@
 by a warp and by a block (f32, f64, s64, pred, a variadic argmax), row kernels (softmax, layer
 norm) with the row in registers of a warp, of a block, and streamed, column reductions,
 unrolled loop kernels, generated (integer) dots, rank sort and merge sort, scatter by window
-position and on one thread. Compiled to PTX that ptxas accepts everywhere; with a GPU, run
+position, by update element with atomic adds, and on one thread. Compiled to PTX that ptxas accepts everywhere; with a GPU, run
 against the reference interpreter."""
 import numpy as np
 import pytest
 
-from cuda_helpers import ROW_SOFTMAX, check, compile_src, row_src
+from cuda_helpers import HAVE_GPU, ROW_SOFTMAX, check, compile_src, row_src
+from hlo.backends.cuda import compile as cuda_compile
+from hlo.passes.pipeline import optimize
 from hlo.backends.cuda.kernels import MAX_BLOCK, ROW_REGS, WARP, row_group
 
 rng = np.random.default_rng(7)
@@ -176,3 +178,55 @@ func @main(%arg0: f32[4,300], %arg1: s32[300]) -> (f32[4,300], s32[300]) {
 }
 """
     check(src, [rng.standard_normal((4, 300)).astype(np.float32), np.arange(300, dtype=np.int32)])
+
+
+SCATTER_ADD = """module @m
+func @main(%arg0: {t}[50,8], %arg1: s32[{k},1], %arg2: {t}[{k},{w},8]) -> ({t}[50,8]) {{
+  %0 = scatter(%arg0, %arg1, %arg2) {{index_vector_dim = 1, inserted_window_dims = [], scatter_dims_to_operand_dims = [0], update_window_dims = [1, 2]}} : {t}[50,8] {{
+    ^update(%1: {t}[], %2: {t}[]):
+      %3 = add(%1, %2) : {t}[]
+      return(%3)
+  }}
+  return(%0)
+}}
+"""
+
+
+@pytest.mark.parametrize("t,k,w", [("f32", 300, 1), ("f32", 40, 3), ("s32", 300, 2), ("f64", 1000, 1)])
+def test_scatter_add_is_one_atomic_pass_over_the_updates(t, k, w):
+    """Colliding targets (300 updates into 50 rows, windows of 3 rows overlapping), indices out
+    of bounds skipped: a thread per update element adding with an atomic, in the PTX."""
+    src = SCATTER_ADD.format(t=t, k=k, w=w)
+    prog = compile_src(src)
+    assert "a thread per update element, atomic add" in prog.steps_text
+    assert "atom.global.add" in prog.ptx or "red.global.add" in prog.ptx
+    dt = {"f32": np.float32, "f64": np.float64, "s32": np.int32}[t]
+    check(src, [rng.standard_normal((50, 8)).astype(dt), rng.integers(-2, 52, (k, 1)).astype(np.int32),
+                (rng.standard_normal((k, w, 8)) * (1 if t[0] == "f" else 9)).astype(dt)], rtol=1e-5, atol=1e-4)
+
+
+def test_a_scatter_that_replaces_or_of_one_index_has_no_atomics():
+    src = SCATTER_ADD.format(t="f32", k=1, w=1)
+    assert "atomic" not in compile_src(src).steps_text
+    src = SCATTER_ADD.format(t="f32", k=40, w=1).replace("%3 = add(%1, %2) : f32[]", "%3 = multiply(%1, %2) : f32[]")
+    assert "atomic" not in compile_src(src).steps_text
+
+
+def test_max_pooling_gradient_from_jax_is_an_atomic_scatter():
+    """jax's max-pooling gradient is a select_and_scatter, which the importer makes a
+    reduce_window of (value, index) pairs and a scatter-add of one element a window."""
+    jax = pytest.importorskip("jax")
+    import hlo
+
+    def pool(x):
+        return jax.lax.reduce_window(x, -np.inf, jax.lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+
+    x = rng.standard_normal((2, 17, 17, 4)).astype(np.float32)
+    g = jax.jit(lambda x: jax.grad(lambda x: (pool(x) ** 2).sum())(x))
+    low = hlo.load_stablehlo(g.lower(x).as_text())
+    assert "select_and_scatter" in g.lower(x).as_text()
+    prog = cuda_compile(optimize(low.ir, target="cuda"))
+    assert "atomic add" in prog.steps_text
+    if HAVE_GPU:
+        got = prog(x)[0]
+        np.testing.assert_allclose(np.asarray(got), np.asarray(g(x)), rtol=1e-5, atol=1e-5)
