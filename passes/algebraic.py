@@ -490,6 +490,50 @@ def reduce_unit_dims(op, rw):
     return [rw.build("reshape", [x], result_types=[op.results[0].type])]
 
 
+def window_sum_of_spread(op, rw):
+    """A window sum of an array spread out by a pad, where each window meets exactly one of its
+    elements, is that element repeated: the gradient of average (sum) pooling whose windows
+    tile the input (window = stride = s), which jax and hlo.grad write as ``pad`` (s-1 zeros
+    between the elements and at either end) then a ``reduce_window`` sum of s, a window per
+    output that also reads the zeros. ``broadcast_in_dim`` + ``reshape`` instead: out[i] =
+    g[i // s] along each such axis (the 2x2 average pooling's gradient of [16,64,64,32] on the
+    CPU: the pad's kernel alone took 42 ms, an integer division per index and element)."""
+    if len(op.operands) != 2 or scalar_body_op(op.regions[0]) != "add":
+        return None
+    p, init = op.operands
+    pad = p.op
+    if pad is None or pad.name != "pad" or not rw.is_splat_of(init, 0) or not rw.is_splat_of(pad.operands[1], 0):
+        return None
+    g = pad.operands[0]
+    a, r = op.attrs, g.type.rank
+    wd = list(a.get("window_dimensions", [1] * r))
+    if any(any(x != 1 for x in a.get(k, [1] * r)) for k in ("window_strides", "base_dilations", "window_dilations")):
+        return None
+    if any(tuple(x) != (0, 0) for x in a.get("padding", [(0, 0)] * r)):
+        return None
+    lo, hi, mid = (list(pad.attrs[k]) for k in ("edge_padding_low", "edge_padding_high", "interior_padding"))
+    spread = []
+    for d in range(r):
+        w = wd[d]
+        if w == 1 and lo[d] == hi[d] == mid[d] == 0:
+            continue
+        if w < 2 or not lo[d] == hi[d] == mid[d] == w - 1:
+            return None
+        spread.append(d)
+    if not spread:
+        return None
+    shape, dims = [], []
+    for d in range(r):
+        dims.append(len(shape))
+        shape.append(g.type.shape[d])
+        if d in spread:
+            shape.append(wd[d])
+    t = op.results[0].type
+    b = rw.build("broadcast_in_dim", [g], {"broadcast_dimensions": dims},
+                 result_types=[TensorType(tuple(shape), t.dtype)])
+    return [rw.build("reshape", [b], result_types=[t])]
+
+
 def _clone_body(r):
     from hlo.ir.clone import clone_region
     return clone_region(r, {})
@@ -505,6 +549,7 @@ PATTERNS = {
     "broadcast_in_dim": [broadcast_simplify], "slice": [slice_simplify],
     "concatenate": [concatenate_simplify], "pad": [pad_simplify],
     "reduce": [reduce_unit_dims, reduce_of_broadcast], "dot_general": [dot_outer],
+    "reduce_window": [window_sum_of_spread],
     "dynamic_slice": [dynamic_slice_of_constant], "gather": [gather_of_constant],
 }
 

@@ -5,7 +5,7 @@ import pytest
 from hlo.ir import parse_module
 from hlo.ir.interpreter import run
 
-from pass_testing import assert_ir, filecheck, run_passes, random_args
+from pass_testing import assert_ir, filecheck, random_args, rewritten, run_passes
 
 
 def test_dce_removes_unused_ops_and_private_functions():
@@ -501,3 +501,36 @@ def test_dot_with_a_real_contraction_stays_a_dot():
     }
     """
     assert "dot_general" in run_passes(src, ["algebraic-simplifier", "dce"])
+
+
+SPREAD = """
+func @main(%g: f32[2,3,4,5]) -> (f32[2,{h},{w},5]) {{
+  %z = constant dense<0.0> : f32[]
+  %p = pad(%g, %z) {{edge_padding_high = [0, {e}, {e}, 0], edge_padding_low = [0, {e}, {e}, 0], interior_padding = [0, {i}, {i}, 0]}} : f32[2,{ph},{pw},5]
+  %r = reduce_window(%p, %z) {{window_dimensions = [1, {k}, {k}, 1]}} : f32[2,{h},{w},5] {{
+    ^body(%a: f32[], %b: f32[]):
+      %s = add(%a, %b) : f32[]
+      return(%s)
+  }}
+  return(%r)
+}}
+"""
+
+
+def test_a_window_sum_of_a_spread_that_meets_one_element_a_window_is_a_broadcast():
+    """Average pooling's gradient (window = stride = 2) as jax and hlo.grad write it."""
+    src = SPREAD.format(e=1, i=1, k=2, ph=7, pw=9, h=6, w=8)
+    out, _ = rewritten(src, ["algebraic-simplifier", "dce"], "cpu")
+    assert_ir(out, """
+    func @main(%g: f32[2,3,4,5]) -> (f32[2,6,8,5]) {
+      %b = broadcast_in_dim(%g) {broadcast_dimensions = [0, 1, 3, 5]} : f32[2,3,2,4,2,5]
+      %r = reshape(%b) : f32[2,6,8,5]
+      return(%r)
+    }
+    """)
+
+
+def test_a_window_sum_of_a_spread_whose_windows_meet_two_elements_stays():
+    src = SPREAD.format(e=2, i=1, k=3, ph=9, pw=11, h=7, w=9)   # windows of 3 over a spread of 2
+    out, _ = rewritten(src, ["algebraic-simplifier", "dce"], "cpu")
+    assert "reduce_window" in out and "pad" in out
