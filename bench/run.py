@@ -30,7 +30,7 @@ from bench.report import (cpu_seconds_elsewhere, format_table, geomean_summary, 
                           machine_info, machine_slug, now_utc, write_json)
 from bench.systems import make_systems               # noqa: E402
 from bench.timing import measure                     # noqa: E402
-from bench.workloads import WORKLOADS, np_dtype, reference, select  # noqa: E402
+from bench.workloads import SECTIONS, WORKLOADS, np_dtype, reference, select  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 HLO_TARGETS = ("interpreter", "cpu", "cuda")
@@ -44,6 +44,9 @@ def parse_args(argv):
                    help="hlo target(s), comma-separated: interpreter, cpu, cuda "
                         "(default: interpreter,cpu; with --gpu: cuda)")
     p.add_argument("--workloads", default=None, help="comma-separated workload ids (default: all)")
+    p.add_argument("--section", default=None,
+                   help="comma-separated sections: seed (the seed workloads), families (bench/families.py: "
+                        "programs of the kinds users bring, issue 32) (default: both)")
     p.add_argument("--systems", default=None,
                    help="comma-separated: numpy, jax, torch, torch.compile, torch.compile-ro (CUDA graphs; --gpu), iree, hlo (default: all)")
     p.add_argument("--quick", action="store_true", help="tiny sizes and short timing: a smoke run")
@@ -202,7 +205,7 @@ def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.list:
         for w in WORKLOADS:
-            print(f"{w.id:20} {w.what}")
+            print(f"{w.id:20} [{w.section}] {w.what}")
             for mode in ("cpu", "gpu", "quick"):
                 print(f"{'':22}{mode:6} {','.join(w.dtypes[mode]):10} {w.dims[mode]}")
         return 0
@@ -214,7 +217,11 @@ def main(argv=None) -> int:
         raise SystemExit(f"unknown hlo target(s) {', '.join(bad)}; known: {', '.join(HLO_TARGETS)}")
     names = [s for s in args.systems.split(",") if s] if args.systems else None
     workload_ids = [w for w in args.workloads.split(",") if w] if args.workloads else None
-    cases = select(workload_ids, mode)
+    sections = [x for x in args.section.split(",") if x] if args.section else None
+    bad = [x for x in sections or () if x not in SECTIONS]
+    if bad:
+        raise SystemExit(f"unknown section(s) {', '.join(bad)}; known: {', '.join(SECTIONS)}")
+    cases = select(workload_ids, mode, sections)
     systems = make_systems(names, targets, gpu=args.gpu, quick=args.quick)
     _setup_environment(args.gpu)
 
@@ -285,6 +292,7 @@ def main(argv=None) -> int:
                 "case": case.name, "workload": case.workload.id, "what": case.workload.what, "dtype": case.dtype,
                 "shapes": case.shapes(inputs), "bytes": _case_bytes(case, inputs, refs), "flops": case.flops(),
                 "memory_bound": case.workload.memory_bound, "reference_s": ref_s,
+                "section": case.workload.section, "imported": case.workload.imported,
             }
             print(f"{case.name}: {cases_info[case.name]['shapes']}", file=sys.stderr)
             for s in live:
@@ -321,7 +329,7 @@ def main(argv=None) -> int:
     out_dir = Path(args.out) if args.out else (None if args.quick else RESULTS_DIR)
     if out_dir is not None:
         # a narrowed run never replaces the full run's file (bench/results/.gitignore drops it)
-        partial = bool(args.workloads or args.systems or args.target)
+        partial = bool(args.workloads or args.systems or args.target or args.section)
         name = f"{'gpu' if args.gpu else 'cpu'}{'-quick' if args.quick else ''}_{machine_slug(machine, args.gpu)}_" \
                f"{started:%Y-%m-%d}{'_partial' if partial else ''}.json"
         payload = {

@@ -171,7 +171,7 @@ class JaxSystem(System):
         body = case.workload.fn
 
         def fn(*a):
-            return body(Ops(jnp, jax.grad, jax.vmap), *a)
+            return body(Ops(jnp, jax.grad, jax.vmap, jax.lax), *a)
 
         class B(Bound):
             def first(self):
@@ -224,6 +224,12 @@ class TorchSystem(System):
         import torch
         if self.gpu and not torch.cuda.is_available():
             return f"torch {torch.__version__} sees no CUDA device"
+        return None
+
+    def skip(self, case):
+        from bench import torch_impl
+        if case.workload.id not in (torch_impl.COMPILED if self.compiled else torch_impl.EAGER):
+            return "skipped: no torch implementation of this workload in bench/torch_impl.py"
         return None
 
     def _impl(self, case):
@@ -384,6 +390,10 @@ class HloSystem(System):
 
     def skip(self, case):
         import hlo
+        if case.workload.section == "families" and self.target == "interpreter":
+            return "skipped: the families section times the compiled targets"
+        if case.workload.imported and _missing("jax"):
+            return "skipped: an imported workload needs jax to write its StableHLO"
         if case.workload.needs_grad and not hasattr(hlo, "grad"):
             return "skipped: hlo.grad not implemented"
         if case.workload.needs_vmap and not hasattr(hlo, "vmap"):
@@ -395,7 +405,7 @@ class HloSystem(System):
         import hlo.numpy as hnp
         system = self
         body = case.workload.fn
-        ops = Ops(hnp, getattr(hlo, "grad", None), getattr(hlo, "vmap", None))
+        ops = Ops(hnp, getattr(hlo, "grad", None), getattr(hlo, "vmap", None), getattr(hlo, "lax", None))
         target = self.target
         # on the GPU the inputs live there before timing starts, as the peers' do
         args = [hlo.device_put(a) for a in inputs] if target == "cuda" else list(inputs)
@@ -404,9 +414,23 @@ class HloSystem(System):
             return body(ops, *a)
         fn.__name__ = case.workload.id
 
+        def lower():
+            """The program as hlo gets it: traced from ``fn``, or (``imported``) the StableHLO
+            that jax.jit lowers the same body to, loaded."""
+            if not case.workload.imported:
+                return hlo.jit(fn, target=target).lower(*inputs)
+            import jax
+            import jax.numpy as jnp
+            jops = Ops(jnp, jax.grad, jax.vmap, jax.lax)
+            text = jax.jit(lambda *a: body(jops, *a)).lower(*inputs).as_text()
+            return hlo.load_stablehlo(text, source_name=f"<{case.workload.id}, from jax>")
+
+        def build():
+            return lower().compile(target=target) if case.workload.imported else hlo.jit(fn, target=target)
+
         class B(Bound):
             def first(self):
-                self.f = hlo.jit(fn, target=target)
+                self.f = build()
                 return self.call()
 
             def call(self):
@@ -429,7 +453,8 @@ class HloSystem(System):
                     ctx = contextlib.nullcontext()
                 with ctx:
                     t0 = time.perf_counter()
-                    compiled = hlo.jit(fn, target=target).lower(*inputs).compile()
+                    compiled = lower().compile(target=target) if case.workload.imported else \
+                        hlo.jit(fn, target=target).lower(*inputs).compile()
                     st = {"compile_s": time.perf_counter() - t0}
                 if hasattr(compiled, "cost_analysis"):
                     st["kernels"] = compiled.cost_analysis()["kernels"]

@@ -5,6 +5,9 @@ Each entry takes torch tensors in the workload's positional order and returns a 
 of tensors. ``train_step_compiled`` is the variant given to torch.compile: it takes gradients with
 torch.func (which Dynamo captures in one graph) instead of torch.autograd.grad.
 ``per_example_grads`` is ``torch.func.vmap(torch.func.grad(loss of one example))`` in both tables.
+The families (bench/families.py) have eager versions (``FAMILIES``: torch.cumsum, logcumsumexp,
+F.max_pool2d / avg_pool2d on the NHWC input permuted, F.embedding, gradients by autograd);
+torch.compile gets the ones without gradients.
 """
 from __future__ import annotations
 
@@ -95,10 +98,38 @@ def dispatch(x):
     return x + 1.0
 
 
+# ---------------------------------------------------------------- the families (bench/families.py)
+
+def _grad_of(f, x, g):
+    """f(x) and d/dx sum(f(x) * g) by autograd (the harness calls under no_grad)."""
+    x = x.detach().requires_grad_(True)
+    with torch.enable_grad():
+        y = f(x)
+        (dx,) = torch.autograd.grad(y, x, g)
+    return y.detach(), dx
+
+
+def _nchw_pool(pool):
+    return lambda x: pool(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+
+
+FAMILIES = {
+    "cumsum": lambda x: torch.cumsum(x, 1),
+    "cumsum_hlo": lambda x: torch.cumsum(x, 1),
+    "cummax_rev": lambda x: torch.flip(torch.cummax(torch.flip(x, (0,)), 0).values, (0,)),
+    "cumlogsumexp": lambda x: torch.logcumsumexp(x, 1),
+    "maxpool_grad": lambda x, g: _grad_of(_nchw_pool(lambda t: F.max_pool2d(t, 3, 2)), x, g),
+    "avgpool_grad": lambda x, g: _grad_of(_nchw_pool(lambda t: F.avg_pool2d(t, 2, 2)), x, g),
+    "embedding_grad": lambda table, tokens, g: _grad_of(lambda t: F.embedding(tokens.long(), t), table, g),
+}
+
 EAGER = {
     "tinyops": tinyops, "ln_linear_gelu_res": ln_linear_gelu_res, "simple_mlp": simple_mlp,
     "linear_relu": linear_relu, "softmax": softmax, "layernorm": layernorm,
     "transformer_layer": transformer_layer, "mlp_train_step": mlp_train_step, "per_example_grads": per_example_grads,
-    "dispatch": dispatch,
+    "dispatch": dispatch, **FAMILIES,
 }
-COMPILED = {**EAGER, "mlp_train_step": train_step_compiled}
+# (torch.compile traces the families' autograd.grad calls as graph breaks: the eager ones are
+# not given to it)
+COMPILED = {**{k: v for k, v in EAGER.items() if k not in FAMILIES or not k.endswith("_grad")},
+            "mlp_train_step": train_step_compiled}

@@ -23,13 +23,14 @@ MODES = ("cpu", "gpu", "quick")
 
 class Ops:
     """What a workload body may use: ``xp`` (array namespace), ``nn`` (NN over xp), ``grad``,
-    ``vmap``."""
+    ``vmap``, ``lax`` (jax.lax or hlo.lax; the families' bodies)."""
 
-    def __init__(self, xp, grad=None, vmap=None):
+    def __init__(self, xp, grad=None, vmap=None, lax=None):
         self.xp = xp
         self.nn = NN(xp)
         self.grad = grad
         self.vmap = vmap
+        self.lax = lax
 
 
 def np_dtype(name: str):
@@ -51,7 +52,9 @@ class Workload:
 (a system without them skips the workload). ``delta_of`` maps output index -> input index for outputs that are updated
     inputs: the check compares the update (output - input), so a wrong gradient cannot hide under
     a parameter's magnitude. ``flops(dims)`` counts matrix-product flops; ``memory_bound``
-    workloads also report their fraction of the machine's copy bandwidth.
+    workloads also report their fraction of the machine's copy bandwidth. ``section`` is "seed"
+    (the workloads above) or "families" (bench/families.py); ``imported`` workloads reach hlo as
+    the StableHLO of ``jax.jit(fn).lower(...)`` (``hlo.load_stablehlo``), as a jax user's do.
     """
     id: str
     what: str
@@ -65,6 +68,8 @@ class Workload:
     needs_grad: bool = False
     needs_vmap: bool = False
     delta_of: dict = field(default_factory=dict)
+    section: str = "seed"
+    imported: bool = False
 
 
 @dataclass
@@ -354,18 +359,23 @@ WORKLOADS = [
              {"cpu": ["f32"], "gpu": ["f32"], "quick": ["f32"]}),
 ]
 
+from bench.families import FAMILIES       # noqa: E402  (its workloads use the definitions above)
+
+WORKLOADS = WORKLOADS + FAMILIES
+SECTIONS = ("seed", "families")
 BY_ID = {w.id: w for w in WORKLOADS}
 
 
-def select(ids: Optional[list], mode: str) -> list:
-    """The cases to run: the named workloads (all if None) at ``mode``'s sizes and dtypes."""
+def select(ids: Optional[list], mode: str, sections: Optional[list] = None) -> list:
+    """The cases to run: the named workloads (all of ``sections`` if None; every section if
+    that is None too) at ``mode``'s sizes and dtypes."""
     if ids:
         unknown = [i for i in ids if i not in BY_ID]
         if unknown:
             raise SystemExit(f"unknown workload(s) {', '.join(unknown)}; known: {', '.join(BY_ID)}")
         chosen = [BY_ID[i] for i in ids]
     else:
-        chosen = WORKLOADS
+        chosen = [w for w in WORKLOADS if sections is None or w.section in sections]
     return [Case(w, mode, dt) for w in chosen for dt in w.dtypes[mode]]
 
 

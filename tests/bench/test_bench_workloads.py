@@ -21,6 +21,8 @@ from bench.systems import (Bound, HloSystem, IreeSystem, JaxSystem, NumpySystem,
                            TorchCompileSystem, TorchSystem, xla_entry_opcodes)
 
 QUICK = W.select(None, "quick")
+SEED = W.select(None, "quick", ["seed"])
+FAMILIES = W.select(None, "quick", ["families"])
 FAST = dict(min_time=0.001, max_time=2.0)
 
 
@@ -185,7 +187,7 @@ def test_numpy_and_jax_agree_with_reference(case):
 
 
 @pytest.mark.skipif(not _has("torch"), reason="torch not installed (bench/requirements-peers.txt)")
-@pytest.mark.parametrize("case", QUICK, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", SEED, ids=lambda c: c.name)
 def test_torch_agrees_with_reference(case):
     _ok(case, TorchSystem(False, True))
 
@@ -198,7 +200,7 @@ def test_torch_compile_agrees_with_reference(wid):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not _has("torch"), reason="torch not installed (bench/requirements-peers.txt)")
-@pytest.mark.parametrize("case", QUICK, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", SEED, ids=lambda c: c.name)
 def test_torch_compile_agrees_with_reference_everywhere(case):
     _ok(case, TorchCompileSystem(False, True))
 
@@ -221,6 +223,34 @@ def test_hlo_interpreter_agrees_or_says_why_not(case):
     assert r["status"] in ("ok", "skipped"), f"{r['status']}: {r['note']}"
     if r["status"] == "skipped":
         assert r["note"]
+
+
+@pytest.mark.parametrize("case", FAMILIES, ids=lambda c: c.name)
+def test_hlo_cpu_runs_the_families_as_the_reference_does(case):
+    """The families section (bench/families.py) on hlo:cpu at tiny sizes: imported from jax's
+    StableHLO where the workload says so, else traced; the interpreter skips them with a reason."""
+    system = HloSystem(False, True, "cpu")
+    if system.unavailable():
+        pytest.skip(system.unavailable())
+    r = _ok(case, system)
+    assert r["kernels"] >= 1
+    assert "compiled targets" in run_one(case, HloSystem(False, True, "interpreter"), case.inputs(),
+                                         W.reference(case, case.inputs()), **FAST)["note"]
+
+
+def test_the_families_references_are_independent_of_their_bodies():
+    """Each family's numpy reference is written apart from its jax body: the two agree on
+    inputs with ties and edges (max pooling's first maximum, repeated tokens)."""
+    import jax
+    import jax.numpy as jnp
+    for case in FAMILIES:
+        inputs = case.inputs()
+        if case.workload.id == "maxpool_grad":
+            inputs[0] = np.round(inputs[0]).astype(np.float32)   # ties: the first maximum is chosen
+        want = W.reference(case, inputs)
+        got = W.flatten(jax.jit(lambda *a: case.workload.fn(W.Ops(jnp, jax.grad, jax.vmap, jax.lax), *a))(*inputs))
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g, np.float64), w, rtol=1e-5, atol=1e-5, err_msg=case.name)
 
 
 def test_per_example_reference_is_each_examples_own_gradient():
