@@ -132,6 +132,7 @@ def legalize_chlo(module, source_name: str = "<stablehlo>") -> None:
     from jaxlib.mlir import passmanager
     from jaxlib.mlir.dialects import stablehlo
     with context():
+        associative_scans_to_windows(module)
         _refuse_misread_chlo(module, source_name)
         if not _PASSES_REGISTERED:
             stablehlo.register_stablehlo_passes()
@@ -141,6 +142,95 @@ def legalize_chlo(module, source_name: str = "<stablehlo>") -> None:
             pm.run(module.operation)
         except ir.MLIRError as e:
             raise StableHLOError(f"{source_name}: chlo legalization failed: {_diagnostic(e, source_name)}") from None
+
+
+# chlo.scan bodies that are one associative op of the slice and the carry; the init must be the
+# op's identity for the scan to equal a reduce_window over the prefix (``_identity``)
+_SCAN_BODIES = {"stablehlo.add": "add", "stablehlo.multiply": "multiply", "stablehlo.maximum": "maximum",
+                "stablehlo.minimum": "minimum", "stablehlo.and": "and", "stablehlo.or": "or"}
+
+
+def _identity(kind: str, dt):
+    import numpy as np
+    if dt.kind == "b":
+        return {"and": True, "or": False, "maximum": False, "minimum": True}.get(kind)
+    if kind in ("add", "or"):
+        return 0
+    if kind in ("multiply",):
+        return 1
+    if kind == "and":
+        return -1 if dt.kind == "i" else np.iinfo(dt).max if dt.kind == "u" else None
+    if dt.kind == "f":
+        return -np.inf if kind == "maximum" else np.inf
+    return np.iinfo(dt).min if kind == "maximum" else np.iinfo(dt).max
+
+
+def associative_scans_to_windows(module) -> int:
+    """Rewrite each ``chlo.scan`` marked ``is_associative`` whose body is one op of ``_SCAN_BODIES``
+    on its slice and carry (returned as both), with one input, an init that is a broadcast
+    scalar constant equal to the op's identity and an unused final carry, into the
+    ``stablehlo.reduce_window`` over the prefix (padding (n-1, 0), or (0, n-1) reversed) that
+    older jax emits for ``cumsum`` & co.: the ``window-scan`` pass then makes it an associative
+    scan. jax 0.11 writes ``jnp.cumsum`` as such a chlo.scan, which jaxlib's legalization makes a
+    ``while`` loop of one slice a step (cumsum along the rows of 4096x4096 on an H200: 300 ms).
+    Other scans are left to the legalization. Returns how many were rewritten."""
+    ir = mlir()
+    import numpy as np
+    from jaxlib.mlir.dialects import stablehlo
+    found = []
+
+    def visit(op):
+        if op.name == "chlo.scan":
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    done = 0
+    for op in found:
+        a = op.attributes
+        if "is_associative" not in a or not bool(a["is_associative"].value) or len(op.operands) != 2 \
+                or len(op.results) != 2 or len(list(op.results[1].uses)) or len(op.regions) != 1:
+            continue
+        blocks = list(op.regions[0].blocks)
+        if len(blocks) != 1:
+            continue
+        body = list(blocks[0].operations)
+        args = list(blocks[0].arguments)
+        if len(body) != 2 or body[0].name not in _SCAN_BODIES or body[1].name != "stablehlo.return":
+            continue
+        r = body[0].results[0]
+        if set(map(str, body[1].operands)) != {str(r)} or len(body[1].operands) != 2 \
+                or sorted(map(str, body[0].operands)) != sorted(map(str, args)):
+            continue
+        kind = _SCAN_BODIES[body[0].name]
+        init = op.operands[1].owner
+        if not hasattr(init, "name") or init.name != "stablehlo.broadcast_in_dim":
+            continue
+        const = init.operands[0].owner
+        if not hasattr(const, "name") or const.name != "stablehlo.constant":
+            continue
+        value = np.array(const.attributes["value"])
+        if value.shape != () or value.dtype.kind not in "fiub" or value != _identity(kind, value.dtype):
+            continue
+        x = op.operands[0]
+        xt = ir.RankedTensorType(x.type)
+        dim = int(a["dimension"].value)
+        n = xt.shape[dim]
+        reverse = "is_reverse" in a and bool(a["is_reverse"].value)
+        wd = [n if d == dim else 1 for d in range(xt.rank)]
+        pads = [([0, n - 1] if reverse else [n - 1, 0]) if d == dim else [0, 0] for d in range(xt.rank)]
+        with op.location, ir.InsertionPoint(op):
+            scalar = ir.RankedTensorType.get([], xt.element_type)
+            rw = stablehlo.ReduceWindowOp([op.results[0].type], [x], [const.results[0]], wd,
+                                          padding=ir.DenseIntElementsAttr.get(np.array(pads, np.int64)))
+            block = rw.body.blocks.append(scalar, scalar)
+            with ir.InsertionPoint(block):
+                c = ir.Operation.create(body[0].name, results=[scalar], operands=list(block.arguments))
+                stablehlo.ReturnOp([c.results[0]])
+        op.results[0].replace_all_uses_with(rw.results[0])
+        op.erase()
+        done += 1
+    return done
 
 
 def _refuse_misread_chlo(module, source_name: str) -> None:

@@ -132,3 +132,42 @@ def test_jax_cumsum_of_ints_and_bools():
               lambda x: jax.lax.cummax(x, 1, reverse=True)):
         low = hlo.load_stablehlo(jax.jit(f).lower(x).as_text())
         np.testing.assert_array_equal(np.asarray(_only(low.compile(target="cpu")(x))), np.asarray(jax.jit(f)(x)))
+
+
+# jax 0.11 writes jnp.cumsum as an associative chlo.scan (the text below is what it lowered
+# cumsum along the rows to on an H200): imported as the reduce_window over the prefix
+# (mlir_bridge.associative_scans_to_windows), then the same scan, not jaxlib's legalization to a
+# while loop of one slice a step.
+CHLO_SCAN = """module @jit__lambda {
+  func.func public @main(%arg0: tensor<8x100xf32>) -> (tensor<8x100xf32>) {
+    %cst = stablehlo.constant dense<INIT> : tensor<f32>
+    %0 = stablehlo.broadcast_in_dim %cst, dims = [] : (tensor<f32>) -> tensor<8xf32>
+    %1:2 = chlo.scan(%arg0) inits (%0) dimension=1  attributes {is_associative = true, is_reverse = REV} {
+    ^bb0(%input: tensor<8xf32>, %carry: tensor<8xf32>):
+      %2 = stablehlo.OP %input, %carry : tensor<8xf32>
+      stablehlo.return %2, %2 : tensor<8xf32>, tensor<8xf32>
+    } : (tensor<8x100xf32>, tensor<8xf32>) -> (tensor<8x100xf32>, tensor<8xf32>)
+    return %1#0 : tensor<8x100xf32>
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("op,init,reverse,scan", [
+    ("add", "0.000000e+00", False, True), ("add", "0.000000e+00", True, True),
+    ("maximum", "0xFF800000", False, True), ("maximum", "-3.0", False, False),
+    ("multiply", "1.000000e+00", True, True),
+    ("add", "1.0", False, False)])             # not add's identity: jaxlib's loop, right all the same
+def test_jax_associative_chlo_scans_become_scans(target, op, init, reverse, scan):
+    pytest.importorskip("jaxlib")
+    src = CHLO_SCAN.replace("INIT", init).replace("REV", str(reverse).lower()).replace("OP", op)
+    low = hlo.load_stablehlo(src)
+    names = [o.name for o in optimize(low.ir, "cpu").module.main.walk()]
+    assert ("while" not in names and "reduce_window" not in names) == scan, names
+    x = (1 + 0.01 * RNG.standard_normal((8, 100))).astype(np.float32)
+    f = {"add": np.add, "maximum": np.maximum, "multiply": np.multiply}[op]
+    xs = np.flip(x, 1) if reverse else x
+    c = -np.inf if init == "0xFF800000" else float(init)
+    want = f.accumulate(np.concatenate([np.full((8, 1), c), xs.astype(np.float64)], 1), axis=1)[:, 1:]
+    want = np.flip(want, 1) if reverse else want
+    np.testing.assert_allclose(np.asarray(_only(low.compile(target=target)(x)), np.float64), want, rtol=2e-5, atol=1e-4)
