@@ -329,9 +329,11 @@ def main(argv=None) -> int:
     out_dir = Path(args.out) if args.out else (None if args.quick else RESULTS_DIR)
     if out_dir is not None:
         # a narrowed run never replaces the full run's file (bench/results/.gitignore drops it)
-        partial = bool(args.workloads or args.systems or args.target or args.section)
-        name = f"{'gpu' if args.gpu else 'cpu'}{'-quick' if args.quick else ''}_{machine_slug(machine, args.gpu)}_" \
-               f"{started:%Y-%m-%d}{'_partial' if partial else ''}.json"
+        # (one whole section is a run of its own: ``cpu-families_...json``)
+        partial = bool(args.workloads or args.systems or args.target or (sections and len(sections) > 1))
+        section = f"-{sections[0]}" if sections and len(sections) == 1 else ""
+        name = f"{'gpu' if args.gpu else 'cpu'}{'-quick' if args.quick else ''}{section}_" \
+               f"{machine_slug(machine, args.gpu)}_{started:%Y-%m-%d}{'_partial' if partial else ''}.json"
         payload = {
             "bench": "hlo seed workloads (issue 4)", "schema": 1, "date": started.isoformat(timespec="seconds"),
             "mode": mode, "argv": sys.argv[1:] if argv is None else list(argv), "machine": machine,
