@@ -30,7 +30,7 @@ from bench.report import (cpu_seconds_elsewhere, format_table, geomean_summary, 
                           machine_info, machine_slug, now_utc, write_json)
 from bench.systems import make_systems               # noqa: E402
 from bench.timing import measure                     # noqa: E402
-from bench.workloads import SECTIONS, WORKLOADS, np_dtype, reference, select  # noqa: E402
+from bench.workloads import ALL_WORKLOADS, SECTIONS, np_dtype, reference, select  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 HLO_TARGETS = ("interpreter", "cpu", "cuda")
@@ -204,7 +204,7 @@ def derive(results, cases_info, limits) -> None:
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.list:
-        for w in WORKLOADS:
+        for w in ALL_WORKLOADS:
             print(f"{w.id:20} [{w.section}] {w.what}")
             for mode in ("cpu", "gpu", "quick"):
                 print(f"{'':22}{mode:6} {','.join(w.dtypes[mode]):10} {w.dims[mode]}")
