@@ -20,9 +20,11 @@ checks it; what a saved executable stores):
 A call (``exe(*args)`` / ``exe.run(args)``) is asynchronous, like jax's: it checks the
 arguments (count, shape, dtype: ``ArgumentError``, the CPU runtime's class), brings them to
 the device (numpy arrays are copied; ``DeviceArray``\\ s and GPU arrays of torch, jax or cupy
--- through DLPack or ``__cuda_array_interface__`` -- are read in place, ordered after their
-producer's stream), allocates the results (stream-ordered, from the device's memory pool),
-queues the steps on the executable's one stream and returns ``DeviceArray``\\ s at once.
+-- through ``interop.reader_for``'s reader of their type, or DLPack / ``__cuda_array_interface__``
+for other producers -- are read in place, the executable's stream ordered once per call after
+each distinct producer stream they name), allocates the results (stream-ordered, from the
+device's memory pool), queues the steps on the executable's one stream and returns
+``DeviceArray``\\ s at once.
 
 The buffer plan's arena is allocated once and reused; concurrent callers (threads) each take
 an arena from a pool (a "slot", which also owns the pre-built launch records of
