@@ -64,6 +64,10 @@ def parse_args(argv):
                    help="cpu sizes: do not time numpy with the OPENBLAS_* variables unset in alternation with "
                         "hlo:cpu's product kernels (bench/numpy_unset.py; ~8 s per workload with products)")
     p.add_argument("--list", action="store_true", help="print the workloads and their sizes, then exit")
+    p.add_argument("--no-interop", action="store_true",
+                   help="--gpu: leave out the interop section (hlo fed torch / jax / cupy arrays, bench/interop.py)")
+    p.add_argument("--no-coldstart", action="store_true",
+                   help="--gpu: leave out the coldstart section (fresh processes to a first result, bench/coldstart.py)")
     return p.parse_args(argv)
 
 
@@ -325,6 +329,20 @@ def main(argv=None) -> int:
               f"alternating bursts (median of the rounds' ratios); numpy unset: median {unset:.1f} GFLOP/s "
               f"({lo:.1f}-{hi:.1f} over {len(unset_ref.rates)} bursts)")
     failed = [r for r in results if r["status"] in ("wrong", "error")]
+    sections = {}
+    if args.gpu and not args.quick and "cuda" in targets:
+        if not args.no_interop:
+            from bench import interop
+            left = None if args.budget is None else max(0.0, args.budget - (time.perf_counter() - t_start))
+            rows = interop.run(workload_ids, budget_s=left)
+            sections["interop"] = rows
+            print("\n" + interop.format_table(rows))
+            failed += [{"case": r["case"], "system": "interop"} for r in rows if r.get("status") in ("wrong", "error")]
+        if not args.no_coldstart:
+            from bench import coldstart
+            res = coldstart.run()
+            sections["coldstart"] = res
+            print("\n" + coldstart.format_table(res))
 
     out_dir = Path(args.out) if args.out else (None if args.quick else RESULTS_DIR)
     if out_dir is not None:
@@ -342,6 +360,7 @@ def main(argv=None) -> int:
                          "jax_default_matmul_precision": "highest" if args.gpu else "default"},
             "cases": list(cases_info.values()), "results": results,
             "geomean_ratio_to_best_peer": {n: {"geomean": g, "cases": k} for n, g, k in geomean_summary(results)},
+            **sections,
         }
         path = write_json(out_dir / name, payload)
         print(f"\nwrote {path}")

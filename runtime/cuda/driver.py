@@ -390,6 +390,25 @@ def wait_foreign(stream: Stream, foreign_stream: int, event: Event) -> None:
     stream.wait(event)
 
 
+_foreign_streams = {}  # raw handle -> CUstream (made once per handle)
+
+
+def order_after_foreign(stream: Stream, foreign_stream: int, event: Event) -> bool:
+    """Order ``stream`` after the work queued so far on another library's stream (a raw handle;
+    0 and 1 are the legacy default stream, 2 the per-thread one): nothing when a query says that
+    work has finished (no wait is needed, and a query is one driver call where an event record
+    and a wait are two), else ``wait_foreign``. True when it queued a wait. Never waits on the
+    host."""
+    s = _foreign_streams.get(foreign_stream)
+    if s is None:
+        s = _foreign_streams[foreign_stream] = cu.CUstream(foreign_stream)
+    if _done(cu.cuStreamQuery(s)[0], "cuStreamQuery"):
+        return False
+    event.record(s)
+    stream.wait(event)
+    return True
+
+
 def memcpy_htod(dst: int, src_addr: int, nbytes: int, stream: Stream) -> None:
     if nbytes:
         ret = cu.cuMemcpyHtoDAsync(dst, src_addr, nbytes, stream.handle)

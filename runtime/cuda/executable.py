@@ -20,9 +20,11 @@ checks it; what a saved executable stores):
 A call (``exe(*args)`` / ``exe.run(args)``) is asynchronous, like jax's: it checks the
 arguments (count, shape, dtype: ``ArgumentError``, the CPU runtime's class), brings them to
 the device (numpy arrays are copied; ``DeviceArray``\\ s and GPU arrays of torch, jax or cupy
--- through DLPack or ``__cuda_array_interface__`` -- are read in place, ordered after their
-producer's stream), allocates the results (stream-ordered, from the device's memory pool),
-queues the steps on the executable's one stream and returns ``DeviceArray``\\ s at once.
+-- through ``interop.reader_for``'s reader of their type, or DLPack / ``__cuda_array_interface__``
+for other producers -- are read in place, the executable's stream ordered once per call after
+each distinct producer stream they name), allocates the results (stream-ordered, from the
+device's memory pool), queues the steps on the executable's one stream and returns
+``DeviceArray``\\ s at once.
 
 The buffer plan's arena is allocated once and reused; concurrent callers (threads) each take
 an arena from a pool (a "slot", which also owns the pre-built launch records of
@@ -64,6 +66,7 @@ from .errors import CudaError, CudaOutOfMemoryError, CudaUnavailableError
 from .target import arch_runs_on, split_arch
 
 FORMAT_VERSION = 1
+_UNSEEN = object()
 
 
 class _Sig(_CpuSig):
@@ -214,6 +217,7 @@ class CudaExecutable(Signature):
         self._allocs: List[int] = []  # device memory owned for the executable's life
         self._events: list = []  # free events (a pool)
         self._wait_event = driver.Event()
+        self._readers = {}  # argument type -> its reader (``interop.reader_for``)
         self._inflight = collections.deque()  # (completion, objects to keep alive until then)
         self._slots: List[_Slot] = []
         self._lock = threading.Lock()
@@ -306,9 +310,12 @@ class CudaExecutable(Signature):
         keep = []
         donated = {}  # input index -> DeviceArray whose buffer a result takes over
         out_bufs: List[Optional[DeviceBuffer]] = [None] * self._nout
+        streams = {}  # the other libraries' streams the arguments came from (``interop``)
         try:
             for i, a in enumerate(args):
-                ins[i] = self._bring(i, a, temps, keep, donated)
+                ins[i] = self._bring(i, a, temps, keep, donated, streams)
+            if streams:  # once per producer stream, not once per argument
+                self._order_foreign(streams)
             for o, (shape, dtype, strides, nbytes, _) in enumerate(self._out_info):
                 i = self._aliases.get(o)
                 if i is not None:
@@ -363,7 +370,7 @@ class CudaExecutable(Signature):
                 self.ctx.trim_pool()
             return self.ctx.alloc(nbytes, self._stream, what=what)
 
-    def _bring(self, i: int, a, temps: dict, keep: list, donated: dict) -> int:
+    def _bring(self, i: int, a, temps: dict, keep: list, donated: dict, streams: dict) -> int:
         """The device address of argument ``i`` (copied to the device if it is host data)."""
         s = self._in[i]
         if type(a) is DeviceArray:
@@ -389,23 +396,27 @@ class CudaExecutable(Signature):
                 keep.append(a)  # memory freed on another stream (or owned elsewhere): held until done
             return buf.ptr
         if not isinstance(a, np.ndarray):
+            read = self._readers.get(type(a), _UNSEEN)
+            if read is _UNSEEN:
+                read = self._readers[type(a)] = interop.reader_for(type(a)) or self._read_general
             try:
-                f = interop.import_array(a, self._stream.ptr, self._wait_foreign)
+                f = read(a, streams, self._stream.ptr, keep)
             except (TypeError, ValueError, BufferError) as e:
                 raise ArgumentError(f"argument {i}: {e}") from None
             if f is not None:
-                if f.dtype != s.dtype or f.shape != s.shape:
-                    raise self._bad(i, s, f.dtype, f.shape)
-                if f.device_id is not None and f.device_id != self.ctx.device:
-                    raise ArgumentError(f"argument {i} lives on cuda:{f.device_id}; this executable runs "
+                ptr, shape, dtype, strides, device_id = f
+                if dtype != s.dtype or shape != s.shape:
+                    raise self._bad(i, s, dtype, shape)
+                if device_id is not None and device_id != self.ctx.device:
+                    raise ArgumentError(f"argument {i} lives on cuda:{device_id}; this executable runs "
                                         f"on cuda:{self.ctx.device}")
-                if not strides_match(f.shape, f.strides, s.strides, s.dtype.itemsize):
+                if (strides != s.strides if strides is not None else not s.row_major) and \
+                        not strides_match(shape, strides, s.strides, s.dtype.itemsize):
                     raise ArgumentError(
-                        f"argument {i}: a GPU array with strides {f.strides} (bytes); this executable "
-                        f"reads {_type_str(s.name, s.shape)} with strides {s.strides}: pass a contiguous "
-                        "array (e.g. torch's .contiguous())")
-                keep.append(f.keep)
-                return f.ptr
+                        f"argument {i}: a GPU array with strides {strides or 'C-contiguous'} (bytes); "
+                        f"this executable reads {_type_str(s.name, s.shape)} with strides {s.strides}: "
+                        "pass a contiguous array (e.g. torch's .contiguous())")
+                return ptr
             a = np.asarray(a)
         if a.dtype != s.dtype or a.shape != s.shape:
             raise self._bad(i, s, a.dtype, a.shape)
@@ -415,8 +426,23 @@ class CudaExecutable(Signature):
         driver.memcpy_htod(p, a.ctypes.data, s.nbytes, self._stream)
         return p
 
-    def _wait_foreign(self, handle: int) -> None:
-        driver.wait_foreign(self._stream, handle, self._wait_event)
+    @staticmethod
+    def _read_general(a, streams: dict, stream_handle: int, keep: list):
+        """A GPU array of a producer without a fast reader: DLPack, else the CUDA array
+        interface (``interop.import_array``); the streams it names are ordered once per call."""
+        f = interop.import_array(a, stream_handle, lambda h: streams.__setitem__(h, h))
+        if f is None:
+            return None
+        keep.append(f.keep)
+        return f.ptr, f.shape, f.dtype, f.strides, f.device_id
+
+    def _order_foreign(self, streams: dict) -> None:
+        """Order the executable's stream after each producer stream the arguments named (a
+        raw handle, or a callable returning one: read once per call)."""
+        for v in streams.values():
+            h = v() if callable(v) else v
+            if h is not None:
+                driver.order_after_foreign(self._stream, int(h), self._wait_event)
 
     @staticmethod
     def _bad(i, s, dtype, shape) -> ArgumentError:

@@ -289,3 +289,104 @@ def test_gpu_jax_inputs():
     f = hlo.jit(lambda x: x * 3.0, target="cuda")
     j = jax.device_put(np.arange(4, dtype=np.float32), dev)
     np.testing.assert_array_equal(np.asarray(f(j)), np.arange(4, dtype=np.float32) * 3)
+
+
+# -- foreign arrays through their fast routes (interop.reader_for) -----------------------------
+
+def _torch_gpu():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no GPU")
+    return torch
+
+
+@gpu
+def test_gpu_torch_bf16_and_requires_grad_tensors_are_read_in_place():
+    torch = _torch_gpu()
+    f = hlo.jit(lambda x, w: x @ w, target="cuda")
+    x = torch.randn(16, 32, dtype=torch.bfloat16, device="cuda")
+    w = torch.randn(32, 8, dtype=torch.bfloat16, device="cuda", requires_grad=True)
+    w2 = torch.nn.Parameter(torch.randn(32, 8, dtype=torch.bfloat16, device="cuda"))
+    want = (x.float() @ w.detach().float())
+    for _ in range(2):  # the full path, then the fast path
+        out = f(x, w)
+        got = torch.from_dlpack(out)  # back without a copy
+        assert got.dtype == torch.bfloat16 and got.data_ptr() == out.device_ptr
+        torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(torch.from_dlpack(f(x, w2)).float(), x.float() @ w2.detach().float(),
+                               rtol=2e-2, atol=2e-2)
+    assert w.grad is None and w.requires_grad  # read, not detached in place
+
+
+@gpu
+def test_gpu_torch_inputs_wait_for_torch_stream_without_a_host_sync():
+    """A tensor written on torch's current stream after a long GPU sleep is read after the
+    write: hlo's stream waits on the device (the call returns before the sleep ends)."""
+    torch = _torch_gpu()
+    f = hlo.jit(lambda x, y: x + y, target="cuda")
+    x = torch.zeros(1 << 20, device="cuda")
+    y = torch.ones(1 << 20, device="cuda")
+    f(x, y).block_until_ready()  # compiled
+    for side in (False, True):
+        s = torch.cuda.Stream() if side else torch.cuda.current_stream()
+        with torch.cuda.stream(s):
+            torch.cuda._sleep(50_000_000)  # ~25 ms of GPU cycles
+            x.fill_(2.0)
+            out = f(x, y)
+            assert not s.query()  # the call did not wait for torch on the host
+        np.testing.assert_array_equal(np.asarray(out), np.full(1 << 20, 3.0, np.float32))
+        x.zero_()
+    torch.cuda.synchronize()
+
+
+@gpu
+def test_gpu_torch_tensor_memory_changed_under_the_same_object_is_read_afresh():
+    torch = _torch_gpu()
+    f = hlo.jit(lambda x: x * 2.0, target="cuda")
+    t = torch.arange(6, dtype=torch.float32, device="cuda")
+    np.testing.assert_array_equal(np.asarray(f(t)), np.arange(6) * 2.0)
+    t.set_(torch.full((6,), 5.0, device="cuda"))  # same object, other memory
+    np.testing.assert_array_equal(np.asarray(f(t)), np.full(6, 10.0))
+    t.data = torch.full((6,), 7.0, device="cuda")
+    np.testing.assert_array_equal(np.asarray(f(t)), np.full(6, 14.0))
+
+
+def _jax_gpu():
+    jax = pytest.importorskip("jax")
+    try:
+        return jax, jax.devices("gpu")[0]
+    except RuntimeError:
+        pytest.skip("jax has no GPU backend here")
+
+
+@gpu
+def test_gpu_jax_arrays_being_computed_fresh_deleted_and_back_without_copy():
+    jax, dev = _jax_gpu()
+    import jax.numpy as jnp
+    f = hlo.jit(lambda x: x + 1.0, target="cuda")
+    g = jax.jit(lambda a: jnp.tanh(a @ a) + 2.0)
+    a = jax.device_put(np.random.default_rng(0).standard_normal((2048, 2048)).astype(np.float32), dev)
+    for _ in range(3):  # each y is fresh and likely still being computed when f reads it
+        y = g(a)
+        out = f(y)
+        np.testing.assert_allclose(np.asarray(out), np.asarray(y) + 1.0, rtol=1e-6)
+    back = jax.dlpack.from_dlpack(out)
+    assert back.unsafe_buffer_pointer() == out.device_ptr  # zero-copy back into jax
+    np.testing.assert_array_equal(np.asarray(back), np.asarray(out))
+    y.delete()
+    with pytest.raises(TypeError, match="deleted or donated"):
+        f(y)
+
+
+@gpu
+def test_gpu_cupy_arrays_on_cupy_streams():
+    cp = pytest.importorskip("cupy")
+    f = hlo.jit(lambda x, y: x * y, target="cuda")
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        a = cp.arange(1 << 16, dtype=cp.float32)
+        b = cp.full(1 << 16, 3.0, dtype=cp.float32)
+        out = f(a, b)
+    np.testing.assert_array_equal(np.asarray(out), np.arange(1 << 16, dtype=np.float32) * 3)
+    with pytest.raises(TypeError, match="strides"):
+        f(a[::2], b[::2])
