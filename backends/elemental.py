@@ -231,6 +231,9 @@ class ElementalEmitter:
         # side(full index)): row kernels fold the next row's max into the current row's exp-sum
         # pass (see kernels.emit_row_kernel)
         self.reduce_sides: Dict[object, object] = {}
+        # the most values a float sum adds in its block type before the wide total takes them
+        # (``SUM_BLOCK``; a GPU thread, which adds them one by one, takes fewer)
+        self.sum_block = SUM_BLOCK
 
     # -- caching -------------------------------------------------------------------------
 
@@ -702,7 +705,7 @@ class ElementalEmitter:
         levels = [(d, 0, n, n) for d, n in loops]
         self.push()
         try:
-            blocked_loops(b, levels, SUM_BLOCK, start_block, end_block, element,
+            blocked_loops(b, levels, self.sum_block, start_block, end_block, element,
                           interleave=self.inner_interleave)
         finally:
             self.pop()
@@ -834,7 +837,7 @@ class ElementalEmitter:
 
         self.push()
         try:
-            blocked_loops(b, [(k, 0, n, n) for k, n in loops], SUM_BLOCK, start_block, end_block,
+            blocked_loops(b, [(k, 0, n, n) for k, n in loops], self.sum_block, start_block, end_block,
                           body_fn, interleave=self.inner_interleave)
         finally:
             self.pop()

@@ -66,6 +66,10 @@ MAX_BLOCK = 1024
 # partial wave; grid-stride loops take what is past this many blocks.
 MAX_GRID = 1 << 22
 FULL_MASK = ir.Constant(I32, -1)
+# A float sum that one thread computes element by element (a column reduction's loop kernel)
+# adds at most this many values in f32 before its f64 total takes them (``elemental.SUM_BLOCK``:
+# a thread adds one at a time, where the CPU's vector lanes share a block)
+THREAD_SUM_BLOCK = 256
 
 
 def i32(n: int) -> ir.Constant:
@@ -171,7 +175,9 @@ class GpuKernel:
 def make_emitter(kb: GpuKernel, reads: Sequence[Value], env: Dict[Value, BufRef],
                  lanes: Optional["Lanes"] = None) -> ElementalEmitter:
     sources = {v: LaneSource(kb.ptr(env[v]), v.type, lanes) for v in reads}
-    return ElementalEmitter(kb.cg.ctx, kb.b, sources)
+    em = ElementalEmitter(kb.cg.ctx, kb.b, sources)
+    em.sum_block = THREAD_SUM_BLOCK
+    return em
 
 
 # ------------------------------------------------------------------------------------------

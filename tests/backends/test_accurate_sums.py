@@ -4,7 +4,7 @@ error does not grow with the number of values (a float32 running sum of 2^26 uni
 had stalled 1.6% low). Checked against float64 numpy on the issue's reproducers (a (2^20, 64)
 and an 8192^2 array, 2^26 values, a fused outer-product sum), along every axis and set of axes
 of a 3-D array with fusion on and off and on one thread or several (the row, loop, column and
-split kernels), means and variances, the generated dot's contraction, sums in f16/bf16 (added
+split kernels), means and variances, dot products, sums in f16/bf16 (added
 in f32) and f64, and the sign of a zero sum. The interpreter (a balanced tree) is a second
 reference."""
 from __future__ import annotations
@@ -152,9 +152,9 @@ def test_f64_sums_and_the_sign_of_zero():
             assert r == 0 and bool(np.signbit(r)) == neg, (init, fusion, threads)
 
 
-def test_generated_dot_contraction():
-    """A contraction the generated dot computes element by element (integer-free, a batch
-    of vector dots) sums in blocks too."""
+def test_dot_products():
+    """Dot products (a batch of them: M = N = 1, a long K) run as blocked sums, not in the
+    GEMM's one-element tile."""
     rng = np.random.default_rng(6)
     a = (1.0 + rng.random((4, 1 << 18)) * 2.0 ** -10).astype(np.float32)
     b = (1.0 + rng.random((4, 1 << 18)) * 2.0 ** -10).astype(np.float32)
