@@ -17,9 +17,12 @@ Kinds of loop nests here:
   (softmax, layer norm): per row, each reduction is computed once into registers, then the
   row's outputs; rows are the parallel range.
 * ``emit_column_reduce``: a reduction that keeps the minor dimension: accumulators live in the
-  output row and the inner loop runs over the kept minor dimension (vectorized).
+  output row and the inner loop runs over the kept minor dimension (vectorized); a float sum
+  accumulates in stack rows instead, blocks of rows in f32 and their totals in f64
+  (``COLUMN_SUM_COLUMNS``).
 * ``emit_split_reduce``: a big reduction to a few values (a full sum): partial results over
-  chunks of the outermost reduced dimension in parallel, then one combine.
+  chunks of the outermost reduced dimension in parallel, then one combine (a float sum's
+  partials are f64, each summed in blocks: ``elemental.SUM_BLOCK``).
 """
 from __future__ import annotations
 
