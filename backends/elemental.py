@@ -20,7 +20,7 @@ import llvmlite.ir as ir
 
 from hlo.ir.core import Region, Value
 from hlo.ir.ops import BINARY_ELEMENTWISE, UNARY_ELEMENTWISE
-from hlo.ir.types import TensorType, s64 as S64_T
+from hlo.ir.types import TensorType, f32 as F32_T, f64 as F64_T, s64 as S64_T
 from . import complex_ops, scalar_ops
 from .llvm_util import (I1, I64, ModuleContext, clamp_i64, elem_ptr, entry_alloca, for_range,
                         i64, linear_offset, load_reg, reg_constant, reg_type, storage_align,
@@ -124,6 +124,94 @@ def _float_minmax_body(op) -> Optional[str]:
     return bop.name
 
 
+# Float sums: the error of one accumulator grows with the values it adds (a float32 running sum
+# of 2^26 uniform values stalls once its spacing passes the values: 1.6% low on [2^20, 64]).
+# Every float sum (a one-input reduce whose body adds its arguments; means, variances, the
+# generated dots' contractions) accumulates in blocks of at most SUM_BLOCK values: a block
+# starts at -0.0 (the exact additive identity) in the block type (f32 for f32 and the narrower
+# floats, which are added without rounding in between: XLA's excess precision; f64 for f64),
+# LLVM spreads it over vector lanes, and each block's total is added to a wide accumulator
+# (f64) that starts at the init value and is rounded once at the end. The block is whole
+# innermost reduced dimensions plus a run of the next one, so a block has more than
+# SUM_BLOCK / 2 values (or all of them). Error: at most (SUM_BLOCK + 1) * u * sum(|x|) plus the
+# final rounding, u the block type's unit roundoff, whatever the length (the f64 additions of
+# the block totals add n / SUM_BLOCK * 2^-53 * sum(|x|)); typically ~sqrt(SUM_BLOCK / lanes) * u.
+SUM_BLOCK = 4096
+
+
+def float_sum_types(op):
+    """``(block type, wide type)`` of a one-input reduce whose body adds its two arguments in a
+    real float type (see ``SUM_BLOCK``), else None."""
+    if op.name != "reduce" or len(op.operands) != 2:
+        return None
+    et = op.operands[0].type.dtype
+    if not et.is_float or op.results[0].dtype != et:
+        return None
+    body = op.regions[0]
+    if len(body.ops) != 1 or len(body.outputs) != 1:
+        return None
+    bop = body.ops[0]
+    if bop.name != "add" or body.outputs[0] is not bop.results[0]:
+        return None
+    if set(bop.operands) != set(body.args) or len(set(bop.operands)) != 2:
+        return None
+    return (F64_T if et.bits == 64 else F32_T), F64_T
+
+
+def blocked_loops(b: ir.IRBuilder, levels, block: int, start_block, end_block, element,
+                  interleave: Optional[int] = None) -> None:
+    """Nested loops over ``levels`` [(key, lo, hi, extent)] (outermost first; ``lo``/``hi`` ints
+    or i64 values, ``extent`` an int at least ``hi - lo``) cut into blocks: the innermost levels
+    whose extents multiply to at most ``block`` run whole inside a block, with a run of
+    ``block // (their product)`` iterations of the next level (the rest of the levels loop
+    around the blocks). ``start_block()`` runs before each block, ``end_block()`` after it,
+    ``element(ivs)`` once per iteration (``ivs``: key -> induction variable). The innermost
+    level gets the vectorizer's ``interleave`` hint."""
+    inner = 1
+    j = len(levels) - 1
+    while j >= 0 and levels[j][3] * inner <= block:
+        inner *= levels[j][3]
+        j -= 1
+    ivs = {}
+    last = len(levels) - 1
+
+    def run(k):
+        if k == len(levels):
+            element(ivs)
+            return
+        key, lo, hi, _ = levels[k]
+        with for_range(b, lo, hi, f"r{key}", interleave=interleave if k == last else None) as i:
+            ivs[key] = i
+            run(k + 1)
+
+    def outer(k):
+        if k < j:
+            key, lo, hi, _ = levels[k]
+            with for_range(b, lo, hi, f"r{key}") as i:
+                ivs[key] = i
+                outer(k + 1)
+            return
+        if j < 0:
+            start_block()
+            run(0)
+            end_block()
+            return
+        key, lo, hi, _ = levels[j]
+        run_len = max(1, block // inner)
+        hi_v = hi if isinstance(hi, ir.Value) else i64(hi)
+        with for_range(b, lo, hi, f"blk{key}", step=run_len) as j0:
+            end = b.add(j0, i64(run_len), flags=NSW)
+            end = b.select(b.icmp_signed("<", end, hi_v), end, hi_v)
+            start_block()
+            with for_range(b, j0, end, f"r{key}",
+                           interleave=interleave if j == last else None) as i:
+                ivs[key] = i
+                run(j + 1)
+            end_block()
+
+    outer(0)
+
+
 class ElementalEmitter:
     def __init__(self, ctx: ModuleContext, builder: ir.IRBuilder, sources: Dict[Value, object]):
         self.ctx = ctx
@@ -143,6 +231,9 @@ class ElementalEmitter:
         # side(full index)): row kernels fold the next row's max into the current row's exp-sum
         # pass (see kernels.emit_row_kernel)
         self.reduce_sides: Dict[object, object] = {}
+        # the most values a float sum adds in its block type before the wide total takes them
+        # (``SUM_BLOCK``; a GPU thread, which adds them one by one, takes fewer)
+        self.sum_block = SUM_BLOCK
 
     # -- caching -------------------------------------------------------------------------
 
@@ -530,7 +621,10 @@ class ElementalEmitter:
         order = [d for d in reversed(in_t.minor_to_major) if d in dims]
         loops = [(d, in_t.shape[d]) for d in order]
         minmax = _float_minmax_body(op)
-        if in_t.size > 0:
+        sum_types = float_sum_types(op)
+        if in_t.size > 0 and sum_types is not None:
+            self._blocked_sum(op, idx, init_vals[0], accs[0], kept, dims, loops, sum_types)
+        elif in_t.size > 0:
             def body_fn(ivs, exact=True, sinks=True):
                 full = [None] * in_t.rank
                 for k, d in enumerate(kept):
@@ -567,6 +661,55 @@ class ElementalEmitter:
         for k, r in enumerate(op.results):
             self._remember(r, idx, outs[k])
         return outs[ri]
+
+    def _blocked_sum(self, op, idx, init_val, acc, kept, dims, loops, sum_types) -> None:
+        """A float sum (``float_sum_types``) into ``acc`` (which holds ``init_val``): blocks of
+        at most SUM_BLOCK values in the block type, their totals added in the wide type."""
+        b = self.b
+        v = op.operands[0]
+        in_t = v.type
+        et = in_t.dtype
+        blk_et, wide_et = sum_types
+        blk_ty, wide_ty = reg_type(blk_et), reg_type(wide_et)
+        wide = entry_alloca(b, wide_ty)
+        blk = entry_alloca(b, blk_ty)
+        b.store(scalar_ops.convert(self.ctx, b, init_val, et, wide_et), wide)
+        sink = self.reduce_input_sinks.get(v)
+        side = self.reduce_sides.get(op)
+
+        def element(ivs):
+            full = [None] * in_t.rank
+            for k, d in enumerate(kept):
+                full[d] = idx[k]
+            for d in dims:
+                full[d] = ivs[d]
+            self.push()
+            x = self.at(v, full)
+            if sink is not None:
+                sink(full, x)
+            if side is not None:
+                side(full)
+            # narrow floats' registers are f32 already: no rounding between the additions
+            x = b.fpext(x, blk_ty) if x.type != blk_ty else x
+            b.store(b.fadd(b.load(blk, typ=blk_ty), x, flags=("reassoc",)), blk)
+            self.pop()
+
+        def start_block():
+            b.store(ir.Constant(blk_ty, -0.0), blk)
+
+        def end_block():
+            tot = b.load(blk, typ=blk_ty)
+            tot = b.fpext(tot, wide_ty) if blk_ty != wide_ty else tot
+            b.store(b.fadd(b.load(wide, typ=wide_ty), tot), wide)
+
+        levels = [(d, 0, n, n) for d, n in loops]
+        self.push()
+        try:
+            blocked_loops(b, levels, self.sum_block, start_block, end_block, element,
+                          interleave=self.inner_interleave)
+        finally:
+            self.pop()
+        b.store(scalar_ops.convert(self.ctx, b, b.load(wide, typ=wide_ty), wide_et, et), acc)
 
     def _op_reduce_window(self, op, ri, idx):
         n = len(op.operands) // 2
@@ -671,11 +814,34 @@ class ElementalEmitter:
             for k in range(len(lc)):
                 l2[lc[k]] = ivs[k]
                 r2[rc[k]] = ivs[k]
+            self.push()
             self._mac(acc_et, acc, self.at(lhs, l2), self.at(rhs, r2), lhs.dtype)
+            self.pop()
 
-        self._reduce_loop(loops, body_fn)
-        v = b.load(acc, typ=reg_type(acc_et))
-        return scalar_ops.convert(self.ctx, b, v, acc_et, out_et)
+        if not acc_et.is_float:
+            self._reduce_loop(loops, body_fn)
+            v = b.load(acc, typ=reg_type(acc_et))
+            return scalar_ops.convert(self.ctx, b, v, acc_et, out_et)
+        # a float contraction sums in blocks, as a float reduce does (``SUM_BLOCK``)
+        acc_ty, wide_ty = reg_type(acc_et), reg_type(F64_T)
+        wide = entry_alloca(b, wide_ty)
+        b.store(ir.Constant(wide_ty, 0.0), wide)
+
+        def start_block():
+            b.store(ir.Constant(acc_ty, -0.0), acc)
+
+        def end_block():
+            tot = b.load(acc, typ=acc_ty)
+            tot = b.fpext(tot, wide_ty) if acc_ty != wide_ty else tot
+            b.store(b.fadd(b.load(wide, typ=wide_ty), tot), wide)
+
+        self.push()
+        try:
+            blocked_loops(b, [(k, 0, n, n) for k, n in loops], self.sum_block, start_block, end_block,
+                          body_fn, interleave=self.inner_interleave)
+        finally:
+            self.pop()
+        return scalar_ops.convert(self.ctx, b, b.load(wide, typ=wide_ty), F64_T, out_et)
 
     def _op_convolution(self, op, ri, idx):
         lhs, rhs = op.operands

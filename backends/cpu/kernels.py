@@ -17,9 +17,12 @@ Kinds of loop nests here:
   (softmax, layer norm): per row, each reduction is computed once into registers, then the
   row's outputs; rows are the parallel range.
 * ``emit_column_reduce``: a reduction that keeps the minor dimension: accumulators live in the
-  output row and the inner loop runs over the kept minor dimension (vectorized).
+  output row and the inner loop runs over the kept minor dimension (vectorized); a float sum
+  accumulates in stack rows instead, blocks of rows in f32 and their totals in f64
+  (``COLUMN_SUM_COLUMNS``).
 * ``emit_split_reduce``: a big reduction to a few values (a full sum): partial results over
-  chunks of the outermost reduced dimension in parallel, then one combine.
+  chunks of the outermost reduced dimension in parallel, then one combine (a float sum's
+  partials are f64, each summed in blocks: ``elemental.SUM_BLOCK``).
 """
 from __future__ import annotations
 
@@ -32,8 +35,9 @@ from hlo.ir import ops as op_table
 from hlo.ir.core import Value
 from hlo.ir.types import TensorType
 from .. import llvm_util as U
-from ..elemental import BufferSource, ElementalEmitter
-from ..kernel_emitter import Root, fused_ops, kernel_buffers, physical_order, root_values
+from ..elemental import BufferSource, ElementalEmitter, blocked_loops, float_sum_types
+from ..kernel_emitter import (Root, fused_ops, is_column_reduce, kernel_buffers, physical_order,
+                             root_values)
 from ..llvm_util import I64, PTR, SCALAR_LOOP, VOID, ModuleContext, for_range, i64, prefer_vector_width
 from hlo.runtime.steps import BufRef, KernelCall
 from .entry import TASK_FN
@@ -646,9 +650,33 @@ def _inner_loops(b, em, shape, body):
     rec(0)
 
 
+# Column sums (``float_sum_types``) run over COLUMN_SUM_COLUMNS columns an item with two stack
+# rows: a block row (COLUMN_SUM_ROWS input rows summed into it in the block type, from -0.0),
+# added after each block into a wide row (f64, from the init value), which is rounded once into
+# the output. Each output adds at most COLUMN_SUM_ROWS values in the narrow type, so the error
+# does not grow with the column's length. Other column reductions fold into the output row.
+COLUMN_SUM_COLUMNS = 512
+COLUMN_SUM_ROWS = 128
+COLUMN_CHUNK = 256  # columns an item of a column reduction with no kept outer dimension
+
+
+def column_items(op) -> int:
+    """How many parallel items ``emit_column_reduce`` splits ``op`` into."""
+    in_t = op.operands[0].type
+    dims = set(op.attrs["dimensions"])
+    order = physical_order(in_t)
+    nminor = in_t.shape[order[-1]]
+    outer = int(np.prod([in_t.shape[d] for d in order[:-1] if d not in dims]))
+    if float_sum_types(op) is not None:
+        return outer * -(-nminor // min(nminor, COLUMN_SUM_COLUMNS))
+    return outer if len([d for d in order[:-1] if d not in dims]) else -(-nminor // COLUMN_CHUNK)
+
+
 def emit_column_reduce(cg: Codegen, op, dests: Sequence[BufRef], env: Dict[Value, BufRef],
                        what: str = "") -> KernelCall:
     """out[kept] = init; for each input element in physical order: out = body(out, x)."""
+    if float_sum_types(op) is not None:
+        return _emit_column_sum(cg, op, dests, env, what)
     n = len(op.operands) // 2
     inputs, inits = op.operands[:n], op.operands[n:]
     in_t = inputs[0].type
@@ -667,7 +695,7 @@ def emit_column_reduce(cg: Codegen, op, dests: Sequence[BufRef], env: Dict[Value
     out_types = [r.type for r in op.results]
     nminor = in_t.shape[minor]
     # Parallel items: the flattened outer kept dims, or chunks of the minor dim if none.
-    chunk = 256
+    chunk = COLUMN_CHUNK
     if kept_outer:
         extent = int(np.prod([in_t.shape[d] for d in kept_outer]))
     else:
@@ -732,6 +760,93 @@ def emit_column_reduce(cg: Codegen, op, dests: Sequence[BufRef], env: Dict[Value
     return kb.finish(extent, work >= PARALLEL_MIN_WORK, what)
 
 
+def _emit_column_sum(cg: Codegen, op, dests: Sequence[BufRef], env: Dict[Value, BufRef],
+                     what: str = "") -> KernelCall:
+    """A column float sum (see ``COLUMN_SUM_COLUMNS``)."""
+    inp, init = op.operands
+    in_t = inp.type
+    et = in_t.dtype
+    blk_et, wide_et = float_sum_types(op)
+    blk_ty, wide_ty = U.reg_type(blk_et), U.reg_type(wide_et)
+    dims = set(op.attrs["dimensions"])
+    reads, nops = collect_reads(list(op.operands), env)
+    refs = list(dests) + [env[v] for v in reads]
+    kb = KernelBuilder(cg, "colsum", refs, [True] + [False] * len(reads),
+                       vector_bits_for(list(op.operands), env))
+    em = make_emitter(kb, reads, env)
+    b = kb.b
+    order = physical_order(in_t)
+    minor = order[-1]
+    kept_outer = [d for d in order[:-1] if d not in dims]
+    reduced = [d for d in order if d in dims]
+    kept = [d for d in range(in_t.rank) if d not in dims]
+    out_t = op.results[0].type
+    nminor = in_t.shape[minor]
+    width = min(nminor, COLUMN_SUM_COLUMNS)
+    nchunks = -(-nminor // width)
+    extent = int(np.prod([in_t.shape[d] for d in kept_outer])) * nchunks
+    from ..scalar_ops import convert
+    wide_init = convert(cg.ctx, b, em.at(init, ()), et, wide_et)
+    with b.goto_entry_block():
+        blk = b.alloca(blk_ty, size=width)
+        wide = b.alloca(wide_ty, size=width)
+
+    with for_range(b, kb.lo, kb.hi, "item") as f:
+        em.push()
+        full = [None] * in_t.rank
+        rem = b.udiv(f, i64(nchunks))
+        for d in reversed(kept_outer):
+            if d == kept_outer[0]:
+                full[d] = rem
+            else:
+                full[d] = b.urem(rem, i64(in_t.shape[d]))
+                rem = b.udiv(rem, i64(in_t.shape[d]))
+        j0 = b.mul(b.urem(f, i64(nchunks)), i64(width))
+        j1 = b.add(j0, i64(width))
+        j1 = b.select(b.icmp_signed("<", j1, i64(nminor)), j1, i64(nminor))
+        cols = b.sub(j1, j0)
+
+        def row(arr, ty, j):
+            return b.gep(arr, [j], inbounds=True, source_etype=ty)
+
+        with for_range(b, 0, cols, "init") as j:
+            b.store(wide_init, row(wide, wide_ty, j))
+
+        def start_block():
+            with for_range(b, 0, cols, "zero") as j:
+                b.store(ir.Constant(blk_ty, -0.0), row(blk, blk_ty, j))
+
+        def element(ivs):
+            for d in reduced:
+                full[d] = ivs[d]
+            with for_range(b, j0, j1, "j") as j:
+                em.push()
+                full[minor] = j
+                x = em.at(inp, tuple(full))
+                x = b.fpext(x, blk_ty) if x.type != blk_ty else x
+                p = row(blk, blk_ty, b.sub(j, j0))
+                b.store(b.fadd(b.load(p, typ=blk_ty), x), p)
+                em.pop()
+
+        def end_block():
+            with for_range(b, 0, cols, "add") as j:
+                p = row(wide, wide_ty, j)
+                t = b.load(row(blk, blk_ty, j), typ=blk_ty)
+                t = b.fpext(t, wide_ty) if blk_ty != wide_ty else t
+                b.store(b.fadd(b.load(p, typ=wide_ty), t), p)
+
+        levels = [(d, 0, in_t.shape[d], in_t.shape[d]) for d in reduced]
+        blocked_loops(b, levels, COLUMN_SUM_ROWS, start_block, end_block, element)
+        with for_range(b, j0, j1, "out") as j:
+            full[minor] = j
+            oi = tuple(full[d] for d in kept)
+            t = b.load(row(wide, wide_ty, b.sub(j, j0)), typ=wide_ty)
+            _store(b, em, kb.ptr(dests[0]), out_t, oi, convert(cg.ctx, b, t, wide_et, et))
+        em.pop()
+    work = in_t.size * max(1, nops)
+    return kb.finish(extent, work >= PARALLEL_MIN_WORK, what)
+
+
 # ------------------------------------------------------------------------------------------
 # Reductions to a few values, split over threads
 # ------------------------------------------------------------------------------------------
@@ -776,6 +891,10 @@ def wants_split_reduce(op, threads: int) -> bool:
     r0 = [d for d in order if d in op.attrs["dimensions"]][0]
     # rows available to a row-style loop nest: the kept dims outside the reduced ones
     rows = int(np.prod([t.shape[d] for d in kept_outer[:-1]])) if len(kept_outer) > 1 else 1
+    if is_column_reduce(op) and column_items(op) >= 2 * threads:
+        # the column kernel's items (runs of columns) keep the threads busy and read the rows
+        # in memory order; the partial sums below would walk each column down its stride
+        return False
     return rows < 2 * threads and t.shape[r0] >= 2 * threads
 
 
@@ -783,7 +902,11 @@ def emit_split_reduce(cg: Codegen, lw, op, dests: Sequence[BufRef], env: Dict[Va
                       what: str = "") -> list:
     """Partial reductions over chunks of the outermost reduced dimension (in parallel), then
     one combine of the partials. Each chunk starts from the init value, which
-    ``wants_split_reduce`` only allows when that changes nothing (an idempotent init)."""
+    ``wants_split_reduce`` only allows when that changes nothing (an idempotent init). A float
+    sum's chunks sum in blocks (``SUM_BLOCK``) into f64 partials, combined in f64 with the init
+    value and rounded once."""
+    if float_sum_types(op) is not None:
+        return _emit_split_sum(cg, lw, op, dests, env, what)
     n = len(op.operands) // 2
     inputs, inits = op.operands[:n], op.operands[n:]
     in_t = inputs[0].type
@@ -886,5 +1009,113 @@ def emit_split_reduce(cg: Codegen, lw, op, dests: Sequence[BufRef], env: Dict[Va
             for k in range(n):
                 _store(b, em, kb.ptr(dests[k]), out_types[k], idx, b.load(accs[k], typ=init_vals[k].type))
             em.pop()
+    steps.append(kb.finish(1, False, f"{what} (combine)"))
+    return steps
+
+
+def _split_shape(cg: Codegen, op):
+    in_t = op.operands[0].type
+    dims = set(op.attrs["dimensions"])
+    order = physical_order(in_t)
+    reduced = [d for d in order if d in dims]
+    n0 = in_t.shape[reduced[0]]
+    P = min(n0, 8 * cg.threads)
+    chunk = -(-n0 // P)
+    return reduced, n0, -(-n0 // chunk), chunk
+
+
+def _emit_split_sum(cg: Codegen, lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef],
+                    what: str = "") -> list:
+    """``emit_split_reduce`` of a float sum: f64 partials over chunks of the outermost reduced
+    dimension, each summed in blocks; then init + the partials in f64, rounded once."""
+    from ..elemental import SUM_BLOCK
+    from ..scalar_ops import convert
+    inp, init = op.operands
+    in_t = inp.type
+    et = in_t.dtype
+    blk_et, wide_et = float_sum_types(op)
+    blk_ty, wide_ty = U.reg_type(blk_et), U.reg_type(wide_et)
+    dims = set(op.attrs["dimensions"])
+    order = physical_order(in_t)
+    reduced, n0, P, chunk = _split_shape(cg, op)
+    kept = [d for d in range(in_t.rank) if d not in dims]
+    kept_order = [d for d in order if d not in dims]
+    out_t = op.results[0].type
+    osize = out_t.size
+    part = lw.scratch(P * osize * 8)
+    part_t = TensorType((P, osize), wide_et)
+
+    # Kernel A: part[p, o] = the sum of chunk p of output o's elements.
+    reads, nops = collect_reads([inp], env)
+    kb = KernelBuilder(cg, "sum_partial", [part] + [env[v] for v in reads], [True] + [False] * len(reads),
+                       vector_bits_for([inp], env))
+    em = make_emitter(kb, reads, env)
+    b = kb.b
+    blk = U.entry_alloca(b, blk_ty)
+    wide = U.entry_alloca(b, wide_ty)
+    with for_range(b, kb.lo, kb.hi, "part") as p:
+        em.push()
+        full = [None] * in_t.rank
+        lo = b.mul(p, i64(chunk))
+        hi = b.add(lo, i64(chunk))
+        hi = b.select(b.icmp_signed("<", hi, i64(n0)), hi, i64(n0))
+
+        def element(ivs):
+            for d in reduced:
+                full[d] = ivs[d]
+            em.push()
+            x = em.at(inp, tuple(full))
+            x = b.fpext(x, blk_ty) if x.type != blk_ty else x
+            b.store(b.fadd(b.load(blk, typ=blk_ty), x, flags=("reassoc",)), blk)
+            em.pop()
+
+        def start_block():
+            b.store(ir.Constant(blk_ty, -0.0), blk)
+
+        def end_block():
+            t = b.load(blk, typ=blk_ty)
+            t = b.fpext(t, wide_ty) if blk_ty != wide_ty else t
+            b.store(b.fadd(b.load(wide, typ=wide_ty), t), wide)
+
+        def over_kept(level):
+            if level == len(kept_order):
+                b.store(ir.Constant(wide_ty, -0.0), wide)
+                levels = [(d, lo, hi, chunk) if k == 0 else (d, 0, in_t.shape[d], in_t.shape[d])
+                          for k, d in enumerate(reduced)]
+                blocked_loops(b, levels, SUM_BLOCK, start_block, end_block, element)
+                oidx = tuple(full[d] for d in kept)
+                lin = U.linear_offset(b, oidx, U.strides_of(out_t.with_layout(None)))
+                off = b.add(b.mul(p, i64(osize)), lin) if lin is not None else b.mul(p, i64(osize))
+                U.store_reg(b, b.load(wide, typ=wide_ty), U.elem_ptr(b, kb.ptr(part), wide_et, off), wide_et)
+                return
+            d = kept_order[level]
+            with for_range(b, 0, in_t.shape[d], f"k{d}") as i:
+                em.push()
+                full[d] = i
+                over_kept(level + 1)
+                em.pop()
+
+        over_kept(0)
+        em.pop()
+    steps = [kb.finish(P, True, f"{what} (partial sums over {P} chunks)")]
+
+    # Kernel B: out[o] = round(init + part[0, o] + ... + part[P-1, o]) (in f64).
+    ireads = [v for v in collect_reads([init], env)[0]]
+    kb = KernelBuilder(cg, "sum_combine", list(dests) + [part] + [env[v] for v in ireads],
+                       [True] + [False] * (1 + len(ireads)))
+    em = make_emitter(kb, ireads, env)
+    b = kb.b
+    iw = convert(cg.ctx, b, em.at(init, ()), et, wide_et)
+    acc = U.entry_alloca(b, wide_ty)
+    with for_range(b, kb.lo, kb.hi, "once"):
+        with for_range(b, 0, osize, "o") as o:
+            b.store(iw, acc)
+            with for_range(b, 0, P, "p") as p:
+                off = b.add(b.mul(p, i64(osize)), o)
+                x = U.load_reg(b, U.elem_ptr(b, kb.ptr(part), wide_et, off), wide_et)
+                b.store(b.fadd(b.load(acc, typ=wide_ty), x), acc)
+            idx = _row_index(b, o, out_t.shape)
+            _store(b, em, kb.ptr(dests[0]), out_t, idx,
+                   convert(cg.ctx, b, b.load(acc, typ=wide_ty), wide_et, et))
     steps.append(kb.finish(1, False, f"{what} (combine)"))
     return steps

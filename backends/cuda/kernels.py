@@ -38,7 +38,7 @@ from hlo.ir.core import Value
 from hlo.ir.types import TensorType
 from hlo.runtime.steps import BufRef, Launch
 from .. import index_trace, llvm_util as U, nvptx
-from ..elemental import BufferSource, ElementalEmitter
+from ..elemental import BufferSource, ElementalEmitter, float_sum_types
 from ..kernel_emitter import fused_reads, kernel_buffers, root_values
 from ..llvm_util import I1, I32, I64, PTR, VOID, ModuleContext, for_range, i64
 
@@ -66,6 +66,10 @@ MAX_BLOCK = 1024
 # partial wave; grid-stride loops take what is past this many blocks.
 MAX_GRID = 1 << 22
 FULL_MASK = ir.Constant(I32, -1)
+# A float sum that one thread computes element by element (a column reduction's loop kernel)
+# adds at most this many values in f32 before its f64 total takes them (``elemental.SUM_BLOCK``:
+# a thread adds one at a time, where the CPU's vector lanes share a block)
+THREAD_SUM_BLOCK = 256
 
 
 def i32(n: int) -> ir.Constant:
@@ -171,7 +175,9 @@ class GpuKernel:
 def make_emitter(kb: GpuKernel, reads: Sequence[Value], env: Dict[Value, BufRef],
                  lanes: Optional["Lanes"] = None) -> ElementalEmitter:
     sources = {v: LaneSource(kb.ptr(env[v]), v.type, lanes) for v in reads}
-    return ElementalEmitter(kb.cg.ctx, kb.b, sources)
+    em = ElementalEmitter(kb.cg.ctx, kb.b, sources)
+    em.sum_block = THREAD_SUM_BLOCK
+    return em
 
 
 # ------------------------------------------------------------------------------------------
@@ -465,29 +471,62 @@ def _barrier(kb: GpuKernel) -> None:
     kb.b.call(kb.cg.ctx.declare("llvm.nvvm.barrier0", VOID, []), [])
 
 
+def wide_sum(op) -> bool:
+    """A float sum that a thread's partial accumulates in f64 (``_Partial``'s ``wide``): a
+    thread folds up to thousands of a long row's or column's elements, and a float32 running
+    sum's error grows with what it adds. f64 sums stay in f64."""
+    t = float_sum_types(op)
+    return t is not None and op.operands[0].dtype.bits < 64
+
+
 class _Partial:
     """A thread's partial result of a reduction: accumulator slots plus a flag saying whether
     it holds anything yet (the init value is applied once, at the end, as the spec's
-    ``body(init, ...)``)."""
+    ``body(init, ...)``). ``wide``: a float sum (``wide_sum``) kept in f64: ``fold`` widens the
+    elements and adds them (``fold_wide`` adds partials that are f64 already), and
+    ``finish`` adds the init value and rounds once."""
 
-    def __init__(self, b: ir.IRBuilder, inits: Sequence[ir.Value]):
+    def __init__(self, b: ir.IRBuilder, inits: Sequence[ir.Value], wide: Optional[object] = None):
         self.b = b
-        self.types = [v.type for v in inits]
+        self.wide = wide  # the element type of a wide sum, else None
+        self.types = [ir.DoubleType()] * len(inits) if wide else [v.type for v in inits]
         self.slots = [U.entry_alloca(b, t) for t in self.types]
         self.valid = U.entry_alloca(b, I1)
-        for s, v in zip(self.slots, inits):  # never read while invalid; stored so nothing is undef
-            b.store(v, s)
+        for s, v, t in zip(self.slots, inits, self.types):  # never read while invalid; stored so nothing is undef
+            b.store(v if v.type == t else ir.Constant(t, 0.0), s)
         b.store(ir.Constant(I1, 0), self.valid)
 
     def load(self):
         return [self.b.load(s, typ=t) for s, t in zip(self.slots, self.types)], \
             self.b.load(self.valid, typ=I1)
 
+    def widen(self, xs):
+        """Elements (registers of the reduce's type: f32 for the narrow floats) in the partial's type."""
+        b = self.b
+        return [b.fpext(x, t) if self.wide and x.type != t else x for x, t in zip(xs, self.types)]
+
+    def finish(self, em: ElementalEmitter, body, init_vals, cur):
+        """body(init, cur): for a wide sum, init + cur in f64 rounded once to the type."""
+        b = self.b
+        if not self.wide:
+            return em.scalar_region(body, list(init_vals) + list(cur))
+        from ..scalar_ops import convert
+        from hlo.ir.types import f64
+        return [convert(em.ctx, b, b.fadd(convert(em.ctx, b, iv, self.wide, f64), c), f64, self.wide)
+                for iv, c in zip(init_vals, cur)]
+
     def fold(self, em: ElementalEmitter, body, xs, xvalid: Optional[ir.Value] = None) -> None:
         """self = valid ? body(self, xs) : xs (where ``xvalid``, default true)."""
+        self.fold_wide(em, body, self.widen(xs), xvalid)
+
+    def fold_wide(self, em: ElementalEmitter, body, xs, xvalid: Optional[ir.Value] = None) -> None:
+        """``fold`` of values already in the partial's type."""
         b = self.b
         cur, valid = self.load()
-        new = em.scalar_region(body, cur + list(xs))
+        if self.wide:
+            new = [b.fadd(c, x) for c, x in zip(cur, xs)]
+        else:
+            new = em.scalar_region(body, cur + list(xs))
         out = [b.select(valid, n, x) for n, x in zip(new, xs)]
         if xvalid is not None:
             out = [b.select(xvalid, o, c) for o, c in zip(out, cur)]
@@ -507,7 +546,7 @@ def _warp_combine(kb: GpuKernel, em: ElementalEmitter, body, part: _Partial) -> 
         other = [_shfl(kb, v, i32(off), "bfly") for v in cur]
         ov = _shfl(kb, valid, i32(off), "bfly")
         em.push()
-        part.fold(em, body, other, ov)
+        part.fold_wide(em, body, other, ov)
         em.pop()
     cur, valid = part.load()
     for s, v in zip(part.slots, cur):
@@ -562,7 +601,8 @@ def coop_reduce(kb: GpuKernel, em: ElementalEmitter, g: Group, rop, kept_idx,
     in_t = inputs[0].type
     body = rop.regions[0]
     init_vals = [em.at(v, ()) for v in inits]
-    part = _Partial(b, init_vals)
+    # a row in registers (at most 2 * ROW_REGS elements a thread) stays in its own type
+    part = _Partial(b, init_vals, in_t.dtype if positions is None and wide_sum(rop) else None)
     if positions is not None:
         for full, ok in positions:
             xs = [em.at(v, tuple(full)) for v in inputs]
@@ -604,7 +644,7 @@ def coop_reduce(kb: GpuKernel, em: ElementalEmitter, g: Group, rop, kept_idx,
     if partial:
         return cur, valid
     em.push()
-    fin = em.scalar_region(body, list(init_vals) + cur)
+    fin = part.finish(em, body, init_vals, cur)
     em.pop()
     return [b.select(valid, f, iv) for f, iv in zip(fin, init_vals)]
 
@@ -681,7 +721,7 @@ def emit_split_reduce(cg: GpuCodegen, lw, op, dests: Sequence[BufRef], env: Dict
     K = int(np.prod([in_t.shape[d] for d in op.attrs["dimensions"]]))
     M, P = out_t.size, parts
     chunk = -(-K // P)
-    slots, flags = _partial_buffers(lw, res, M * P)
+    slots, flags = _partial_buffers(lw, res, M * P, wide_sum(op))
     reads = fused_reads(list(op.operands), env)
     kb = GpuKernel(cg, "reduce_part", slots + [flags] + [env[v] for v in reads],
                    [True] * (len(res) + 1) + [False] * len(reads))
@@ -694,7 +734,7 @@ def emit_split_reduce(cg: GpuCodegen, lw, op, dests: Sequence[BufRef], env: Dict
         lo, hi = _slice_bounds(b, p, chunk, K)
         cur, valid = coop_reduce(kb, em, g, op, physical_index(b, o, out_t), span=(lo, hi), partial=True)
         with b.if_then(b.icmp_unsigned("==", g.lane, i64(0))):
-            _store_partial(kb, res, slots, flags, q, cur, valid)
+            _store_partial(kb, res, slots, flags, q, cur, valid, wide_sum(op))
         em.pop()
     first = kb.finish(g.grid(cg, M * P), g.block, f"{what} (part 1 of 2: {P} slices a result)")
     return [first, _total_kernel(cg, op, dests, env, slots, flags, P, lambda b, o, p: b.add(b.mul(o, i64(P)), p),
@@ -738,7 +778,8 @@ def emit_split_column_reduce(cg: GpuCodegen, lw, op, dests: Sequence[BufRef], en
     red_t = _reduced_type(in_t, dims)
     K, M, P = red_t.size, out_t.size, parts
     chunk = -(-K // P)
-    slots, flags = _partial_buffers(lw, res, M * P)
+    wide = wide_sum(op)
+    slots, flags = _partial_buffers(lw, res, M * P, wide)
     reads = fused_reads(list(op.operands), env)
     kb = GpuKernel(cg, "column_part", slots + [flags] + [env[v] for v in reads],
                    [True] * (n + 1) + [False] * len(reads))
@@ -751,14 +792,14 @@ def emit_split_column_reduce(cg: GpuCodegen, lw, op, dests: Sequence[BufRef], en
         o, p = b.urem(q, i64(M)), b.udiv(q, i64(M))
         kidx = physical_index(b, o, out_t)
         lo, hi = _slice_bounds(b, p, chunk, K)
-        part = _Partial(b, [em.at(v, ()) for v in op.operands[n:]])
+        part = _Partial(b, [em.at(v, ()) for v in op.operands[n:]], in_t.dtype if wide else None)
         with for_range(b, lo, hi, "r") as r:
             em.push()
             full = _full_index(b, in_t, dims, kidx, r, red_t)
             part.fold(em, body, [em.at(v, full) for v in op.operands[:n]])
             em.pop()
         cur, valid = part.load()
-        _store_partial(kb, res, slots, flags, q, cur, valid)
+        _store_partial(kb, res, slots, flags, q, cur, valid, wide)
         em.pop()
     first = kb.finish(cg.grid(M * P), BLOCK, f"{what} (part 1 of 2: {P} runs of each column, a thread each)")
     return [first, _total_kernel(cg, op, dests, env, slots, flags, P, lambda b, o, p: b.add(b.mul(p, i64(M)), o),
@@ -792,16 +833,24 @@ def _slice_bounds(b, p, chunk: int, K: int):
     return lo, b.select(b.icmp_signed("<", end, i64(K)), end, i64(K))
 
 
-def _partial_buffers(lw, res, count: int):
-    """Scratch for ``count`` partials of each result of a split reduction, and their flags."""
-    return [lw.scratch(max(1, count * r.dtype.itemsize)) for r in res], lw.scratch(max(1, count))
+def _partial_buffers(lw, res, count: int, wide: bool = False):
+    """Scratch for ``count`` partials of each result of a split reduction (f64 for a wide
+    sum), and their flags."""
+    return [lw.scratch(max(1, count * (8 if wide else r.dtype.itemsize))) for r in res], \
+        lw.scratch(max(1, count))
 
 
-def _store_partial(kb: GpuKernel, res, slots, flags, q, cur, valid) -> None:
+def _partial_type(r, wide: bool):
+    from hlo.ir.types import f64
+    return f64 if wide else r.dtype
+
+
+def _store_partial(kb: GpuKernel, res, slots, flags, q, cur, valid, wide: bool = False) -> None:
     b = kb.b
     u8 = ir.IntType(8)
     for r, ref, v in zip(res, slots, cur):
-        U.store_reg(b, v, U.elem_ptr(b, kb.ptr(ref), r.dtype, q), r.dtype)
+        et = _partial_type(r, wide)
+        U.store_reg(b, v, U.elem_ptr(b, kb.ptr(ref), et, q), et)
     b.store(b.zext(valid, u8), b.gep(kb.ptr(flags), [q], source_etype=u8))
 
 
@@ -821,21 +870,23 @@ def _total_kernel(cg: GpuCodegen, op, dests, env, slots, flags, P: int, at, what
     b = kb.b
     body = op.regions[0]
     g = Group(kb, WARP)
+    wide = wide_sum(op)
     with for_range(b, g.index, M, "o", step=g.stride) as o:
         em.push()
         init_vals = [em.at(v, ()) for v in inits]
-        part = _Partial(b, init_vals)
+        part = _Partial(b, init_vals, res[0].dtype if wide else None)
         with for_range(b, g.lane, i64(P), "p", step=WARP) as p:
             q = at(b, o, p)
-            xs = [U.load_reg(b, U.elem_ptr(b, kb.ptr(ref), r.dtype, q), r.dtype) for r, ref in zip(res, slots)]
+            xs = [U.load_reg(b, U.elem_ptr(b, kb.ptr(ref), _partial_type(r, wide), q), _partial_type(r, wide))
+                  for r, ref in zip(res, slots)]
             fl = b.load(b.gep(kb.ptr(flags), [q], source_etype=u8), typ=u8)
             em.push()
-            part.fold(em, body, xs, b.icmp_unsigned("!=", fl, ir.Constant(u8, 0)))
+            part.fold_wide(em, body, xs, b.icmp_unsigned("!=", fl, ir.Constant(u8, 0)))
             em.pop()
         _warp_combine(kb, em, body, part)
         cur, valid = part.load()
         em.push()
-        fin = em.scalar_region(body, init_vals + cur)
+        fin = part.finish(em, body, init_vals, cur)
         em.pop()
         idx = physical_index(b, o, out_t)
         with b.if_then(b.icmp_unsigned("==", g.lane, i64(0))):
