@@ -107,7 +107,8 @@ def prepare_host(ins: tuple, written: Sequence[int], names: Optional[Sequence[st
     for k in written:
         a = ins[k] if out is None else out[k]
         if k in copied:
-            why = "it is not a C-contiguous array of its dtype (the call works on a converted copy)"
+            why = ("it is not C-contiguous, or the program takes it in another layout (the call "
+                   "converts it into a new array first)")
         else:
             why = unusable(a)
             if why is None:

@@ -250,7 +250,7 @@ def test_strided_donated_argument_is_declined_not_written(f):
     base = np.arange(2 * N, dtype=np.float32)
     x = base[::2]
     y = np.ones(N, np.float32)
-    r = call_declined(f, x, y, match="not a C-contiguous")
+    r = call_declined(f, x, y, match="not C-contiguous")
     np.testing.assert_array_equal(r, base[::2] + 1)
     np.testing.assert_array_equal(base, np.arange(2 * N, dtype=np.float32))
 
