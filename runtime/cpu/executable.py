@@ -196,6 +196,8 @@ class Executable(Signature):
         # per written input, the other inputs of at least a byte it must not overlap
         self._overlap_pairs = tuple((k, tuple(j for j in range(self._nin) if j != k and self._in[j].nbytes))
                                     for k in self._written if self._in[k].nbytes)
+        self._lone_written = self._written[0] if self._nwritten == 1 and not any(
+            others for _, others in self._overlap_pairs) else None
         self.input_names: Optional[Sequence[str]] = None  # what warnings call the inputs
         self._type_strs = [_type_str(s.name, s.shape) for s in self._in]
         # per aliased output: (output, input, same type, physical shape, dtype)
@@ -206,6 +208,7 @@ class Executable(Signature):
         self._alias_bytes = sum(self._out[o].nbytes for o, *_ in self._aliased)
         aliased = {o for o, *_ in self._aliased}
         self._alias_makers = tuple(None if o in aliased else m for o, m in enumerate(self._makers))
+        self._alias0 = self._aliased[0][1] if self._nout == 1 and self._aliased and self._aliased[0][2] else None
         if self._aliased:
             self._make0 = None
         self._donation = DonationStats()
@@ -394,6 +397,11 @@ class Executable(Signature):
         if self._written:
             # the common case in a few attribute reads: writable, owning arrays apart from the
             # other inputs (``donation.prepare_host`` decides the rest, and warns)
+            if self._lone_written is not None:  # one written input, the only one of any size
+                fl = ins[self._lone_written].flags
+                if fl.writeable and fl.owndata:
+                    self._donation.used += 1
+                    return self._run_prepared(ins)
             for k in self._written:
                 fl = ins[k].flags
                 if not (fl.writeable and fl.owndata):
@@ -425,6 +433,9 @@ class Executable(Signature):
     def _run_native(self, ins: tuple) -> tuple:
         if self._make0 is not None:
             outs = (self._make0(),)
+        elif self._alias0 is not None:  # the one output is donated input _alias0 itself
+            outs = (ins[self._alias0],)
+            self._donation.aliased_bytes += self._alias_bytes
         elif self._aliased:  # outputs that are donated inputs: that memory, no allocation
             made = [None if make is None else make() for make in self._alias_makers]
             for o, i, same, shape, dtype in self._aliased:
