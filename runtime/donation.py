@@ -19,8 +19,8 @@ Otherwise the donation is *declined*: the call runs on a private copy of that ar
 its aliased output then is), and a ``DonationWarning`` names the argument and says why (once per
 call site and reason, Python's default warning filter). Results are the same either way.
 
-The checks cost ~0.2 us a donated argument plus ~0.7 us a pair for the overlap test on the
-Python paths; the native entry (``backends/cpu/program.py`` ``emit_call_entry``) makes the same
+The checks cost two attribute reads a donated argument plus ~0.7 us a pair for the overlap
+test on the Python paths (``Executable.run_unchecked`` makes them inline); the native entry (``backends/cpu/program.py`` ``emit_call_entry``) makes the same
 checks in its code (flags, owner, address ranges) and hands a call that fails one to the Python
 path, which declines with the warning. ``DonationStats`` counts what happened, per executable.
 """
