@@ -20,7 +20,7 @@ its aliased output then is), and a ``DonationWarning`` names the argument and sa
 call site and reason, Python's default warning filter). Results are the same either way.
 
 The checks cost two attribute reads a donated argument plus ~0.7 us a pair for the overlap
-test on the Python paths (``Executable.run_unchecked`` makes them inline); the native entry (``backends/cpu/program.py`` ``emit_call_entry``) makes the same
+test on the Python paths (``Executable.run_unchecked`` makes them inline); the native entry (``backends/cpu/entry.py`` ``emit_call_entry``) makes the same
 checks in its code (flags, owner, address ranges) and hands a call that fails one to the Python
 path, which declines with the warning. ``DonationStats`` counts what happened, per executable.
 """

@@ -471,7 +471,7 @@ class LoadedExecutable(ProfileMethods):
                 pool_address(pool)
             # a file from before ``inputs_written``: every donated argument may be written
             self.executable = Executable(code, rt, steps_text="\n".join(self.manifest.get("call_sequence", [])),
-                                         cores=cores, donated=sig.get("donated") or ())
+                                         cores=cores, donated=self.manifest["signature"].get("donated") or ())
             self.executable.input_names = list(self.arg_names)
         except (RuntimeError, ValueError, KeyError, TypeError) as e:
             raise LoadError(f"{where}: the native code does not link: {e}") from None
