@@ -60,6 +60,8 @@ class Lowering:
         # id(step) -> the op whose lowering appended it (the outermost: a fusion, not the dot
         # inside it); steps no op made (copies of the results, of a region's outputs) are absent
         self.origin: Dict[int, Operation] = {}
+        # output -> the donated input it is written into and returned as (``lower_main``)
+        self.aliases: Dict[int, int] = {}
 
     # -- buffers --------------------------------------------------------------------------
 
@@ -98,7 +100,16 @@ class Lowering:
             env[a] = BufRef("input", i, 0, a.type.nbytes)
         self.steps = []
         self.lower_ops(main.body.ops, env, self.plan_ref)
+        plan_aliases = getattr(self.plan, "aliases", None) or {}
+        self.aliases = {}
         for i, v in enumerate(main.body.outputs):
+            k = plan_aliases.get(i)
+            if k is not None and env[v] == BufRef("input", k, 0, v.type.nbytes) \
+                    and k not in self.aliases.values():
+                # written into donated argument k: the result IS that buffer (no copy); the
+                # runtime hands the argument's memory back as output i (manifest ``aliases``)
+                self.aliases[i] = k
+                continue
             dst = BufRef("output", i, 0, v.type.nbytes)
             if env[v] != dst:
                 self.steps.append(self.copy_step(dst, env[v], v.type.nbytes))

@@ -27,6 +27,7 @@ _AOT_NAMES = {
     "LoadedExecutable": ("hlo.staging.saved", "LoadedExecutable"),
     "ExecutableError": ("hlo.runtime.hlox", "ExecutableError"),
     "LoadError": ("hlo.runtime.hlox", "LoadError"),
+    "DonationWarning": ("hlo.ir.errors", "DonationWarning"),
 }
 # (public name, module it comes from, attribute of that module or None for the module itself),
 # in the order the frontend has always been imported.

@@ -25,3 +25,10 @@ class ParseError(IRError):
         if source_line:
             text += f"\n  {source_line}\n  {' ' * (column - 1)}^"
         super().__init__(text)
+
+
+class DonationWarning(UserWarning):
+    """A donated argument is not reused: at compile time, no output could be written into it
+    (``hlo.passes.buffer_assignment``); at call time, its memory may not be written in place
+    (read-only, not numpy's own, shared with another argument: ``hlo.runtime.donation``), so
+    the call works on a copy of it."""

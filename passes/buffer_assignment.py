@@ -64,8 +64,7 @@ from .util import Labels, inputs_of, nbytes
 ALIGNMENT = 64
 
 
-class DonationWarning(UserWarning):
-    """A donated argument could not be reused for an output."""
+from hlo.ir.errors import DonationWarning  # noqa: E402,F401  (its old home: tests import it here)
 
 
 class BufferAssignmentError(Exception):

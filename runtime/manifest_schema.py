@@ -254,6 +254,29 @@ def _check(m: Any) -> None:
                   for i, d in enumerate(_list(rt[part], f"runtime.{part}", lambda x, p: None))]
         if arrays != sig_arrays:
             _fail(f"runtime.{part}", f"{_types(arrays)} differ from the signature's {_types(sig_arrays)}")
+    # donation: the inputs the code writes, and the outputs that are a donated input's memory
+    nin, nout = len(ins), len(outs)
+    if rt.get("inputs_written") is not None:
+        written = _list(rt["inputs_written"], "runtime.inputs_written",
+                        lambda x, p: _int(x, p, 0, max(nin - 1, 0)))
+        if len(set(written)) != len(written) or (written and not nin):
+            _fail("runtime.inputs_written", f"{_show(written)} are not distinct inputs")
+    seen_in, seen_out = set(), set()
+    for i, pair in enumerate(_list(rt.get("aliases", []), "runtime.aliases", lambda x, p: None)):
+        path = f"runtime.aliases[{i}]"
+        if not isinstance(pair, list) or len(pair) != 2 or not nin or not nout:
+            _fail(path, f"expected [output, input], got {_show(pair)}")
+        o = _int(pair[0], f"{path}[0]", 0, nout - 1)
+        k = _int(pair[1], f"{path}[1]", 0, nin - 1)
+        if o in seen_out or k in seen_in:
+            _fail(path, "an output or input aliased twice")
+        seen_out.add(o)
+        seen_in.add(k)
+        (od, osh), (idt, ish) = outs[o], ins[k]
+        if math.prod(osh) * _dtype(od, path) != math.prod(ish) * _dtype(idt, path):
+            _fail(path, f"output {o} and input {k} differ in size")
+        if rt.get("inputs_written") is not None and k not in rt["inputs_written"]:
+            _fail(path, f"input {k} is not in runtime.inputs_written")
 
     plan = m.get("buffer_plan")
     if plan is not None:

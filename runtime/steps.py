@@ -144,6 +144,22 @@ def walk_steps(steps):
                 yield from walk_steps(b)
 
 
+def written_inputs(steps) -> List[int]:
+    """The inputs some step (at any depth) writes: donated arguments the buffer plan reuses for
+    an output or as scratch. A runtime may run the steps on the caller's memory for these only
+    where it may be written in place (``hlo.runtime.donation``)."""
+    out = set()
+    for st in walk_steps(steps):
+        if isinstance(st, Copy):
+            if st.dst.kind == "input":
+                out.add(st.dst.index)
+            continue
+        for r, w in zip(getattr(st, "refs", ()), getattr(st, "writes", ())):
+            if w and r.kind == "input":
+                out.add(r.index)
+    return sorted(out)
+
+
 def calls_library(steps, library: str) -> bool:
     """Whether any step (at any depth) is a ``LibraryCall`` into ``library``."""
     return any(isinstance(st, LibraryCall) and st.library == library for st in walk_steps(steps))

@@ -58,6 +58,7 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, profil
     from hlo.runtime.steps import describe_steps
     from .blas import find_blas
     from .llvm_pipeline import compile_ir
+    from hlo.runtime.steps import written_inputs
     from .gemm_library import describe as describe_core, object_code as core_object
     import hashlib
     from hlo.runtime.cpu.target import default_threads, host
@@ -78,12 +79,19 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, profil
     main = module.main
     row_major = all(t.minor_to_major == t.default_layout
                     for t in list(main.arg_types) + list(main.result_types))
-    if row_major:  # the CPython entry (abi.CALL_ENTRY) takes the user's arrays as they are
+    # donation: the inputs the steps write, and the outputs that are a donated input's memory
+    written = sorted(set(written_inputs(steps)) | set(lw.aliases.values()))
+    aliases = dict(lw.aliases)
+    # the CPython entry returns an aliased input as it is: only where the types are the same
+    same_types = all(main.result_types[o] == main.arg_types[i] for o, i in aliases.items())
+    call_entry = row_major and same_types
+    if call_entry:  # the CPython entry (abi.CALL_ENTRY) takes the user's arrays as they are
         io_bytes = sum(t.nbytes
                        for t in list(main.arg_types) + list(main.result_types))
         emit_call_entry(ctx, run_fn, [tuple(t.shape) for t in main.arg_types],
                         [tuple(t.shape) for t in main.result_types],
-                        hold_gil=is_tiny(steps, io_bytes + lw.arena_size))
+                        hold_gil=is_tiny(steps, io_bytes + lw.arena_size),
+                        in_nbytes=[t.nbytes for t in main.arg_types], written=written, aliases=aliases)
     # the library code it calls (defined elsewhere: the dump says where)
     ir_text = "".join(describe_core(sym) + "\n" for sym in sorted(cg.cores)) + str(ctx.module)
     t_emit = time.perf_counter() - t_start
@@ -98,9 +106,11 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, profil
         "target": h.manifest_entry(),
         "entry": ENTRY,
         "py_entry": PY_ENTRY,
-        **({"call_entry": CALL_ENTRY} if row_major else {}),
+        **({"call_entry": CALL_ENTRY} if call_entry else {}),
         "inputs": [tdesc(t) for t in main.arg_types],
         "outputs": [tdesc(t) for t in main.result_types],
+        "inputs_written": written,
+        **({"aliases": [[o, i] for o, i in sorted(aliases.items())]} if aliases else {}),
         "arena_size": lw.arena_size,
         "kernels": list(cg.kernels),
         "libraries": ["blas"] if cg.uses_blas else [],

@@ -282,11 +282,15 @@ def is_tiny(steps, nbytes: int) -> bool:
 
 
 def emit_call_entry(ctx: ModuleContext, run_fn: ir.Function, in_shapes, out_shapes,
-                    hold_gil: bool) -> ir.Function:
+                    hold_gil: bool, in_nbytes=(), written=(), aliases=None) -> ir.Function:
     """``hlo_call_py(self, args, nargs)``: the CPython ``METH_FASTCALL`` entry described in
     ``hlo.runtime.cpu.abi`` (``CALL_ENTRY``). ``in_shapes`` / ``out_shapes``: the row-major
-    shapes of the inputs and outputs."""
+    shapes of the inputs and outputs; ``written``: the inputs the program writes (donated:
+    each must be writable memory numpy or hlo's output pool owns, disjoint from the other
+    inputs, else the call falls back), ``in_nbytes`` their sizes; ``aliases``: output -> the
+    donated input it is (returned as that object; the types must be equal)."""
     nin, nout = len(in_shapes), len(out_shapes)
+    aliases = dict(aliases or {})
     fn = glue(ir.Function(ctx.module, ir.FunctionType(PTR, [PTR, PTR, I64]), name=abi.CALL_ENTRY))
     me, args, nargs = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -327,6 +331,31 @@ def emit_call_entry(ctx: ModuleContext, run_fn: ir.Function, in_shapes, out_shap
             for d, n in enumerate(shape):
                 check(b.icmp_signed("==", b.load(b.gep(dims, [i64(d)], source_etype=I64), typ=I64), i64(n)))
         b.store(at(a, NP_ARRAY_DATA), b.gep(ins, [i64(k)], source_etype=PTR))
+        if k in written:  # donated: writable, and numpy's own memory or hlo's output pool's
+            fl = at(a, abi.NP_ARRAY_FLAGS, I32)
+            check(b.icmp_signed("!=", b.and_(fl, ir.Constant(I32, abi.NPY_WRITEABLE)), ir.Constant(I32, 0)))
+            owner_ok = fn.append_basic_block("owner_ok")
+            not_own = fn.append_basic_block("not_own")
+            b.cbranch(b.icmp_signed("!=", b.and_(fl, ir.Constant(I32, abi.NPY_OWNDATA)), ir.Constant(I32, 0)),
+                      owner_ok, not_own)
+            b.position_at_end(not_own)
+            base = at(a, abi.NP_ARRAY_BASE)
+            check(b.icmp_unsigned("!=", base, ir.Constant(PTR, None)))
+            block_type = slot(abi.CTX_DESCRS + nin + 2 * nout, PTR)
+            b.cbranch(b.icmp_unsigned("==", at(base, abi.PY_TYPE), block_type), owner_ok, fallback_bb)
+            b.position_at_end(owner_ok)
+    # donated inputs overlap no other input (their byte ranges; every input is contiguous)
+    for k in written:
+        if not in_nbytes[k]:
+            continue
+        dk = b.ptrtoint(b.load(b.gep(ins, [i64(k)], source_etype=PTR), typ=PTR), I64)
+        for j in range(nin):
+            if j == k or not in_nbytes[j]:
+                continue
+            dj = b.ptrtoint(b.load(b.gep(ins, [i64(j)], source_etype=PTR), typ=PTR), I64)
+            apart = b.or_(b.icmp_unsigned(">=", dk, b.add(dj, i64(in_nbytes[j]))),
+                          b.icmp_unsigned(">=", dj, b.add(dk, i64(in_nbytes[k]))))
+            check(apart)
     # the arena: this callable's own, unless another thread's call is using it
     arena = slot(abi.CTX_ARENA, PTR)
     busy = b.gep(cx, [i64(abi.CTX_ARENA_BUSY)], source_etype=I64)
@@ -351,6 +380,12 @@ def emit_call_entry(ctx: ModuleContext, run_fn: ir.Function, in_shapes, out_shap
         release_arena()
 
     for j, shape in enumerate(out_shapes):
+        if j in aliases:  # the donated input itself (checked above), a new reference
+            o = b.load(b.gep(args, [i64(aliases[j])], source_etype=PTR), typ=PTR)
+            incref(o)
+            out_objs.append(o)
+            b.store(at(o, NP_ARRAY_DATA), b.gep(outs, [i64(j)], source_etype=PTR))
+            continue
         # an output of the recycled-output pool's size: its allocator (a callable of no
         # arguments); any other: numpy's PyArray_NewFromDescr
         alloc = slot(abi.CTX_DESCRS + nin + nout + j, PTR)

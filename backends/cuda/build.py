@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from hlo.runtime.steps import describe_steps, steps_to_json
+from hlo.runtime.steps import describe_steps, steps_to_json, written_inputs
 from .. import nvptx
 from ..lower import Lowering
 from .codegen import CudaCodegen
@@ -48,6 +48,9 @@ def build(optimized, opt_level: int = 3) -> CudaProgram:
         "arena_size": lw.arena_size,
         "kernels": list(cg.kernels),
         "steps": steps_to_json(steps),
+        # donation: the inputs the steps write, and the outputs that are a donated input's memory
+        "inputs_written": sorted(set(written_inputs(steps)) | set(lw.aliases.values())),
+        **({"aliases": [[o, i] for o, i in sorted(lw.aliases.items())]} if lw.aliases else {}),
         "constants": [describe_constant(cg.constants[k]) for k in sorted(cg.constants)],
         "generated_dots": list(cg.generated_dots),
         "gemm_epilogues": list(cg.gemm_epilogues),

@@ -540,8 +540,10 @@ class LoadedExecutable(ProfileMethods):
             if pool is not None:  # link the stored worker pool unless this process has one
                 from hlo.runtime.cpu.thread_pool import pool_address
                 pool_address(pool)
+            # a file from before ``inputs_written``: every donated argument may be written
             self.executable = Executable(code, rt, steps_text="\n".join(self.manifest.get("call_sequence", [])),
-                                         cores=cores)
+                                         cores=cores, donated=self.manifest["signature"].get("donated") or ())
+            self.executable.input_names = list(self.arg_names)
         except (RuntimeError, ValueError, KeyError, TypeError) as e:
             raise LoadError(f"{where}: the native code does not link: {e}") from None
         self._run = self.executable.run
@@ -563,6 +565,7 @@ class LoadedExecutable(ProfileMethods):
             if not isinstance(runtime.get("steps"), list):
                 raise ValueError(f"expected a list of steps, got {type(runtime.get('steps')).__name__}")
             self.executable.steps
+            self.executable.input_names = list(self.arg_names)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as e:
             detail = f"missing key {e}" if isinstance(e, KeyError) else f"{type(e).__name__}: {e}"
             raise CorruptFileError(f"{where}: malformed CUDA program: manifest field {field} "
@@ -586,6 +589,13 @@ class LoadedExecutable(ProfileMethods):
 
     def memory_analysis(self) -> MemoryAnalysis:
         return self._mem
+
+    def donation_stats(self) -> Dict[str, Any]:
+        """What donation did on this executable's calls (``Compiled.donation_stats``)."""
+        stats = getattr(self.executable, "donation_stats", None)
+        if stats is None:
+            return {"used": 0, "declined": 0, "aliased_bytes": 0, "last_declined": {}}
+        return stats()
 
     def signature_text(self) -> str:
         args = ", ".join(f"{n}: {a.str_short()}" for n, a in zip(self.arg_names, self.in_avals))

@@ -89,6 +89,9 @@ class Compiled(ProfileMethods):
         self._fast = None  # (expected argument keys, run, finish), made on the first call
         self._native = None  # the executable's native entry (Executable.native_call)
         self._native_epoch = -1
+        exe = getattr(artifact, "executable", None)
+        if exe is not None and hasattr(exe, "input_names"):
+            exe.input_names = list(lowered.arg_names)  # what a declined donation's warning says
 
     @property
     def from_cache(self) -> bool:
@@ -150,6 +153,15 @@ class Compiled(ProfileMethods):
     @api_boundary
     def memory_analysis(self):
         return self._artifact.memory_analysis()
+
+    def donation_stats(self) -> Dict[str, Any]:
+        """What donation did on this executable's calls so far (``hlo.runtime.donation``):
+        ``used`` (donated arguments written in place), ``declined`` (copied instead: read-only,
+        not numpy's own memory, or sharing memory with another argument; each warned),
+        ``aliased_bytes`` (bytes of results that were donated memory, no copy) and
+        ``last_declined`` (argument -> reason). ``memory_analysis().alias_size_in_bytes`` is
+        what one call aliases when every donation is used."""
+        return _donation_stats(self._runtime_executable())
 
     @api_boundary
     def save(self, path) -> None:
@@ -215,3 +227,11 @@ class Compiled(ProfileMethods):
     def __repr__(self):
         return f"<Compiled {self.lowered.signature_text()} for {self.target}>"
 
+
+
+def _donation_stats(exe) -> Dict[str, Any]:
+    """``donation_stats()`` of a runtime executable (cpu ``Executable``, a ``CudaProgram``)."""
+    stats = getattr(exe, "donation_stats", None)
+    if stats is None:  # the interpreter: nothing is donated
+        return {"used": 0, "declined": 0, "aliased_bytes": 0, "last_declined": {}}
+    return stats()

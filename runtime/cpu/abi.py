@@ -24,6 +24,12 @@
   counts the hit in ``ctx`` and returns the output (``OUT_SINGLE``), a tuple of them
   (``OUT_TUPLE``) or ``finish(tuple)`` (``OUT_FINISH``). An allocation that fails releases
   the arena and the outputs made so far.
+  Donation (``hlo.runtime.donation``): each input the program writes must also be writable
+  and own its data, or view hlo's recycled-output memory (its ``base``'s type is the slot
+  ``CTX_DESCRS + nin + 2 * nout``: ``output_pool._Block``), and its bytes must not overlap
+  another input's; else the call goes to ``fallback``, which copies it and warns. An output
+  that is a donated input's memory (the manifest's ``aliases``) is that input object itself
+  (a new reference), not an allocation.
 - ``POOL_PTR``: a global the loader sets to the process-wide pool's ``parallel_for``.
 - ``HOST_CALL_PTR``: a global the runtime sets to its host-call dispatcher,
   ``i32 dispatch(i64 site, void **buffers)`` (operands then results of call site ``site``);
@@ -36,7 +42,7 @@
 - ``PY_TUPLE_ITEMS`` / ``PY_TYPE`` / ``NP_ARRAY_*``: CPython (64-bit, GIL build) and numpy
   object layout the native entries use: a tuple's items start 24 bytes in, every object's type
   is 8 bytes in; a numpy array's data pointer is at 16, ndim (int32) 24, dimensions 32,
-  descr 56, flags (int32) 64. The runtime checks all of them against the running interpreter
+  base 48, descr 56, flags (int32) 64. The runtime checks all of them against the running interpreter
   before it uses those entries (``pycall.available``), else calls go through Python.
 """
 ENTRY = "hlo_run"
@@ -52,9 +58,12 @@ PY_TUPLE_ITEMS = 24
 NP_ARRAY_DATA = 16
 NP_ARRAY_NDIM = 24
 NP_ARRAY_DIMS = 32
+NP_ARRAY_BASE = 48
 NP_ARRAY_DESCR = 56
 NP_ARRAY_FLAGS = 64
 NPY_C_CONTIGUOUS_ALIGNED = 0x1 | 0x100  # NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED
+NPY_OWNDATA = 0x4
+NPY_WRITEABLE = 0x400
 
 # ``hlo_call_py``'s ``self`` tuple: its items
 SELF_CTX, SELF_FALLBACK, SELF_FINISH = 0, 1, 2
@@ -75,5 +84,6 @@ CTX_DECREF = 12        # Py_DecRef
 CTX_SAVE_THREAD = 13   # PyEval_SaveThread
 CTX_RESTORE_THREAD = 14  # PyEval_RestoreThread
 CTX_DESCRS = 15        # then one expected descr per input, then one per output, then per
-                       # output its allocator (a callable of no arguments) or 0
+                       # output its allocator (a callable of no arguments) or 0, then the type
+                       # of hlo's recycled-output memory (donation: a base of that type is ours)
 OUT_SINGLE, OUT_TUPLE, OUT_FINISH = 0, 1, 2

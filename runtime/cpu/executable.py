@@ -41,10 +41,13 @@ from .. import output_pool
 from . import blas_threads
 from .loader import LoadedObject, load_library
 from ..signature import ArgumentError, Signature, _Sig, _type_str
+from ..donation import DonationStats, prepare_host
 
 FORMAT_VERSION = 1
 _RUN_SIG = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 
+
+_may_share = np.may_share_memory
 
 # ``(type, shape, dtype, strides)`` of an array: what ``run`` compares against the signature.
 _ARRAY_KEY = operator.attrgetter("__class__", "shape", "dtype", "strides")
@@ -116,7 +119,8 @@ class Executable(Signature):
     """A compiled program for the host CPU."""
 
     def __init__(self, object_code: bytes, manifest: dict, ir_text: str = "", steps_text: str = "",
-                 threads: Optional[int] = None, cores: Optional[dict] = None):
+                 threads: Optional[int] = None, cores: Optional[dict] = None,
+                 donated: Sequence[int] = ()):
         global _FAST_OK
         if manifest.get("format") != FORMAT_VERSION:
             raise ValueError(f"executable format {manifest.get('format')!r} is not supported "
@@ -163,10 +167,73 @@ class Executable(Signature):
         self._expected = tuple((np.ndarray, s.shape, s.dtype, c_strides(s.shape, s.dtype)) for s in self._in) \
             if self._simple else None
         self._make0 = self._makers[0] if self._nout == 1 else None
+        self._init_donation(manifest, donated)
         if threads is None:
             from .target import default_threads
             threads = default_threads()
         self.threads = int(threads)
+
+    def _init_donation(self, manifest: dict, donated: Sequence[int]) -> None:
+        """The inputs the code writes (manifest ``inputs_written``; a manifest from before that
+        key: ``donated``, the signature's donated arguments, all assumed written) and the outputs
+        that are donated inputs' memory (``aliases``: ``[[output, input], ...]``); see
+        ``hlo.runtime.donation``."""
+        written = manifest.get("inputs_written")
+        self._legacy_donation = written is None and bool(donated)
+        written = set(int(i) for i in (donated if written is None else written))
+        if any(not 0 <= i < self._nin for i in written):
+            raise ValueError(f"inputs_written {sorted(written)} names an input that does not exist")
+        alias_of: List[Optional[int]] = [None] * self._nout
+        for pair in manifest.get("aliases") or []:
+            o, i = (int(x) for x in pair)
+            if not (0 <= o < self._nout and 0 <= i < self._nin) or alias_of[o] is not None \
+                    or i in alias_of or self._out[o].nbytes != self._in[i].nbytes:
+                raise ValueError(f"alias {list(pair)}: not an output and a distinct input of its size")
+            alias_of[o] = i
+            written.add(i)
+        self._written = tuple(sorted(written))
+        self._nwritten = len(self._written)
+        # per written input, the other inputs of at least a byte it must not overlap
+        self._overlap_pairs = tuple((k, tuple(j for j in range(self._nin) if j != k and self._in[j].nbytes))
+                                    for k in self._written if self._in[k].nbytes)
+        self._lone_written = self._written[0] if self._nwritten == 1 and not any(
+            others for _, others in self._overlap_pairs) else None
+        self.input_names: Optional[Sequence[str]] = None  # what warnings call the inputs
+        self._type_strs = [_type_str(s.name, s.shape) for s in self._in]
+        # per aliased output: (output, input, same type, physical shape, dtype)
+        self._aliased = tuple((o, i, (self._out[o].phys_shape, self._out[o].dtype) ==
+                               (self._in[i].phys_shape, self._in[i].dtype),
+                               self._out[o].phys_shape, self._out[o].dtype)
+                              for o, i in enumerate(alias_of) if i is not None)
+        self._alias_bytes = sum(self._out[o].nbytes for o, *_ in self._aliased)
+        aliased = {o for o, *_ in self._aliased}
+        self._alias_makers = tuple(None if o in aliased else m for o, m in enumerate(self._makers))
+        self._alias0 = self._aliased[0][1] if self._nout == 1 and self._aliased and self._aliased[0][2] else None
+        if self._aliased:
+            self._make0 = None
+        self._donation = DonationStats()
+        self._native_ctx: list = []  # the native entries' ctx arrays (their hit counts)
+
+    @property
+    def aliases(self) -> dict:
+        """Output -> the donated input whose memory it is."""
+        return {o: i for o, i, *_ in self._aliased}
+
+    @property
+    def inputs_written(self) -> tuple:
+        return self._written
+
+    def donation_stats(self) -> dict:
+        """What donation did on this executable's calls (``hlo.runtime.donation.DonationStats``):
+        arguments used in place / declined, bytes of results that were donated memory, the
+        reasons of the last call that declined one. Calls served by the native entry used every
+        donation (it hands any other call to the Python path)."""
+        from .abi import CTX_HITS
+        d = self._donation.as_dict()
+        native = sum(int(c[CTX_HITS]) for c in self._native_ctx)
+        d["used"] += native * len(self._written)
+        d["aliased_bytes"] += native * self._alias_bytes
+        return d
 
     def _connect_pool(self) -> None:
         """Point the executable at the process-wide worker pool (if it has parallel kernels)."""
@@ -308,7 +375,14 @@ class Executable(Signature):
             ok = False
         if ok:
             return list(self.run_unchecked(tuple(args)))
-        outs = self.run_unchecked(self._normalize(args))
+        ins = self._normalize(args)
+        if self._written:
+            # arrays the normalization copied (a strided view, another layout): declined
+            copied = [k for k in self._written if isinstance(args[k], np.ndarray) and ins[k] is not args[k]
+                      and not np.may_share_memory(ins[k], args[k])]
+            ins = prepare_host(ins, self._written, self.input_names, self._donation, self._type_strs,
+                               copied)
+        outs = self._run_prepared(ins)
         if self._simple:
             return list(outs)
         return [o if s.perm is None else o.transpose(np.argsort(s.perm)) for o, s in zip(outs, self._out)]
@@ -318,7 +392,36 @@ class Executable(Signature):
         inputs in each input's physical layout, of the right shapes and dtypes (``run`` checks
         that; ``hlo.jit``'s fast path knows it from its cache key). Returns the tuple of new
         outputs in their physical layouts. Nothing is checked here: a wrong argument is memory
-        corruption, not an error."""
+        corruption, not an error. A donated input whose memory may not be written in place
+        (``hlo.runtime.donation``) is replaced by a copy, with a warning."""
+        if self._written:
+            # the common case in a few attribute reads: writable, owning arrays apart from the
+            # other inputs (``donation.prepare_host`` decides the rest, and warns)
+            if self._lone_written is not None:  # one written input, the only one of any size
+                fl = ins[self._lone_written].flags
+                if fl.writeable and fl.owndata:
+                    self._donation.used += 1
+                    return self._run_prepared(ins)
+            for k in self._written:
+                fl = ins[k].flags
+                if not (fl.writeable and fl.owndata):
+                    break
+            else:
+                for k, others in self._overlap_pairs:
+                    a = ins[k]
+                    for j in others:
+                        if _may_share(a, ins[j]):
+                            break
+                    else:
+                        continue
+                    break
+                else:
+                    self._donation.used += self._nwritten
+                    return self._run_prepared(ins)
+            ins = prepare_host(ins, self._written, self.input_names, self._donation, self._type_strs)
+        return self._run_prepared(ins)
+
+    def _run_prepared(self, ins: tuple) -> tuple:
         if self._blas:
             blas_threads.enter()
             try:
@@ -330,6 +433,15 @@ class Executable(Signature):
     def _run_native(self, ins: tuple) -> tuple:
         if self._make0 is not None:
             outs = (self._make0(),)
+        elif self._alias0 is not None:  # the one output is donated input _alias0 itself
+            outs = (ins[self._alias0],)
+            self._donation.aliased_bytes += self._alias_bytes
+        elif self._aliased:  # outputs that are donated inputs: that memory, no allocation
+            made = [None if make is None else make() for make in self._alias_makers]
+            for o, i, same, shape, dtype in self._aliased:
+                made[o] = ins[i] if same else ins[i].reshape(-1).view(dtype).reshape(shape)
+            outs = tuple(made)
+            self._donation.aliased_bytes += self._alias_bytes
         else:
             outs = tuple([make() for make in self._makers])
         if not self._arena_size:
@@ -374,11 +486,17 @@ class Executable(Signature):
         entry = self.manifest.get("call_entry")
         if entry != CALL_ENTRY or self._blas or self._host_errors is not None or not self._simple:
             return None
+        if self._legacy_donation or any(not same for _, _, same, _, _ in self._aliased):
+            return None  # an entry made before it checked donations; an output that views one
         if finish == "single" and self._nout != 1:
             raise ValueError(f"native_call: finish='single' for {self._nout} outputs")
         from . import pycall
-        return pycall.make(self._obj.address(entry), self, [s.dtype for s in self._in + self._out],
-                           self._arena_size, self.threads, fallback, finish, self._pooled)
+        fn = pycall.make(self._obj.address(entry), self, [s.dtype for s in self._in + self._out],
+                         self._arena_size, self.threads, fallback, finish, self._pooled)
+        if fn is not None and self._written:
+            from .abi import SELF_CTX
+            self._native_ctx.append(fn.__self__[SELF_CTX])
+        return fn
 
 
 def _link_cores(entries, objects: dict) -> dict:

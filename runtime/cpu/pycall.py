@@ -104,6 +104,15 @@ def _probe() -> dict:
         return {}
     if rd(id(a) + abi.NP_ARRAY_DESCR) != id(a.dtype) or a.dtype is not np.dtype(np.float32):
         return {}
+    view = a[1:]
+    if rd(id(view) + abi.NP_ARRAY_BASE) != id(a) or rd(id(a) + abi.NP_ARRAY_BASE) is not None:
+        return {}
+    ro = a.copy()
+    ro.flags.writeable = False
+    flag = lambda x: i32(id(x) + abi.NP_ARRAY_FLAGS)  # noqa: E731
+    if flag(a) & (abi.NPY_OWNDATA | abi.NPY_WRITEABLE) != abi.NPY_OWNDATA | abi.NPY_WRITEABLE \
+            or flag(view) & abi.NPY_OWNDATA or flag(ro) & abi.NPY_WRITEABLE:
+        return {}
     cont = abi.NPY_C_CONTIGUOUS_ALIGNED
     strided = a[:, ::2]
     unaligned = np.zeros(9, np.uint8)[1:].view(np.int32)
@@ -157,14 +166,16 @@ def make(entry: int, keep: Any, descrs: Sequence[np.dtype], arena_size: int, nth
     if not available():
         return None
     allocators = tuple(allocators)
-    ctx = np.zeros(abi.CTX_DESCRS + len(descrs) + len(allocators), np.int64)
+    from ..output_pool import _Block
+    ctx = np.zeros(abi.CTX_DESCRS + len(descrs) + len(allocators) + 1, np.int64)
     ctx[abi.CTX_GUARD] = guard.ctypes.data
     ctx[abi.CTX_EPOCH] = guard[0]
     for slot, addr in _api.items():
         ctx[slot] = addr
     descrs = tuple(np.dtype(d) for d in descrs)
     ctx[abi.CTX_DESCRS:abi.CTX_DESCRS + len(descrs)] = [id(d) for d in descrs]
-    ctx[abi.CTX_DESCRS + len(descrs):] = [0 if a is None else id(a) for a in allocators]
+    ctx[abi.CTX_DESCRS + len(descrs):-1] = [0 if a is None else id(a) for a in allocators]
+    ctx[-1] = id(_Block)  # (a class: alive as long as the module)
     ctx[abi.CTX_NTHREADS] = nthreads
     arena = None
     if arena_size:

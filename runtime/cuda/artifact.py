@@ -34,6 +34,7 @@ class CudaProgram:
         self.llvm_ir = llvm_ir
         self.compile_times: dict = {}
         self._runtime = None
+        self.input_names = None  # what a declined donation's warning calls the inputs
 
     # -- what the frontend and hlo.aot ask -------------------------------------------------
 
@@ -113,8 +114,16 @@ class CudaProgram:
             m["target"] = {**m["target"], "name": "cuda"}
             m["constants"] = encode_constants([np.ascontiguousarray(c).tobytes() for c in self.constants])
             code = self.cubins.get(ctx.arch)
-            self._runtime = CudaExecutable(code if code is not None else self.ptx, m)
+            rt = CudaExecutable(code if code is not None else self.ptx, m)
+            rt.input_names = self.input_names
+            self._runtime = rt
         return self._runtime
+
+    def donation_stats(self) -> dict:
+        """What donation did on this program's calls (``CudaExecutable.donation_stats``)."""
+        if self._runtime is None:
+            return {"used": 0, "declined": 0, "aliased_bytes": 0, "last_declined": {}}
+        return self._runtime.donation_stats()
 
     @property
     def loaded(self):

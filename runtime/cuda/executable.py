@@ -14,7 +14,10 @@ checks it; what a saved executable stores):
     kernels      names of the kernels the code defines (each launch's name must be one)
     steps        ``hlo.runtime.steps.steps_to_json`` of the step tree
     aliases      [[output, input], ...] (optional): output ``o`` IS the donated input ``i``'s
-                 buffer (the steps write it in place; they must not copy one to the other)
+                 buffer (the steps write it in place; they must not copy one to the other);
+                 the two have the same size (their shapes, dtypes and layouts may differ)
+    inputs_written (optional) the inputs the steps write (donated arguments); read from the
+                 steps themselves, so a manifest without it is the same program
     name         (optional) what errors call the executable
 
 A call (``exe(*args)`` / ``exe.run(args)``) is asynchronous, like jax's: it checks the
@@ -58,7 +61,8 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from hlo.runtime.signature import ArgumentError, Signature, _Sig as _CpuSig, _type_str
-from hlo.runtime.steps import Launch, calls_library, steps_from_json, walk_steps
+from hlo.runtime.donation import DonationStats, declined_ranges, warn_declined
+from hlo.runtime.steps import Launch, calls_library, steps_from_json, walk_steps, written_inputs
 
 from . import driver, graph, interop, launch
 from .array import BufferPool, Completion, DeviceArray, DeviceBuffer, layout_strides, strides_match
@@ -121,11 +125,10 @@ class Manifest:
             o, i = int(pair[0]), int(pair[1])
             if not (0 <= o < len(self.outputs) and 0 <= i < len(self.inputs)):
                 raise ValueError(f"alias [{o}, {i}] names an output or input that does not exist")
-            if self.outputs[o].nbytes != self.inputs[i].nbytes or \
-                    self.outputs[o].strides != self.inputs[i].strides:
+            if self.outputs[o].nbytes != self.inputs[i].nbytes:
                 raise ValueError(f"alias [{o}, {i}]: output {o} "
                                  f"({_type_str(self.outputs[o].name, self.outputs[o].shape)}) and input {i} "
-                                 f"({_type_str(self.inputs[i].name, self.inputs[i].shape)}) differ in size or layout")
+                                 f"({_type_str(self.inputs[i].name, self.inputs[i].shape)}) differ in size")
             if i in self.aliases.values():
                 raise ValueError(f"input {i} is aliased to two outputs")
             self.aliases[o] = i
@@ -135,6 +138,8 @@ class Manifest:
                 raise ValueError(f"step launches {st.name!r}, which is not among the kernels "
                                  f"{sorted(known)}")
         self.uses_cublaslt = calls_library(self.steps, "cublaslt")
+        # the inputs the steps write: donated arguments (``hlo.runtime.donation``)
+        self.written = tuple(sorted(set(written_inputs(self.steps)) | set(self.aliases.values())))
         self.raw = m
 
 
@@ -201,7 +206,9 @@ class CudaExecutable(Signature):
         self._in, self._out = m.inputs, m.outputs
         self._nin, self._nout = len(m.inputs), len(m.outputs)
         self._aliases = m.aliases
-        self._donatable = frozenset(m.aliases.values())
+        self._written = m.written
+        self.input_names: Optional[Sequence[str]] = None  # what a declined donation's warning says
+        self._donation = DonationStats()
         # per result: (shape, dtype, strides or None for row-major, bytes, byte strides)
         self._out_info = [(tuple(o.shape), o.dtype, None if o.row_major else o.strides, o.nbytes, o.strides)
                           for o in m.outputs]
@@ -308,29 +315,37 @@ class CudaExecutable(Signature):
         outs = [0] * self._nout
         temps = {}  # input index -> staging allocation (numpy arguments)
         keep = []
-        donated = {}  # input index -> DeviceArray whose buffer a result takes over
+        donated = {}  # input index -> DeviceArray used in place (a result takes its buffer over)
+        taken = []  # the DeviceArrays this call marked deleted (undone if it fails)
         out_bufs: List[Optional[DeviceBuffer]] = [None] * self._nout
         streams = {}  # the other libraries' streams the arguments came from (``interop``)
         try:
             for i, a in enumerate(args):
-                ins[i] = self._bring(i, a, temps, keep, donated, streams)
+                ins[i] = self._bring(i, a, temps, keep, streams)
             if streams:  # once per producer stream, not once per argument
                 self._order_foreign(streams)
+            if self._written:
+                self._donate(args, ins, temps, keep, donated)
             for o, (shape, dtype, strides, nbytes, _) in enumerate(self._out_info):
                 i = self._aliases.get(o)
                 if i is not None:
-                    buf = donated[i]._take_buffer() if i in donated else None
-                    if buf is not None:
+                    if i in donated:  # the donated array's own memory
+                        taken.append(donated[i])
+                        buf = donated.pop(i)._take_buffer()
                         buf.stream = stream  # freed after this call's work, not the producer's
-                    elif i in temps:
+                    else:  # a private copy (a numpy argument's upload, a declined donation)
                         buf = DeviceBuffer(temps.pop(i), nbytes, ctx, stream, None, pool)
-                    else:  # memory another library owns, written in place
-                        buf = DeviceBuffer(ins[i], nbytes, ctx, stream, owner=args[i])
+                    self._donation.aliased_bytes += nbytes
                 else:
                     buf = DeviceBuffer(pool.take(nbytes) or self._alloc(nbytes, o, True), nbytes, ctx,
                                        stream, None, pool)
                 out_bufs[o] = buf
                 outs[o] = buf.ptr
+            for a in donated.values():  # written as scratch, not returned: used up
+                taken.append(a)
+                buf = a._take_buffer()
+                buf.stream = stream  # freed (with the array) after this call's work
+                keep.append(buf)
             slot = self._take_slot()
             try:
                 launch.run(slot.records, (ins, outs), slot.env)
@@ -339,7 +354,7 @@ class CudaExecutable(Signature):
         except BaseException:
             for i, p in temps.items():
                 pool.give(p, self._in[i].nbytes) or ctx.free(p, stream)
-            for a in donated.values():
+            for a in taken:
                 a._deleted = False  # the call did not happen: the donated array stays usable
             del out_bufs  # gives back what this call allocated (stream-ordered)
             raise
@@ -370,7 +385,40 @@ class CudaExecutable(Signature):
                 self.ctx.trim_pool()
             return self.ctx.alloc(nbytes, self._stream, what=what)
 
-    def _bring(self, i: int, a, temps: dict, keep: list, donated: dict, streams: dict) -> int:
+    def _donate(self, args, ins: list, temps: dict, keep: list, donated: dict) -> None:
+        """Decide each written (donated) input: a ``DeviceArray`` of hlo's own memory that
+        overlaps no other argument is used in place (``donated``: its buffer becomes the
+        aliased result, or is used up); any other (a foreign GPU array, memory shared with
+        another argument) is copied on the device first, with a warning
+        (``hlo.runtime.donation``). numpy arguments were uploaded to private copies already."""
+        written = self._written
+        ranges = [None if i in temps else (p, s.nbytes) for i, (p, s) in enumerate(zip(ins, self._in))]
+        owned = [type(a) is DeviceArray and a._buf.owner is None for a in args]
+        declined = declined_ranges(ranges, written, owned, self.input_names)
+        for k in written:
+            if k in temps:
+                continue
+            why = declined.get(k)
+            if why is None:
+                donated[k] = args[k]
+                self._donation.used += 1
+                continue
+            s = self._in[k]
+            p = self._pool.take(s.nbytes) or self._alloc(s.nbytes, k, False)
+            temps[k] = p
+            if s.nbytes:
+                driver.memcpy_dtod(p, ins[k], s.nbytes, self._stream)
+            ins[k] = p
+            self._donation.declined += 1
+            name = self.input_names[k] if self.input_names is not None and k < len(self.input_names) else str(k)
+            self._donation.last_declined = {name: why}
+            warn_declined(name, _type_str(s.name, s.shape), why)
+
+    def donation_stats(self) -> dict:
+        """What donation did on this executable's calls (``hlo.runtime.donation.DonationStats``)."""
+        return self._donation.as_dict()
+
+    def _bring(self, i: int, a, temps: dict, keep: list, streams: dict) -> int:
         """The device address of argument ``i`` (copied to the device if it is host data)."""
         s = self._in[i]
         if type(a) is DeviceArray:
@@ -390,8 +438,6 @@ class CudaExecutable(Signature):
             done = a._done
             if done is not None and done.stream is not stream:
                 done.order_after(stream)
-            if i in self._donatable and buf.owner is None:
-                donated[i] = a
             if buf.stream is not stream or buf.owner is not None:
                 keep.append(a)  # memory freed on another stream (or owned elsewhere): held until done
             return buf.ptr

@@ -91,6 +91,10 @@ def test_a_library_path_is_refused_and_its_code_never_runs(saved, tmp_path):
     (["target", "kind"], "../cpu"), (["analyses", "memory", "temp_size_in_bytes"], 2 ** 40),
     (["analyses", "cost", "flops"], [1]), (["imports"], ["a b"]), (["buffer_plan", "arena_size"], 99),
     (["sections"], []), (["call_sequence"], "k"),
+    # donation: an output returned as an input's memory must be a distinct input of its size
+    (["runtime", "aliases"], [[0, 5]]), (["runtime", "aliases"], [[0, 0]]), (["runtime", "aliases"], "x"),
+    (["runtime", "aliases"], [[1, 0], [1, 0]]), (["runtime", "inputs_written"], [0, 0]),
+    (["runtime", "inputs_written"], [7]), (["runtime", "inputs_written"], 0),
 ])
 def test_malformed_fields_raise_load_error(saved, tmp_path, field, value):
     bad = _edited(saved, tmp_path, _set(field, value))

@@ -82,7 +82,7 @@ def _exe(inputs):
 def _call(exe, args):
     """What ``CudaExecutable.run`` does with the arguments: bring each, then order once."""
     keep, streams = [], {}
-    ptrs = [exe._bring(i, a, {}, keep, {}, streams) for i, a in enumerate(args)]
+    ptrs = [exe._bring(i, a, {}, keep, streams) for i, a in enumerate(args)]
     if streams:
         exe._order_foreign(streams)
     return ptrs, keep
