@@ -128,7 +128,15 @@ class MultiOutputFusion(FusionPass):
 
     def _producer_consumer(self, region: Region) -> bool:
         reach = Reach(region)
-        top = TopLevel(region, reach.ins)
+        # deferred: a merge moves positions only, and region.ops is rebuilt once at the end (a
+        # sort of the whole region per merge had made thousands of merges quadratic)
+        top = TopLevel(region, reach.ins, deferred=True)
+        try:
+            return self._producer_consumer_in(region, reach, top)
+        finally:
+            top.sync()
+
+    def _producer_consumer_in(self, region: Region, reach: Reach, top: TopLevel) -> bool:
         users = top.users
         for p in list(region.ops):
             if not _kernel(p):
@@ -158,7 +166,13 @@ class MultiOutputFusion(FusionPass):
         merging leaves the reachability between all other kernels as it was. True when
         something merged."""
         reach = Reach(region)
-        top = TopLevel(region, reach.ins)
+        top = TopLevel(region, reach.ins, deferred=True)  # (as in _producer_consumer)
+        try:
+            return self._siblings_in(reach, top)
+        finally:
+            top.sync()
+
+    def _siblings_in(self, reach: Reach, top: TopLevel) -> bool:
         users = top.users
         made_sinks = set()  # ids of the sinks this call made
 
