@@ -270,9 +270,17 @@ class VerticalFusion(FusionPass):
     def _try(self, p: Operation, c: Operation) -> Optional[Operation]:
         L = self.labels
         top = self.top
-        others = [u for r in p.results for u in top.users.get(r, ()) if u is not c]
-        # A refusal depends only on the producer, the consumer and who else reads the producer.
-        key = (id(p), id(c), frozenset(map(id, others)))
+        if p.name == "constant":
+            # A constant is copied into each reader (never a kernel's output), so a refusal
+            # depends on the two alone; listing its other readers per consumer (a splat that
+            # CSE shares among thousands of kernels) would cost their count each time.
+            other = next((u for u in top.users.get(p.results[0], ()) if u is not c), None)
+            others = [other] if other is not None else []
+            key = (id(p), id(c))
+        else:
+            others = [u for r in p.results for u in top.users.get(r, ()) if u is not c]
+            # A refusal depends only on the producer, the consumer and who else reads the producer.
+            key = (id(p), id(c), frozenset(map(id, others)))
         if key in self.declined:
             return None
 
