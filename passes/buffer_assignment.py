@@ -471,10 +471,11 @@ def usable_inplace_pairs(op: Operation) -> List[Tuple[int, int]]:
     same loop iteration, before the stores (outputs of one shape and layout of a loop-like
     fusion: one CPU kernel computes all of them, then stores). A row kernel (``input`` fusion)
     writes its outputs one after another, so there any such other reader rules the pair out."""
-    return [(i, j) for i, j in inplace_pairs(op) if not _clobbers_other_output(op, i, j)]
+    readers: Dict[int, List[int]] = {}  # operand -> the outputs that read it element by element
+    return [(i, j) for i, j in inplace_pairs(op) if not _clobbers_other_output(op, i, j, readers)]
 
 
-def _clobbers_other_output(op: Operation, i: int, j: int) -> bool:
+def _clobbers_other_output(op: Operation, i: int, j: int, readers: Dict[int, List[int]] = None) -> bool:
     if op.name != "fusion" or len(op.results) < 2:
         return False
     region = op.regions[0]
@@ -489,8 +490,13 @@ def _clobbers_other_output(op: Operation, i: int, j: int) -> bool:
         return False
     tj = op.results[j].type
     elemental = lambda v: v.op is not None and v.op.name not in _OWN_KERNEL and v.op.name != "constant"
-    for k, out in enumerate(region.outputs):
-        if k == j or out is target or not _reads_elementwise(out, arg):
+    if readers is None:
+        readers = {}
+    if i not in readers:  # one pass over the region per operand, not one per pair and output
+        readers[i] = _elementwise_readers(region, arg)
+    for k in readers[i]:
+        out = region.outputs[k]
+        if k == j or out is target:
             continue
         tk = op.results[k].type
         same_loop = (kind != "input" and elemental(out) and elemental(target)
@@ -502,20 +508,16 @@ def _clobbers_other_output(op: Operation, i: int, j: int) -> bool:
     return False
 
 
-def _reads_elementwise(out: Value, arg: Value) -> bool:
-    """Whether computing ``out`` reads ``arg`` other than through an op materialized first."""
-    seen: Set[int] = set()
-    stack = [out]
-    while stack:
-        v = stack.pop()
-        if v is arg:
-            return True
-        op = v.op
-        if op is None or id(op) in seen or op.name in _MATERIALIZED_FIRST:
+def _elementwise_readers(region: Region, arg: Value) -> List[int]:
+    """The outputs of ``region`` whose computation reads ``arg`` other than through an op
+    materialized first, in one forward pass over its ops."""
+    reach: Set[Value] = {arg}
+    for op in region.ops:
+        if op.name in _MATERIALIZED_FIRST:
             continue
-        seen.add(id(op))
-        stack.extend(inputs_of(op))
-    return False
+        if any(v in reach for v in inputs_of(op)):
+            reach.update(op.results)
+    return [k for k, out in enumerate(region.outputs) if out in reach]
 
 
 def _clash(vals: List[Value], slices: Dict[Value, Slice], sizes: Dict[Value, int],

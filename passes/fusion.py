@@ -64,6 +64,11 @@ def unit_cost(u: Operation) -> int:
     return sum(op_cost(op) for op in unit_ops(u))
 
 
+def unit_concat_operands(u: Operation) -> int:
+    """The operands of the concatenates a unit computes, together (``max_concat_operands``)."""
+    return sum(len(op.operands) for op in unit_ops(u) if op.name == "concatenate")
+
+
 def fusible_unit(op: Operation) -> bool:
     """An op the fusion passes may merge: loop-fusible ops, reductions, dots, and fusions that
     are not multi."""
@@ -208,6 +213,9 @@ class VerticalFusion(FusionPass):
     def fuse(self, region: Region) -> bool:
         self.top = TopLevel(region, deferred=True)
         self.declined = {}
+        # Each unit's (cost, concatenate operands), kept for the fusions this pass makes (the
+        # sums of their units'), so a merge does not walk the kernel it grows: id -> (op, both).
+        self.measured = {}
         changed = False
         progress = True
         while progress:
@@ -230,6 +238,28 @@ class VerticalFusion(FusionPass):
         return changed
 
     # -- one consumer -------------------------------------------------------------------------
+    def _measure(self, u: Operation):
+        """(``unit_cost(u)``, ``unit_concat_operands(u)``); constants cost nothing."""
+        m = self.measured.get(id(u))
+        if m is None:
+            m = (u, (0, 0) if u.name == "constant" else (unit_cost(u), unit_concat_operands(u)))
+            self.measured[id(u)] = m
+        return m[1]
+
+    def _outputs_after(self, p: Operation, c: Operation, duplicate: bool) -> int:
+        """How many outputs the kernel of ``p`` fused into ``c`` would have (``preview``'s
+        rule: the results something else reads or the function returns)."""
+        top = self.top
+        units = (p, c)
+        n = 0
+        for u in units:
+            if u is p and duplicate:
+                continue
+            for r in u.results:
+                if r in top.returned or any(x is not p and x is not c for x in top.users.get(r, ())):
+                    n += 1
+        return n
+
     def _fuse_into(self, c: Operation) -> Optional[Operation]:
         for p in self.top.producers(c):
             new = self._try(p, c)
@@ -240,9 +270,17 @@ class VerticalFusion(FusionPass):
     def _try(self, p: Operation, c: Operation) -> Optional[Operation]:
         L = self.labels
         top = self.top
-        others = [u for r in p.results for u in top.users.get(r, ()) if u is not c]
-        # A refusal depends only on the producer, the consumer and who else reads the producer.
-        key = (id(p), id(c), frozenset(map(id, others)))
+        if p.name == "constant":
+            # A constant is copied into each reader (never a kernel's output), so a refusal
+            # depends on the two alone; listing its other readers per consumer (a splat that
+            # CSE shares among thousands of kernels) would cost their count each time.
+            other = next((u for u in top.users.get(p.results[0], ()) if u is not c), None)
+            others = [other] if other is not None else []
+            key = (id(p), id(c))
+        else:
+            others = [u for r in p.results for u in top.users.get(r, ()) if u is not c]
+            # A refusal depends only on the producer, the consumer and who else reads the producer.
+            key = (id(p), id(c), frozenset(map(id, others)))
         if key in self.declined:
             return None
 
@@ -256,12 +294,22 @@ class VerticalFusion(FusionPass):
                 return decline("a constant that is not a splat stays in the constants table")
         elif not fusible_unit(p):
             return decline(f"the producer is a '{p.name}', which runs as its own kernel")
-        cost = (unit_cost(p) if p.name != "constant" else 0) + unit_cost(c)
+        (p_cost, p_cat), (c_cost, c_cat) = self._measure(p), self._measure(c)
+        cost = p_cost + c_cost
         if cost > self.options.max_fusion_cost:
             return decline(f"the kernel would do {cost} units of work an element, more than "
                            f"{self.options.max_fusion_cost} (max_fusion_cost): compile time grows "
                            f"faster than a kernel's size")
+        if p_cat + c_cat > self.options.max_concat_operands:
+            return decline(f"the kernel's concatenates would take {p_cat + c_cat} operands, more "
+                           f"than {self.options.max_concat_operands} (max_concat_operands): each "
+                           "element of such a kernel evaluates every operand")
         shared = bool(others) or any(r in top.returned for r in p.results)
+        n_out = self._outputs_after(p, c, shared)
+        if n_out > self.options.max_kernel_outputs:
+            return decline(f"the kernel would have {n_out} outputs, more than "
+                           f"{self.options.max_kernel_outputs} (max_kernel_outputs): LLVM's time "
+                           "on a kernel grows faster than its outputs")
         into_dot = p.name != "constant" and self._feeds_dot_operand(c, p)
         dup = []
         if shared:
@@ -314,6 +362,7 @@ class VerticalFusion(FusionPass):
         else:
             name = L.fresh(f"{kind}_fusion")
         new = commit(top, [p, c], cand, kind, name, dup)
+        self.measured[id(new)] = (new, (cost, p_cat + c_cat))
         how = "copied into" if dup else "into"
         what = {"loop": "loop fusion", "input": "input fusion (reduction)",
                 "output": "output fusion (dot with prologue/epilogue)"}[kind]
@@ -345,7 +394,7 @@ class VerticalFusion(FusionPass):
         if any(op.name == "reduce" for op in ops):
             return "the producer holds a reduction that other ops also read; duplicating it " \
                    "would repeat the reduction"
-        cost = unit_cost(p)
+        cost = self._measure(p)[0]
         if cost > self.options.duplication_limit:
             return (f"other ops also read the producer, and copying it would repeat {cost} units "
                     f"of work per element (limit {self.options.duplication_limit})")

@@ -56,6 +56,11 @@ class TopLevel:
             for v in vs:
                 self.users.setdefault(v, {})[op] = None
         self.returned: Set[Value] = set(region.outputs)
+        # Where each returned value stands in ``region.outputs`` (a merge rewires a returned
+        # value without scanning a program's thousands of outputs).
+        self.out_index: Dict[Value, List[int]] = {}
+        for i, v in enumerate(region.outputs):
+            self.out_index.setdefault(v, []).append(i)
         # Fused regions built here, which carry no layouts (ids; the regions are kept alive).
         self.stripped: Dict[int, Region] = {}
         self.renumber()
@@ -330,7 +335,10 @@ def _rewire(top: TopLevel, mapping: Dict[Value, Value], gone: Set[int]) -> None:
                 for r in u.regions:
                     replace_values(r, {old: new})
         if old in top.returned:
-            region.outputs = [new if v is old else v for v in region.outputs]
+            at = top.out_index.pop(old)
+            for i in at:
+                region.outputs[i] = new
+            top.out_index.setdefault(new, []).extend(at)
             top.returned.discard(old)
             top.returned.add(new)
 

@@ -37,6 +37,14 @@ class Options:
     # time on one function grows faster than its size: 320 steps of tanh-and-scale in one
     # kernel (6,700 units) took 9.6 s to compile for the CPU, jax.jit 0.6 s.
     max_fusion_cost: int = 512
+    # Width bounds, which keep compile time in proportion to a wide program's size (thousands of
+    # stacked operands or outputs): a concatenate takes at most this many operands (pass
+    # ``concat-split`` makes a tree of wider ones) and a kernel's concatenates at most this many
+    # together (each element of a concatenate's kernel evaluates every operand) ...
+    max_concat_operands: int = 64
+    # ... and the fusion passes make no kernel with more outputs than this (a 300-output kernel
+    # had taken LLVM 10 s).
+    max_kernel_outputs: int = 64
     # Horizontal fusion merges independent kernels whose outputs have at most this many elements.
     horizontal_max_elements: int = 1 << 16
     # Fuse a row-wise normalization (layer norm, softmax) into the operand of a dot (the dot
@@ -104,6 +112,10 @@ class Options:
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
                 raise ValueError(f"{name} must be None or a non-negative integer, got {v!r}")
+        for name in ("max_concat_operands", "max_kernel_outputs"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 2:
+                raise ValueError(f"{name} must be an integer of at least 2, got {v!r}")
         if self.dump_filter is not None:
             try:
                 re.compile(self.dump_filter)

@@ -92,7 +92,7 @@ def pipeline_passes(target: str, options: Options) -> Tuple[List[str], List[str]
     off = options.disabled_passes
     simplify = [n for n in SIMPLIFY if n not in off
                 and (n != "while-unroll" or options.while_unroll_for(target))]
-    rest = ["dot-merger", "dot-split-k", "layout-assignment"] + (FUSION if options.fusion else []) + TIDY + ["schedule"]
+    rest = ["dot-merger", "dot-split-k", "concat-split", "layout-assignment"] + (FUSION if options.fusion else []) + TIDY + ["schedule"]
     rest = [n for n in rest if n not in off] + ["buffer-assignment"]
     return simplify, rest
 

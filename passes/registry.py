@@ -4,8 +4,8 @@ themselves with ``base.register_pass``; ``registered_passes()`` lists them and
 from typing import Dict, List
 
 from . import (inline, dce, cse, constant_folding, canonicalize, algebraic, layout,  # noqa: F401
-               dot_merger, dot_split_k, fusion, multi_output, horizontal, scheduling, buffer_assignment,
-               while_unroll, window_scan)
+               dot_merger, dot_split_k, concat_split, fusion, multi_output, horizontal, scheduling,
+               buffer_assignment, while_unroll, window_scan)
 from .base import DOCS, FACTORIES, Pass
 from .options import PassConfig
 

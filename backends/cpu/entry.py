@@ -17,6 +17,7 @@ emitted code is exactly the unprofiled one.
 from __future__ import annotations
 
 import llvmlite.ir as ir
+import numpy as np
 
 from .. import llvm_util as U
 from ..llvm_util import I8, I32, I64, PTR, VOID, ModuleContext, glue, i64
@@ -288,7 +289,12 @@ def emit_call_entry(ctx: ModuleContext, run_fn: ir.Function, in_shapes, out_shap
     shapes of the inputs and outputs; ``written``: the inputs the program writes (donated:
     each must be writable memory numpy or hlo's output pool owns, disjoint from the other
     inputs, else the call falls back), ``in_nbytes`` their sizes; ``aliases``: output -> the
-    donated input it is (returned as that object; the types must be equal)."""
+    donated input it is (returned as that object, a new reference; the types must be equal).
+
+    The inputs are checked, and the outputs allocated, by loops over tables of their shapes
+    (read-only globals), so the entry's code is the same size for any number of them: unrolled,
+    a program of 2,000 outputs had made a function of 12,000 blocks, on which LLVM's code
+    generator took time growing faster than its size. (LLVM unrolls the loops of a few.)"""
     nin, nout = len(in_shapes), len(out_shapes)
     aliases = dict(aliases or {})
     fn = glue(ir.Function(ctx.module, ir.FunctionType(PTR, [PTR, PTR, I64]), name=abi.CALL_ENTRY))
@@ -297,10 +303,13 @@ def emit_call_entry(ctx: ModuleContext, run_fn: ir.Function, in_shapes, out_shap
     fallback_bb = fn.append_basic_block("fallback")
 
     def at(p, off, typ=PTR):
-        return b.load(b.gep(p, [i64(off)], source_etype=I8), typ=typ)
+        return b.load(b.gep(p, [i64(off)] if isinstance(off, int) else [off], source_etype=I8), typ=typ)
 
     def slot(k, typ=I64):
-        return b.load(b.gep(cx, [i64(k)], source_etype=I64), typ=typ)
+        return b.load(b.gep(cx, [i64(k) if isinstance(k, int) else k], source_etype=I64), typ=typ)
+
+    def entry_of(p, k, typ=PTR):  # element k (a value) of an array of 8-byte entries
+        return b.load(b.gep(p, [k], source_etype=typ if typ is I64 else PTR), typ=typ)
 
     def check(cond):  # continue where cond holds, else fall back
         ok = fn.append_basic_block("ok")
@@ -309,6 +318,33 @@ def emit_call_entry(ctx: ModuleContext, run_fn: ir.Function, in_shapes, out_shap
 
     def call(k, ret, argtys, vals):
         return b.call(b.inttoptr(slot(k), ir.FunctionType(ret, argtys).as_pointer()), vals)
+
+    def table(values):  # a read-only i64 table
+        return ctx.constant_global(np.asarray(list(values) or [0], np.int64))
+
+    def loop(count, name, body):
+        """``for k in range(count): body(k)`` (count: an i64 value); ``body`` may add blocks."""
+        pre = b.block
+        head = fn.append_basic_block(f"{name}_next")
+        step = fn.append_basic_block(f"{name}_step")
+        done = fn.append_basic_block(f"{name}_done")
+        b.branch(head)
+        b.position_at_end(head)
+        k = b.phi(I64)
+        k.add_incoming(i64(0), pre)
+        b.cbranch(b.icmp_signed("<", k, count), step, done)
+        b.position_at_end(step)
+        body(k)
+        k.add_incoming(b.add(k, i64(1)), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def shape_tables(shapes):
+        offs, flat = [], []
+        for s in shapes:
+            offs.append(len(flat))
+            flat.extend(int(n) for n in s)
+        return table(len(s) for s in shapes), table(offs), table(flat)
 
     item = lambda tup, k: at(tup, PY_TUPLE_ITEMS + 8 * k)  # noqa: E731
     cx = at(item(me, abi.SELF_CTX), NP_ARRAY_DATA)
@@ -319,31 +355,35 @@ def emit_call_entry(ctx: ModuleContext, run_fn: ir.Function, in_shapes, out_shap
     ins = b.alloca(PTR, size=i64(max(1, nin)))
     outs = b.alloca(PTR, size=i64(max(1, nout)))
     ndarray = slot(abi.CTX_NDARRAY, PTR)
-    for k, shape in enumerate(in_shapes):
-        a = b.load(b.gep(args, [i64(k)], source_etype=PTR), typ=PTR)
+    in_ndim, in_off, in_dims = shape_tables(in_shapes)
+
+    def check_input(k):
+        a = entry_of(args, k)
         check(b.icmp_unsigned("==", at(a, abi.PY_TYPE), ndarray))
-        check(b.icmp_unsigned("==", at(a, abi.NP_ARRAY_DESCR), slot(abi.CTX_DESCRS + k, PTR)))
-        check(b.icmp_signed("==", at(a, abi.NP_ARRAY_NDIM, I32), ir.Constant(I32, len(shape))))
+        check(b.icmp_unsigned("==", at(a, abi.NP_ARRAY_DESCR), slot(b.add(k, i64(abi.CTX_DESCRS)), PTR)))
+        ndim = entry_of(in_ndim, k, I64)
+        check(b.icmp_signed("==", at(a, abi.NP_ARRAY_NDIM, I32), b.trunc(ndim, I32)))
         flags = b.and_(at(a, abi.NP_ARRAY_FLAGS, I32), ir.Constant(I32, abi.NPY_C_CONTIGUOUS_ALIGNED))
         check(b.icmp_signed("==", flags, ir.Constant(I32, abi.NPY_C_CONTIGUOUS_ALIGNED)))
-        if shape:
-            dims = at(a, abi.NP_ARRAY_DIMS)
-            for d, n in enumerate(shape):
-                check(b.icmp_signed("==", b.load(b.gep(dims, [i64(d)], source_etype=I64), typ=I64), i64(n)))
-        b.store(at(a, NP_ARRAY_DATA), b.gep(ins, [i64(k)], source_etype=PTR))
-        if k in written:  # donated: writable, and numpy's own memory or hlo's output pool's
-            fl = at(a, abi.NP_ARRAY_FLAGS, I32)
-            check(b.icmp_signed("!=", b.and_(fl, ir.Constant(I32, abi.NPY_WRITEABLE)), ir.Constant(I32, 0)))
-            owner_ok = fn.append_basic_block("owner_ok")
-            not_own = fn.append_basic_block("not_own")
-            b.cbranch(b.icmp_signed("!=", b.and_(fl, ir.Constant(I32, abi.NPY_OWNDATA)), ir.Constant(I32, 0)),
-                      owner_ok, not_own)
-            b.position_at_end(not_own)
-            base = at(a, abi.NP_ARRAY_BASE)
-            check(b.icmp_unsigned("!=", base, ir.Constant(PTR, None)))
-            block_type = slot(abi.CTX_DESCRS + nin + 2 * nout, PTR)
-            b.cbranch(b.icmp_unsigned("==", at(base, abi.PY_TYPE), block_type), owner_ok, fallback_bb)
-            b.position_at_end(owner_ok)
+        dims, first = at(a, abi.NP_ARRAY_DIMS), entry_of(in_off, k, I64)
+        loop(ndim, "in_dim", lambda d: check(b.icmp_signed(
+            "==", entry_of(dims, d, I64), entry_of(in_dims, b.add(first, d), I64))))
+        b.store(at(a, NP_ARRAY_DATA), b.gep(ins, [k], source_etype=PTR))
+    if nin:
+        loop(i64(nin), "input", check_input)
+    for k in written:  # donated: writable, and numpy's own memory or hlo's output pool's
+        fl = at(entry_of(args, i64(k)), abi.NP_ARRAY_FLAGS, I32)
+        check(b.icmp_signed("!=", b.and_(fl, ir.Constant(I32, abi.NPY_WRITEABLE)), ir.Constant(I32, 0)))
+        owner_ok = fn.append_basic_block("owner_ok")
+        not_own = fn.append_basic_block("not_own")
+        b.cbranch(b.icmp_signed("!=", b.and_(fl, ir.Constant(I32, abi.NPY_OWNDATA)), ir.Constant(I32, 0)),
+                  owner_ok, not_own)
+        b.position_at_end(not_own)
+        base = at(entry_of(args, i64(k)), abi.NP_ARRAY_BASE)
+        check(b.icmp_unsigned("!=", base, ir.Constant(PTR, None)))
+        block_type = slot(abi.CTX_DESCRS + nin + 2 * nout, PTR)
+        b.cbranch(b.icmp_unsigned("==", at(base, abi.PY_TYPE), block_type), owner_ok, fallback_bb)
+        b.position_at_end(owner_ok)
     # donated inputs overlap no other input (their byte ranges; every input is contiguous)
     for k in written:
         if not in_nbytes[k]:
@@ -366,32 +406,42 @@ def emit_call_entry(ctx: ModuleContext, run_fn: ir.Function, in_shapes, out_shap
     def release_arena():
         b.store(i64(0), busy)
 
-    incref = lambda o: call(abi.CTX_INCREF, VOID, [PTR], [o])  # noqa: E731
     decref = lambda o: call(abi.CTX_DECREF, VOID, [PTR], [o])  # noqa: E731
+    incref = lambda o: call(abi.CTX_INCREF, VOID, [PTR], [o])  # noqa: E731
     new_fty = [PTR, PTR, I32, PTR, PTR, PTR, I32, PTR]
     vec_fty = [PTR, PTR, I64, PTR]
-    dims_buf = b.alloca(I64, size=i64(max(1, max((len(s) for s in out_shapes), default=1))))
     null = ir.Constant(PTR, None)
-    out_objs = []
+    # An allocation that fails drops the outputs made so far (``made``: the first ``nmade``)
+    # and frees the arena, in one loop that every failure branches to.
+    made = b.alloca(PTR, size=i64(max(1, nout)))
+    nmade = b.alloca(I64)
+    drop_then_fallback = fn.append_basic_block("drop_made_fallback")
+    drop_then_fail = fn.append_basic_block("drop_made_fail")
+    drop_all_fail = fn.append_basic_block("drop_all_fail")  # (the arena is released already)
+    out_ndim, out_off, out_dims = shape_tables(out_shapes)
+    alias_of = table(aliases.get(j, -1) for j in range(nout)) if aliases else None
 
-    def drop_made(extra=None):  # an allocation failed: drop the outputs made, free the arena
-        for prev in out_objs + ([extra] if extra is not None else []):
-            decref(prev)
-        release_arena()
-
-    for j, shape in enumerate(out_shapes):
-        if j in aliases:  # the donated input itself (checked above), a new reference
-            o = b.load(b.gep(args, [i64(aliases[j])], source_etype=PTR), typ=PTR)
-            incref(o)
-            out_objs.append(o)
-            b.store(at(o, NP_ARRAY_DATA), b.gep(outs, [i64(j)], source_etype=PTR))
-            continue
+    def make_output(j):
+        output_made = None
+        if alias_of is not None:  # an output that is a donated input: that object, a new reference
+            aliased = fn.append_basic_block("aliased")
+            allocate = fn.append_basic_block("allocate")
+            output_made = fn.append_basic_block("output_made")
+            src = entry_of(alias_of, j, I64)
+            b.cbranch(b.icmp_signed(">=", src, i64(0)), aliased, allocate)
+            b.position_at_end(aliased)
+            ao = entry_of(args, src)
+            incref(ao)
+            b.store(ao, b.gep(made, [j], source_etype=PTR))
+            b.store(at(ao, NP_ARRAY_DATA), b.gep(outs, [j], source_etype=PTR))
+            b.branch(output_made)
+            b.position_at_end(allocate)
         # an output of the recycled-output pool's size: its allocator (a callable of no
         # arguments); any other: numpy's PyArray_NewFromDescr
-        alloc = slot(abi.CTX_DESCRS + nin + nout + j, PTR)
+        alloc = slot(b.add(j, i64(abi.CTX_DESCRS + nin + nout)), PTR)
         pooled = fn.append_basic_block("pooled")
         plain = fn.append_basic_block("plain")
-        made = fn.append_basic_block("allocated")
+        made_bb = fn.append_basic_block("allocated")
         failed = fn.append_basic_block("alloc_failed")
         b.cbranch(b.icmp_unsigned("!=", alloc, null), pooled, plain)
         b.position_at_end(pooled)
@@ -400,29 +450,46 @@ def emit_call_entry(ctx: ModuleContext, run_fn: ir.Function, in_shapes, out_shap
         b.cbranch(b.icmp_unsigned("==", po, null), failed, called)
         b.position_at_end(called)
         not_array = fn.append_basic_block("pool_not_array")
-        b.cbranch(b.icmp_unsigned("==", at(po, abi.PY_TYPE), ndarray), made, not_array)
+        b.cbranch(b.icmp_unsigned("==", at(po, abi.PY_TYPE), ndarray), made_bb, not_array)
         b.position_at_end(not_array)  # not what the entry writes into: the Python path decides
-        drop_made(po)
-        b.branch(fallback_bb)
+        b.store(po, b.gep(made, [j], source_etype=PTR))
+        b.store(b.add(j, i64(1)), nmade)
+        b.branch(drop_then_fallback)
         b.position_at_end(plain)
-        descr = slot(abi.CTX_DESCRS + nin + j, PTR)
+        descr = slot(b.add(j, i64(abi.CTX_DESCRS + nin)), PTR)
         incref(descr)  # PyArray_NewFromDescr steals a reference
-        for d, n in enumerate(shape):
-            b.store(i64(n), b.gep(dims_buf, [i64(d)], source_etype=I64))
+        ndim = b.trunc(entry_of(out_ndim, j, I64), I32)
+        dims = b.gep(out_dims, [entry_of(out_off, j, I64)], source_etype=I64)  # (read only)
         no = call(abi.CTX_NEW_FROM_DESCR, PTR, new_fty,
-                  [ndarray, descr, ir.Constant(I32, len(shape)), dims_buf, null, null,
-                   ir.Constant(I32, 0), null])
+                  [ndarray, descr, ndim, dims, null, null, ir.Constant(I32, 0), null])
         plain_end = b.block
-        b.cbranch(b.icmp_unsigned("==", no, null), failed, made)
+        b.cbranch(b.icmp_unsigned("==", no, null), failed, made_bb)
         b.position_at_end(failed)  # the exception (MemoryError, the allocator's) is set
-        drop_made()
-        b.ret(null)
-        b.position_at_end(made)
+        b.store(j, nmade)
+        b.branch(drop_then_fail)
+        b.position_at_end(made_bb)
         o = b.phi(PTR)
         o.add_incoming(po, called)
         o.add_incoming(no, plain_end)
-        out_objs.append(o)
-        b.store(at(o, NP_ARRAY_DATA), b.gep(outs, [i64(j)], source_etype=PTR))
+        b.store(o, b.gep(made, [j], source_etype=PTR))
+        b.store(at(o, NP_ARRAY_DATA), b.gep(outs, [j], source_etype=PTR))
+        if output_made is not None:
+            b.branch(output_made)
+            b.position_at_end(output_made)
+    if nout:
+        loop(i64(nout), "output", make_output)
+    for block, to_fallback, release in ((drop_then_fallback, True, True), (drop_then_fail, False, True),
+                                        (drop_all_fail, False, False)):
+        after = b.block
+        b.position_at_end(block)
+        loop(b.load(nmade, typ=I64), "drop", lambda k: decref(entry_of(made, k)))
+        if release:
+            release_arena()
+        if to_fallback:
+            b.branch(fallback_bb)
+        else:
+            b.ret(null)
+        b.position_at_end(after)
     nth = slot(abi.CTX_NTHREADS)
     if hold_gil:
         b.call(run_fn, [ins, outs, arena, nth])
@@ -438,19 +505,19 @@ def emit_call_entry(ctx: ModuleContext, run_fn: ir.Function, in_shapes, out_shap
         multi = fn.append_basic_block("multi")
         b.cbranch(b.icmp_signed("==", slot(abi.CTX_OUT_MODE), i64(abi.OUT_SINGLE)), single, multi)
         b.position_at_end(single)
-        b.ret(out_objs[0])
+        b.ret(b.load(made, typ=PTR))
         b.position_at_end(multi)
     tup = call(abi.CTX_TUPLE_NEW, PTR, [I64], [i64(nout)])
     tup_fail = fn.append_basic_block("tuple_failed")
     tup_ok = fn.append_basic_block("tuple_ok")
     b.cbranch(b.icmp_unsigned("==", tup, null), tup_fail, tup_ok)
     b.position_at_end(tup_fail)
-    for o in out_objs:
-        decref(o)
-    b.ret(null)
+    b.store(i64(nout), nmade)
+    b.branch(drop_all_fail)
     b.position_at_end(tup_ok)
-    for j, o in enumerate(out_objs):  # the tuple takes the references
-        b.store(o, b.gep(tup, [i64(PY_TUPLE_ITEMS + 8 * j)], source_etype=I8))
+    items = b.gep(tup, [i64(PY_TUPLE_ITEMS)], source_etype=I8)
+    if nout:  # the tuple takes the references
+        loop(i64(nout), "tuple_item", lambda j: b.store(entry_of(made, j), b.gep(items, [j], source_etype=PTR)))
     as_tuple = fn.append_basic_block("as_tuple")
     finish = fn.append_basic_block("finish")
     b.cbranch(b.icmp_signed("==", slot(abi.CTX_OUT_MODE), i64(abi.OUT_TUPLE)), as_tuple, finish)
