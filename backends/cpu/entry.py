@@ -285,150 +285,227 @@ def emit_call_entry(ctx: ModuleContext, run_fn: ir.Function, in_shapes, out_shap
                     hold_gil: bool) -> ir.Function:
     """``hlo_call_py(self, args, nargs)``: the CPython ``METH_FASTCALL`` entry described in
     ``hlo.runtime.cpu.abi`` (``CALL_ENTRY``). ``in_shapes`` / ``out_shapes``: the row-major
-    shapes of the inputs and outputs."""
-    nin, nout = len(in_shapes), len(out_shapes)
-    fn = glue(ir.Function(ctx.module, ir.FunctionType(PTR, [PTR, PTR, I64]), name=abi.CALL_ENTRY))
-    me, args, nargs = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    fallback_bb = fn.append_basic_block("fallback")
+    shapes of the inputs and outputs. Anything it does not expect (a wrong argument, a stale
+    guard, a busy arena, an allocator that returns no array) goes to the Python path."""
+    e = _CallEntry(ctx, len(in_shapes), len(out_shapes))
+    e.check_call()
+    ins, outs = e.pointer_arrays()
+    e.check_inputs(in_shapes, ins)
+    arena = e.take_arena()
+    out_objs = e.make_outputs(out_shapes, outs)
+    e.run(run_fn, ins, outs, arena, hold_gil)
+    e.return_outputs(out_objs)
+    e.fall_back()
+    return e.fn
 
-    def at(p, off, typ=PTR):
+
+class _CallEntry:
+    """The builder of ``hlo_call_py`` (``emit_call_entry`` calls its steps in order): reads of
+    the Python objects and of the callable's context (``cx``: ``abi.CTX_*`` slots), checks that
+    go to the fallback block, and calls through the context's function pointers."""
+
+    def __init__(self, ctx: ModuleContext, nin: int, nout: int):
+        self.nin, self.nout = nin, nout
+        self.fn = fn = glue(ir.Function(ctx.module, ir.FunctionType(PTR, [PTR, PTR, I64]), name=abi.CALL_ENTRY))
+        self.me, self.args, self.nargs = fn.args
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.fallback_bb = fn.append_basic_block("fallback")
+        self.null = ir.Constant(PTR, None)
+        self.vec_fty = [PTR, PTR, I64, PTR]   # vectorcall(callable, args, nargs, kwnames)
+        self.cx = self.at(self.item(self.me, abi.SELF_CTX), NP_ARRAY_DATA)
+
+    # ---- helpers
+    def at(self, p, off, typ=PTR):
+        """The ``typ`` at byte ``off`` of object ``p``."""
+        b = self.b
         return b.load(b.gep(p, [i64(off)], source_etype=I8), typ=typ)
 
-    def slot(k, typ=I64):
-        return b.load(b.gep(cx, [i64(k)], source_etype=I64), typ=typ)
+    def item(self, tup, k):
+        """Item ``k`` of tuple ``tup``."""
+        return self.at(tup, PY_TUPLE_ITEMS + 8 * k)
 
-    def check(cond):  # continue where cond holds, else fall back
-        ok = fn.append_basic_block("ok")
-        b.cbranch(cond, ok, fallback_bb)
-        b.position_at_end(ok)
+    def slot(self, k, typ=I64):
+        """Slot ``k`` of the context."""
+        b = self.b
+        return b.load(b.gep(self.cx, [i64(k)], source_etype=I64), typ=typ)
 
-    def call(k, ret, argtys, vals):
-        return b.call(b.inttoptr(slot(k), ir.FunctionType(ret, argtys).as_pointer()), vals)
+    def check(self, cond):
+        """Continue where ``cond`` holds, else fall back."""
+        ok = self.fn.append_basic_block("ok")
+        self.b.cbranch(cond, ok, self.fallback_bb)
+        self.b.position_at_end(ok)
 
-    item = lambda tup, k: at(tup, PY_TUPLE_ITEMS + 8 * k)  # noqa: E731
-    cx = at(item(me, abi.SELF_CTX), NP_ARRAY_DATA)
-    check(b.icmp_signed("==", nargs, i64(nin)))
-    guard = slot(abi.CTX_GUARD, PTR)
-    check(b.icmp_signed("==", b.load(guard, typ=I64), slot(abi.CTX_EPOCH)))
-    check(b.icmp_signed("==", b.load(b.gep(guard, [i64(1)], source_etype=I64), typ=I64), i64(0)))
-    ins = b.alloca(PTR, size=i64(max(1, nin)))
-    outs = b.alloca(PTR, size=i64(max(1, nout)))
-    ndarray = slot(abi.CTX_NDARRAY, PTR)
-    for k, shape in enumerate(in_shapes):
-        a = b.load(b.gep(args, [i64(k)], source_etype=PTR), typ=PTR)
-        check(b.icmp_unsigned("==", at(a, abi.PY_TYPE), ndarray))
-        check(b.icmp_unsigned("==", at(a, abi.NP_ARRAY_DESCR), slot(abi.CTX_DESCRS + k, PTR)))
-        check(b.icmp_signed("==", at(a, abi.NP_ARRAY_NDIM, I32), ir.Constant(I32, len(shape))))
-        flags = b.and_(at(a, abi.NP_ARRAY_FLAGS, I32), ir.Constant(I32, abi.NPY_C_CONTIGUOUS_ALIGNED))
-        check(b.icmp_signed("==", flags, ir.Constant(I32, abi.NPY_C_CONTIGUOUS_ALIGNED)))
-        if shape:
-            dims = at(a, abi.NP_ARRAY_DIMS)
-            for d, n in enumerate(shape):
-                check(b.icmp_signed("==", b.load(b.gep(dims, [i64(d)], source_etype=I64), typ=I64), i64(n)))
-        b.store(at(a, NP_ARRAY_DATA), b.gep(ins, [i64(k)], source_etype=PTR))
-    # the arena: this callable's own, unless another thread's call is using it
-    arena = slot(abi.CTX_ARENA, PTR)
-    busy = b.gep(cx, [i64(abi.CTX_ARENA_BUSY)], source_etype=I64)
-    has_arena = b.icmp_unsigned("!=", arena, ir.Constant(PTR, None))
-    check(b.not_(b.and_(has_arena, b.icmp_signed("!=", b.load(busy, typ=I64), i64(0)))))
-    b.store(b.zext(has_arena, I64), busy)
+    def call(self, k, ret, argtys, vals):
+        """Call the function whose pointer is in slot ``k``."""
+        b = self.b
+        return b.call(b.inttoptr(self.slot(k), ir.FunctionType(ret, argtys).as_pointer()), vals)
 
-    def release_arena():
-        b.store(i64(0), busy)
+    def incref(self, o):
+        return self.call(abi.CTX_INCREF, VOID, [PTR], [o])
 
-    incref = lambda o: call(abi.CTX_INCREF, VOID, [PTR], [o])  # noqa: E731
-    decref = lambda o: call(abi.CTX_DECREF, VOID, [PTR], [o])  # noqa: E731
-    new_fty = [PTR, PTR, I32, PTR, PTR, PTR, I32, PTR]
-    vec_fty = [PTR, PTR, I64, PTR]
-    dims_buf = b.alloca(I64, size=i64(max(1, max((len(s) for s in out_shapes), default=1))))
-    null = ir.Constant(PTR, None)
-    out_objs = []
+    def decref(self, o):
+        return self.call(abi.CTX_DECREF, VOID, [PTR], [o])
 
-    def drop_made(extra=None):  # an allocation failed: drop the outputs made, free the arena
-        for prev in out_objs + ([extra] if extra is not None else []):
-            decref(prev)
-        release_arena()
+    def release_arena(self):
+        self.b.store(i64(0), self.busy)
 
-    for j, shape in enumerate(out_shapes):
-        # an output of the recycled-output pool's size: its allocator (a callable of no
-        # arguments); any other: numpy's PyArray_NewFromDescr
-        alloc = slot(abi.CTX_DESCRS + nin + nout + j, PTR)
+    # ---- the steps
+    def check_call(self):
+        """The argument count, and the guard: the context's epoch is the guard's and nothing
+        invalidated it."""
+        b = self.b
+        self.check(b.icmp_signed("==", self.nargs, i64(self.nin)))
+        guard = self.slot(abi.CTX_GUARD, PTR)
+        self.check(b.icmp_signed("==", b.load(guard, typ=I64), self.slot(abi.CTX_EPOCH)))
+        self.check(b.icmp_signed("==", b.load(b.gep(guard, [i64(1)], source_etype=I64), typ=I64), i64(0)))
+
+    def pointer_arrays(self):
+        """(ins, outs): the arrays of the inputs' and outputs' data pointers that ``hlo_run`` takes."""
+        b = self.b
+        return b.alloca(PTR, size=i64(max(1, self.nin))), b.alloca(PTR, size=i64(max(1, self.nout)))
+
+    def check_inputs(self, in_shapes, ins):
+        """Each argument a numpy array of the compiled dtype and shape, C-contiguous and
+        aligned; its data pointer into ``ins``."""
+        b = self.b
+        self.ndarray = ndarray = self.slot(abi.CTX_NDARRAY, PTR)
+        for k, shape in enumerate(in_shapes):
+            a = b.load(b.gep(self.args, [i64(k)], source_etype=PTR), typ=PTR)
+            self.check(b.icmp_unsigned("==", self.at(a, abi.PY_TYPE), ndarray))
+            self.check(b.icmp_unsigned("==", self.at(a, abi.NP_ARRAY_DESCR), self.slot(abi.CTX_DESCRS + k, PTR)))
+            self.check(b.icmp_signed("==", self.at(a, abi.NP_ARRAY_NDIM, I32), ir.Constant(I32, len(shape))))
+            flags = b.and_(self.at(a, abi.NP_ARRAY_FLAGS, I32), ir.Constant(I32, abi.NPY_C_CONTIGUOUS_ALIGNED))
+            self.check(b.icmp_signed("==", flags, ir.Constant(I32, abi.NPY_C_CONTIGUOUS_ALIGNED)))
+            if shape:
+                dims = self.at(a, abi.NP_ARRAY_DIMS)
+                for d, n in enumerate(shape):
+                    self.check(b.icmp_signed("==", b.load(b.gep(dims, [i64(d)], source_etype=I64), typ=I64),
+                                             i64(n)))
+            b.store(self.at(a, NP_ARRAY_DATA), b.gep(ins, [i64(k)], source_etype=PTR))
+
+    def take_arena(self):
+        """The arena: this callable's own, marked busy, unless another thread's call is using it
+        (then the Python path)."""
+        b = self.b
+        arena = self.slot(abi.CTX_ARENA, PTR)
+        self.busy = b.gep(self.cx, [i64(abi.CTX_ARENA_BUSY)], source_etype=I64)
+        has_arena = b.icmp_unsigned("!=", arena, self.null)
+        self.check(b.not_(b.and_(has_arena, b.icmp_signed("!=", b.load(self.busy, typ=I64), i64(0)))))
+        b.store(b.zext(has_arena, I64), self.busy)
+        return arena
+
+    def make_outputs(self, out_shapes, outs):
+        """The output arrays (new references), their data pointers into ``outs``. An output of
+        the recycled-output pool's size comes from its allocator (a callable of no arguments);
+        any other from numpy's PyArray_NewFromDescr. Where an allocation fails, the outputs made
+        are dropped and the arena released: the entry returns NULL (the exception is set), or
+        takes the Python path where the allocator returned something other than an array."""
+        b = self.b
+        dims_buf = b.alloca(I64, size=i64(max(1, max((len(s) for s in out_shapes), default=1))))
+        out_objs = []
+        for j, shape in enumerate(out_shapes):
+            o = self._make_output(j, shape, dims_buf, out_objs)
+            out_objs.append(o)
+            b.store(self.at(o, NP_ARRAY_DATA), b.gep(outs, [i64(j)], source_etype=PTR))
+        return out_objs
+
+    def _make_output(self, j, shape, dims_buf, made):
+        b, fn, null, ndarray = self.b, self.fn, self.null, self.ndarray
+
+        def drop_made(extra=None):  # an allocation failed: drop the outputs made, free the arena
+            for prev in made + ([extra] if extra is not None else []):
+                self.decref(prev)
+            self.release_arena()
+
+        alloc = self.slot(abi.CTX_DESCRS + self.nin + self.nout + j, PTR)
         pooled = fn.append_basic_block("pooled")
         plain = fn.append_basic_block("plain")
-        made = fn.append_basic_block("allocated")
+        allocated = fn.append_basic_block("allocated")
         failed = fn.append_basic_block("alloc_failed")
         b.cbranch(b.icmp_unsigned("!=", alloc, null), pooled, plain)
         b.position_at_end(pooled)
-        po = call(abi.CTX_VECTORCALL, PTR, vec_fty, [alloc, null, i64(0), null])
+        po = self.call(abi.CTX_VECTORCALL, PTR, self.vec_fty, [alloc, null, i64(0), null])
         called = fn.append_basic_block("pool_returned")
         b.cbranch(b.icmp_unsigned("==", po, null), failed, called)
         b.position_at_end(called)
         not_array = fn.append_basic_block("pool_not_array")
-        b.cbranch(b.icmp_unsigned("==", at(po, abi.PY_TYPE), ndarray), made, not_array)
+        b.cbranch(b.icmp_unsigned("==", self.at(po, abi.PY_TYPE), ndarray), allocated, not_array)
         b.position_at_end(not_array)  # not what the entry writes into: the Python path decides
         drop_made(po)
-        b.branch(fallback_bb)
+        b.branch(self.fallback_bb)
         b.position_at_end(plain)
-        descr = slot(abi.CTX_DESCRS + nin + j, PTR)
-        incref(descr)  # PyArray_NewFromDescr steals a reference
+        descr = self.slot(abi.CTX_DESCRS + self.nin + j, PTR)
+        self.incref(descr)  # PyArray_NewFromDescr steals a reference
         for d, n in enumerate(shape):
             b.store(i64(n), b.gep(dims_buf, [i64(d)], source_etype=I64))
-        no = call(abi.CTX_NEW_FROM_DESCR, PTR, new_fty,
-                  [ndarray, descr, ir.Constant(I32, len(shape)), dims_buf, null, null,
-                   ir.Constant(I32, 0), null])
+        no = self.call(abi.CTX_NEW_FROM_DESCR, PTR, [PTR, PTR, I32, PTR, PTR, PTR, I32, PTR],
+                       [ndarray, descr, ir.Constant(I32, len(shape)), dims_buf, null, null,
+                        ir.Constant(I32, 0), null])
         plain_end = b.block
-        b.cbranch(b.icmp_unsigned("==", no, null), failed, made)
+        b.cbranch(b.icmp_unsigned("==", no, null), failed, allocated)
         b.position_at_end(failed)  # the exception (MemoryError, the allocator's) is set
         drop_made()
         b.ret(null)
-        b.position_at_end(made)
+        b.position_at_end(allocated)
         o = b.phi(PTR)
         o.add_incoming(po, called)
         o.add_incoming(no, plain_end)
-        out_objs.append(o)
-        b.store(at(o, NP_ARRAY_DATA), b.gep(outs, [i64(j)], source_etype=PTR))
-    nth = slot(abi.CTX_NTHREADS)
-    if hold_gil:
-        b.call(run_fn, [ins, outs, arena, nth])
-    else:
-        ts = call(abi.CTX_SAVE_THREAD, PTR, [], [])
-        b.call(run_fn, [ins, outs, arena, nth])
-        call(abi.CTX_RESTORE_THREAD, VOID, [PTR], [ts])
-    release_arena()
-    hits = b.gep(cx, [i64(abi.CTX_HITS)], source_etype=I64)
-    b.store(b.add(b.load(hits, typ=I64), i64(1)), hits)
-    if nout == 1:
-        single = fn.append_basic_block("single")
-        multi = fn.append_basic_block("multi")
-        b.cbranch(b.icmp_signed("==", slot(abi.CTX_OUT_MODE), i64(abi.OUT_SINGLE)), single, multi)
-        b.position_at_end(single)
-        b.ret(out_objs[0])
-        b.position_at_end(multi)
-    tup = call(abi.CTX_TUPLE_NEW, PTR, [I64], [i64(nout)])
-    tup_fail = fn.append_basic_block("tuple_failed")
-    tup_ok = fn.append_basic_block("tuple_ok")
-    b.cbranch(b.icmp_unsigned("==", tup, null), tup_fail, tup_ok)
-    b.position_at_end(tup_fail)
-    for o in out_objs:
-        decref(o)
-    b.ret(null)
-    b.position_at_end(tup_ok)
-    for j, o in enumerate(out_objs):  # the tuple takes the references
-        b.store(o, b.gep(tup, [i64(PY_TUPLE_ITEMS + 8 * j)], source_etype=I8))
-    as_tuple = fn.append_basic_block("as_tuple")
-    finish = fn.append_basic_block("finish")
-    b.cbranch(b.icmp_signed("==", slot(abi.CTX_OUT_MODE), i64(abi.OUT_TUPLE)), as_tuple, finish)
-    b.position_at_end(as_tuple)
-    b.ret(tup)
-    b.position_at_end(finish)
-    one = b.alloca(PTR)
-    b.store(tup, one)
-    r = call(abi.CTX_VECTORCALL, PTR, vec_fty, [item(me, abi.SELF_FINISH), one, i64(1), null])
-    decref(tup)
-    b.ret(r)
-    # anything unexpected: the Python path, with the same arguments
-    b.position_at_end(fallback_bb)
-    r = call(abi.CTX_VECTORCALL, PTR, vec_fty, [item(me, abi.SELF_FALLBACK), args, nargs, null])
-    b.ret(r)
-    return fn
+        return o
+
+    def run(self, run_fn, ins, outs, arena, hold_gil: bool):
+        """``hlo_run`` (without the GIL unless ``hold_gil``), then the arena released and the
+        context's hit count bumped."""
+        b = self.b
+        nth = self.slot(abi.CTX_NTHREADS)
+        if hold_gil:
+            b.call(run_fn, [ins, outs, arena, nth])
+        else:
+            ts = self.call(abi.CTX_SAVE_THREAD, PTR, [], [])
+            b.call(run_fn, [ins, outs, arena, nth])
+            self.call(abi.CTX_RESTORE_THREAD, VOID, [PTR], [ts])
+        self.release_arena()
+        hits = b.gep(self.cx, [i64(abi.CTX_HITS)], source_etype=I64)
+        b.store(b.add(b.load(hits, typ=I64), i64(1)), hits)
+
+    def return_outputs(self, out_objs):
+        """The result as the context's output mode says: the single output, the tuple of
+        outputs, or the tuple passed to the callable's finishing function (the pytree's
+        unflattening)."""
+        b, fn, null = self.b, self.fn, self.null
+        if self.nout == 1:
+            single = fn.append_basic_block("single")
+            multi = fn.append_basic_block("multi")
+            b.cbranch(b.icmp_signed("==", self.slot(abi.CTX_OUT_MODE), i64(abi.OUT_SINGLE)), single, multi)
+            b.position_at_end(single)
+            b.ret(out_objs[0])
+            b.position_at_end(multi)
+        tup = self.call(abi.CTX_TUPLE_NEW, PTR, [I64], [i64(self.nout)])
+        tup_fail = fn.append_basic_block("tuple_failed")
+        tup_ok = fn.append_basic_block("tuple_ok")
+        b.cbranch(b.icmp_unsigned("==", tup, null), tup_fail, tup_ok)
+        b.position_at_end(tup_fail)
+        for o in out_objs:
+            self.decref(o)
+        b.ret(null)
+        b.position_at_end(tup_ok)
+        for j, o in enumerate(out_objs):  # the tuple takes the references
+            b.store(o, b.gep(tup, [i64(PY_TUPLE_ITEMS + 8 * j)], source_etype=I8))
+        as_tuple = fn.append_basic_block("as_tuple")
+        finish = fn.append_basic_block("finish")
+        b.cbranch(b.icmp_signed("==", self.slot(abi.CTX_OUT_MODE), i64(abi.OUT_TUPLE)), as_tuple, finish)
+        b.position_at_end(as_tuple)
+        b.ret(tup)
+        b.position_at_end(finish)
+        one = b.alloca(PTR)
+        b.store(tup, one)
+        r = self.call(abi.CTX_VECTORCALL, PTR, self.vec_fty, [self.item(self.me, abi.SELF_FINISH), one, i64(1), null])
+        self.decref(tup)
+        b.ret(r)
+
+    def fall_back(self):
+        """The fallback block: anything unexpected takes the Python path, with the same arguments."""
+        b = self.b
+        b.position_at_end(self.fallback_bb)
+        r = self.call(abi.CTX_VECTORCALL, PTR, self.vec_fty,
+                      [self.item(self.me, abi.SELF_FALLBACK), self.args, self.nargs, self.null])
+        b.ret(r)
