@@ -13,7 +13,7 @@ the same index object are answered from a cache (scoped to loop bodies and regio
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import llvmlite.ir as ir
@@ -125,10 +125,10 @@ def _float_minmax_body(op) -> Optional[str]:
 
 
 class ElementalEmitter:
-    def __init__(self, ctx: ModuleContext, builder: ir.IRBuilder, sources: Dict[Value, object]):
+    def __init__(self, ctx: ModuleContext, builder: ir.IRBuilder, sources: Dict[Value, Any]):
         self.ctx = ctx
         self.b = builder
-        self.sources: Dict[Value, object] = dict(sources)
+        self.sources: Dict[Value, Any] = dict(sources)   # each has read(emitter, index)
         self.frames: List[_Frame] = [_Frame()]
         self._keep: List[object] = []  # keeps index objects alive so their ids stay unique
         # the loop vectorizer's interleave hint for the innermost loop of in-place reductions

@@ -83,8 +83,8 @@ class ConstantFolder:
         for op in region.ops:
             if mapping and any(v in mapping for v in op.operands):
                 op.operands = [mapping.get(v, v) for v in op.operands]
-            for r in op.regions:
-                changed |= self.fold_region(r, consts)
+            for sub in op.regions:
+                changed |= self.fold_region(sub, consts)
             if op.name == "constant":
                 consts[op.result] = op.attrs["value"]
                 out.append(op)

@@ -932,7 +932,7 @@ def row_vector_width(in_shape, k: int, reads: Sequence[Value], outs: Sequence[Va
 def _row_body(kb: GpuKernel, em: ElementalEmitter, g: Group, reduces, outputs, in_shape, k: int,
               in_regs: bool, vec: int, lanes: Optional[Lanes], early: Sequence[Value] = (),
               vstores: Sequence[bool] = ()) -> None:
-    cg, b = kb.cg, kb.b
+    b = kb.b
     O, I = tuple(in_shape[:k]), tuple(in_shape[k:])
     rows = int(np.prod(O)) if O else 1
     inner = int(np.prod(I)) if I else 1

@@ -179,15 +179,15 @@ def read_struct(op_name: str, a) -> Dict[str, Any]:
         s = stablehlo.DotDimensionNumbers(a)
         return {f: tuple(getattr(s, f)) for f in DOT_FIELDS}
     if op_name == "gather":
-        s = stablehlo.GatherDimensionNumbers(a)
-        out = {f: tuple(getattr(s, f)) for f in GATHER_FIELDS[:-1]}
-        out["index_vector_dim"] = int(s.index_vector_dim)
+        g = stablehlo.GatherDimensionNumbers(a)
+        out = {f: tuple(getattr(g, f)) for f in GATHER_FIELDS[:-1]}
+        out["index_vector_dim"] = int(g.index_vector_dim)
         return out
     if op_name == "scatter":
-        s = stablehlo.ScatterDimensionNumbers(a)
-        out = {f: tuple(getattr(s, f)) for f in SCATTER_FIELDS[:-2]}
-        out["scatter_dims_to_operand_dims"] = tuple(s.scattered_dims_to_operand_dims)
-        out["index_vector_dim"] = int(s.index_vector_dim)
+        sc = stablehlo.ScatterDimensionNumbers(a)
+        out = {f: tuple(getattr(sc, f)) for f in SCATTER_FIELDS[:-2]}
+        out["scatter_dims_to_operand_dims"] = tuple(sc.scattered_dims_to_operand_dims)
+        out["index_vector_dim"] = int(sc.index_vector_dim)
         return out
     if op_name == "convolution":
         s = stablehlo.ConvDimensionNumbers(a)

@@ -51,7 +51,7 @@ import base64
 import collections
 import os
 import threading
-from typing import List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
@@ -70,6 +70,8 @@ class _Sig(_CpuSig):
     """An input or output: the CPU runtime's descriptor plus the byte strides of its layout."""
 
     __slots__ = ("strides", "row_major")
+    strides: tuple   # byte strides of the layout
+    row_major: bool
 
 
 class Manifest:
@@ -176,6 +178,10 @@ class _Slot:
     """What one in-flight call owns: an arena, pinned bytes for predicates, and the records."""
 
     __slots__ = ("arena", "host", "records", "env")
+    arena: Any
+    host: Any
+    records: list
+    env: Any
 
 
 class CudaExecutable(Signature):
@@ -331,13 +337,15 @@ class CudaExecutable(Signature):
                 self._slots.append(slot)
         except BaseException:
             for i, p in temps.items():
-                pool.give(p, self._in[i].nbytes) or ctx.free(p, stream)
+                if not pool.give(p, self._in[i].nbytes):
+                    ctx.free(p, stream)
             for a in donated.values():
                 a._deleted = False  # the call did not happen: the donated array stays usable
             del out_bufs  # gives back what this call allocated (stream-ordered)
             raise
         for i, p in temps.items():  # the stream reads them before any later use
-            pool.give(p, self._in[i].nbytes) or ctx.free(p, stream)
+            if not pool.give(p, self._in[i].nbytes):
+                ctx.free(p, stream)
         done = self._tail
         if done is None or done.recorded:  # one unrecorded completion serves the calls until then
             done = self._tail = Completion(stream, self._m.name, self._events)
