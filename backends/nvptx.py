@@ -87,7 +87,7 @@ def find_libdevice() -> Optional[str]:
     """The path of ``libdevice.10.bc``: cuda.pathfinder when installed, else under
     ``CUDA_HOME`` / ``CUDA_PATH`` or /usr/local/cuda; None when there is none."""
     try:
-        from cuda import pathfinder  # type: ignore
+        from cuda import pathfinder
         for fn in ("find_bitcode_lib", "locate_bitcode_lib"):
             f = getattr(pathfinder, fn, None)
             if f is not None:

@@ -232,7 +232,7 @@ def argnums_wrapper(fun, traced, api: str, api_name: str, nums) -> Callable:
             return traced(*args, **kwargs)
         return eager(args, kwargs, _resolve_argnums(api, nums, len(args)))
 
-    wrapper.__wrapped__ = fun
+    wrapper.__wrapped__ = fun  # type: ignore[attr-defined]  # (a function's attribute)
     return wrapper
 
 

@@ -84,7 +84,7 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Optional[Call
         outs = [Tracer(t._trace, t._value, a) for t, a in zip(outs, tr.out_avals)]
         return tree_unflatten(tr.out_tree, outs)
 
-    wrapper.__wrapped__ = fun
+    wrapper.__wrapped__ = fun  # type: ignore[attr-defined]  # (a function's attribute)
     return wrapper
 
 

@@ -68,7 +68,7 @@ def _addr(name: str) -> int:
 
 def _numpy_api_table() -> int:
     try:
-        from numpy._core import _multiarray_umath as mu
+        from numpy._core import _multiarray_umath as mu  # type: ignore[attr-defined]  # (not in numpy's stubs)
     except ImportError:  # numpy 1.x
         from numpy.core import _multiarray_umath as mu
     cap = mu._ARRAY_API
@@ -183,6 +183,6 @@ def make(entry: int, keep: Any, descrs: Sequence[np.dtype], arena_size: int, nth
     return new(ctypes.addressof(md), me, None)
 
 
-def hits(fn: Callable) -> int:
+def hits(fn: Any) -> int:   # a builtin method: its __self__ is the context tuple
     """How many calls ``fn`` (made by ``make``) ran natively."""
     return int(fn.__self__[abi.SELF_CTX][abi.CTX_HITS])
