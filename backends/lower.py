@@ -24,8 +24,6 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Sequence
 
-import numpy as np
-
 from hlo.ir import ops as op_table
 from hlo.ir.core import Module, Operation, Region, Value
 from hlo.ir.types import TensorType
@@ -33,6 +31,7 @@ from hlo.passes.buffer_assignment import usable_inplace_pairs
 from hlo.passes.trip_count import known_trip_count
 from hlo.passes.util import free_values, inputs_of
 from hlo.runtime.steps import BufRef, Copy, HostCall, Switch, While, type_desc
+
 from . import index_trace
 from .kernel_emitter import KernelEmitter, Root, is_column_reduce, physical_order
 from .scalar_ops import UnsupportedOp

@@ -29,6 +29,7 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from hlo.runtime.cuda.target import TRIPLE, CudaTarget
+
 from .llvm_util import I32, VOID, ModuleContext
 from .mathlib import LIBDEVICE_MATH
 

@@ -45,6 +45,7 @@ def traced_ops(lowered) -> int:
 
 def measure(n_ops: int) -> dict:
     import numpy as np
+
     import hlo
     x = np.ones((8, 16), np.float32)
     w = np.full((16, 16), 0.01, np.float32)

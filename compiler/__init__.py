@@ -12,8 +12,8 @@
 """
 __version__ = "0.1.0"
 
-from . import config  # noqa: E402  (hlo.config.update(...), hlo.config.<setting>)
-from . import tree_util  # noqa: E402
+from . import config  # (hlo.config.update(...), hlo.config.<setting>)
+from . import tree_util
 
 # ``import hlo`` stays light so that ``hlo.load(path)`` runs a saved executable without
 # importing the tracer, the passes or a code generator. The first use of any other public name

@@ -79,6 +79,7 @@ def _compile_ir(ir: str, where: str):
     from hlo.ir import parse_module
     from hlo.runtime.hlox import CorruptFileError, LoadError
     from hlo.runtime.manifest_schema import ir_main_types
+
     from .staging.stages import Lowered
     try:
         module = parse_module(ir, f"{where} (IR section)")

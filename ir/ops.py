@@ -19,12 +19,12 @@ lowering on every compiled target.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 import ml_dtypes
 import numpy as np
 
-from .types import TensorType, ElementType, pred, s32, element_type
+from .types import ElementType, TensorType, element_type, pred, s32
 
 
 class OpError(Exception):

@@ -13,8 +13,8 @@ from typing import Dict, Optional
 import numpy as np
 
 from hlo.ir import ops
-from hlo.ir.core import Function, Module, Operation, Region, Value
 from hlo.ir.clone import clone_op
+from hlo.ir.core import Function, Module, Operation, Region, Value
 
 from .base import Pass, register_pass
 from .options import PassConfig
@@ -26,8 +26,8 @@ NOT_FOLDED = ops.with_trait(ops.CONTROL_FLOW, ops.BARRIER, ops.KERNEL, ops.SIDE_
 
 def evaluate(op: Operation, operand_values) -> Optional[list]:
     """Run ``op`` on constant operands with the interpreter; None when it cannot."""
-    from hlo.ir.interpreter import run
     from hlo.ir.interp import InterpreterError
+    from hlo.ir.interpreter import run
 
     m = Module("fold")
     fn = Function("main", [])

@@ -3,9 +3,23 @@ themselves with ``base.register_pass``; ``registered_passes()`` lists them and
 ``create_pass(name, config)`` makes one. The pipeline (``pipeline.py``) builds on this."""
 from typing import Dict, List
 
-from . import (inline, dce, cse, constant_folding, canonicalize, algebraic, layout,  # noqa: F401
-               dot_merger, dot_split_k, fusion, multi_output, horizontal, scheduling, buffer_assignment,
-               while_unroll)
+from . import (
+    algebraic,
+    buffer_assignment,
+    canonicalize,
+    constant_folding,
+    cse,
+    dce,
+    dot_merger,
+    dot_split_k,
+    fusion,
+    horizontal,
+    inline,
+    layout,
+    multi_output,
+    scheduling,
+    while_unroll,
+)
 from .base import DOCS, FACTORIES, Pass
 from .options import PassConfig
 

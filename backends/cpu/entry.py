@@ -18,13 +18,22 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .. import llvm_util as U
-from ..llvm_util import I8, I32, I64, PTR, VOID, ModuleContext, glue, i64
 from hlo.runtime.cpu import abi
-from hlo.runtime.cpu.abi import (ENTRY, HOST_CALL_PTR, NP_ARRAY_DATA, POOL_PTR, PROFILE,
-                                  PROFILE_SLOTS, PY_ENTRY, PY_TUPLE_ITEMS, RW_ANCHOR)
+from hlo.runtime.cpu.abi import (
+    ENTRY,
+    HOST_CALL_PTR,
+    NP_ARRAY_DATA,
+    POOL_PTR,
+    PROFILE,
+    PROFILE_SLOTS,
+    PY_ENTRY,
+    PY_TUPLE_ITEMS,
+    RW_ANCHOR,
+)
 from hlo.runtime.steps import BufRef, Copy, HostCall, KernelCall, Switch, While
 
+from .. import llvm_util as U
+from ..llvm_util import I8, I32, I64, PTR, VOID, ModuleContext, glue, i64
 
 TASK_FN = ir.FunctionType(VOID, [PTR, I64, I64])
 

@@ -129,12 +129,14 @@ def _for_target(target):
     """A context in which ``host()`` is ``target`` (the body's, which a test standing in for
     another CPU may have named it for)."""
     import contextlib
+
     from hlo.runtime.cpu.target import host, standing_in
     return contextlib.nullcontext() if host() == target else standing_in(target)
 
 
 def _emit(spec: CoreSpec) -> str:
     from hlo.ir.types import BY_NAME
+
     from ..llvm_util import ModuleContext
     dtype, mode, c_strided, a_unit = spec.key
     with _for_target(spec.target):

@@ -50,13 +50,14 @@ from typing import List, Tuple
 
 import llvmlite.ir as ir
 
+from hlo.runtime.cpu import target as _target
+from hlo.runtime.cpu.target import cache_bytes
+
 from .. import llvm_util as U
 from ..llvm_util import F32, F64, I64, for_range, i64
 from .gemm_library import CORE_FNTY, core_spec, request
 from .gemm_view import MatrixView, block_item
 from .kernels import KernelBuilder, collect_reads, make_emitter, vector_bits_for
-from hlo.runtime.cpu import target as _target
-from hlo.runtime.cpu.target import cache_bytes
 
 # Register tiles (rows x vectors) by vector width. With 32 zmm registers (AVX-512) a 6 x 4 tile
 # keeps 24 accumulators, 4 panel vectors and a broadcast in registers: per k, 10 loads for 24

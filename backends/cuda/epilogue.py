@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Container, Dict, List, Optional, Sequence, Tuple
+from typing import Container, Dict, List, Optional, Tuple
 
 import numpy as np
 

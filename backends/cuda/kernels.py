@@ -31,13 +31,15 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
 import llvmlite.ir as ir
+import numpy as np
 
 from hlo.ir.core import Value
 from hlo.ir.types import TensorType
 from hlo.runtime.steps import BufRef, Launch
-from .. import index_trace, llvm_util as U, nvptx
+
+from .. import index_trace, nvptx
+from .. import llvm_util as U
 from ..elemental import BufferSource, ElementalEmitter
 from ..kernel_emitter import fused_reads, kernel_buffers, root_values
 from ..llvm_util import I1, I32, I64, PTR, VOID, ModuleContext, for_range, i64
@@ -306,7 +308,7 @@ def row_major_index(b: ir.IRBuilder, lin: ir.Value, shape: Sequence[int]) -> Tup
     return physical_index(b, lin, TensorType(tuple(shape), _ANY_DTYPE))
 
 
-from hlo.ir.types import f32 as _ANY_DTYPE  # noqa: E402  (only the shape matters above)
+from hlo.ir.types import f32 as _ANY_DTYPE  # only the shape matters above
 
 
 def store(b: ir.IRBuilder, ptr: ir.Value, t: TensorType, idx, val) -> None:

@@ -20,6 +20,7 @@ import functools
 from typing import Callable, Dict, Optional
 
 import numpy as np
+
 from hlo.ir import Operation, Value
 
 from ..tracing.abstract import aval_of_type
@@ -66,7 +67,7 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Optional[Call
     @api_boundary
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
-        __tracebackhide__ = True  # noqa: F841
+        __tracebackhide__ = True
         if not is_tracing():
             return fun(*args, **kwargs)  # nothing to differentiate: the function itself
         tr = trace_region(lambda: fun(*args, **kwargs), [], name="branch0",

@@ -27,7 +27,7 @@ from .source_info import filter_traceback
 def api_boundary(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        __tracebackhide__ = True  # noqa: F841  (pytest hides this frame)
+        __tracebackhide__ = True  # pytest hides this frame
         try:
             return fn(*args, **kwargs)
         except HloError as e:
@@ -42,7 +42,7 @@ def native_first(fn: Callable) -> Callable:
     (see the module docstring)."""
     @functools.wraps(fn)
     def wrapper(self, *args, **kwargs):
-        __tracebackhide__ = True  # noqa: F841
+        __tracebackhide__ = True
         native = self._native
         if native is not None and not kwargs:
             return native(*args)

@@ -27,10 +27,10 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import dtypes
-from ..tracing.api_util import api_function
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..lax import linalg as lla
 from ..lax.common import as_tracer, canonical_axes, convert
+from ..tracing.api_util import api_function
 from ..tracing.tracer import Tracer
 
 
@@ -470,9 +470,11 @@ def cond(x, p=None) -> Tracer:
 
 # The array API's names that numpy.linalg also exports.
 def _reexports():
-    from .products import matmul, tensordot, outer, vdot
-    from .shapes import matrix_transpose, diagonal as _diagonal, trace as _trace
     from .differences import cross
+    from .products import matmul, outer, tensordot, vdot
+    from .shapes import diagonal as _diagonal
+    from .shapes import matrix_transpose
+    from .shapes import trace as _trace
 
     def diagonal(x, /, *, offset: int = 0):
         return _diagonal(x, offset, -2, -1)

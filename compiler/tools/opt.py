@@ -26,11 +26,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     from hlo.ir.errors import IRError
     from hlo.ir.parser import parse_module
     from hlo.ir.printer import print_module
-    from hlo.passes.registry import create_pass, registered_passes
+    from hlo.ir.targets import TARGETS, info
     from hlo.passes.dump import Dumper
     from hlo.passes.options import Options, PassConfig
-    from hlo.ir.targets import TARGETS, info
     from hlo.passes.pipeline import PipelineError, Runner, optimize
+    from hlo.passes.registry import create_pass, registered_passes
     from hlo.runtime.target import current
 
     ap = argparse.ArgumentParser(prog="python -m hlo.opt", description=__doc__.split("\n\n")[0])

@@ -26,7 +26,7 @@ def api_function(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        __tracebackhide__ = True  # noqa: F841
+        __tracebackhide__ = True
         if is_tracing():
             return fn(*args, **kwargs)
         return _eager_call(fn, args, kwargs)
@@ -68,7 +68,7 @@ def set_eager_compiler(jit: Callable) -> None:
 
 
 def _eager_call(fn: Callable, args, kwargs):
-    __tracebackhide__ = True  # noqa: F841
+    __tracebackhide__ = True
     jit = _eager_compiler
     if jit is None:
         raise RuntimeError(f"{getattr(fn, '__name__', fn)} was called outside hlo.jit before "

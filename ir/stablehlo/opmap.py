@@ -205,7 +205,7 @@ def _list(v) -> str:
 
 def write_struct(op_name: str, attrs: Dict[str, Any]) -> Tuple[str, str]:
     """(MLIR attribute name, MLIR text) of the struct attribute of an hlo op."""
-    g = lambda k: attrs.get(k, ())  # noqa: E731
+    g = lambda k: attrs.get(k, ())
     if op_name == "dot_general":
         fields = [f"{f} = {_list(g(f))}" for f in DOT_FIELDS if g(f)]
         return "dot_dimension_numbers", "#stablehlo.dot<" + ", ".join(fields) + ">"
@@ -219,6 +219,7 @@ def write_struct(op_name: str, attrs: Dict[str, Any]) -> Tuple[str, str]:
         return "scatter_dimension_numbers", "#stablehlo.scatter<" + ", ".join(fields) + ">"
     if op_name == "convolution":
         from jaxlib.mlir.dialects import stablehlo
+
         from .mlir_bridge import context
         with context():
             s = stablehlo.ConvDimensionNumbers.get(**{f: attrs[f] for f in CONV_FIELDS})

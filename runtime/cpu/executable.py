@@ -38,9 +38,9 @@ from typing import Callable, List, Optional, Sequence
 import numpy as np
 
 from .. import output_pool
+from ..signature import ArgumentError, Signature, _Sig, _type_str
 from . import blas_threads
 from .loader import LoadedObject, load_library
-from ..signature import ArgumentError, Signature, _Sig, _type_str
 
 FORMAT_VERSION = 1
 _RUN_SIG = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
@@ -387,6 +387,7 @@ def _link_cores(entries, objects: dict) -> dict:
     returns the objects by symbol. ValueError when one is missing or its bytes are not the ones
     the manifest names."""
     import hashlib
+
     from .loader import library_object, link_library
     out = {}
     for e in entries:

@@ -89,8 +89,8 @@ def _probe() -> dict:
         return {}
     if not getattr(sys, "_is_gil_enabled", lambda: True)():
         return {}
-    rd = lambda addr: ctypes.c_void_p.from_address(addr).value  # noqa: E731
-    i32 = lambda addr: ctypes.c_int32.from_address(addr).value  # noqa: E731
+    rd = lambda addr: ctypes.c_void_p.from_address(addr).value
+    i32 = lambda addr: ctypes.c_int32.from_address(addr).value
     a = np.zeros((3, 5), np.float32)
     t = (a, None)
     if rd(id(t) + abi.PY_TUPLE_ITEMS) != id(a) or rd(id(t) + abi.PY_TUPLE_ITEMS + 8) != id(None):

@@ -413,6 +413,7 @@ def library_name() -> str:
     library's build id) and the CPU."""
     import hashlib
     import json
+
     from . import code_library
     from .target import host
     digest = hashlib.sha256(json.dumps({"build": code_library.build_id(), "target": host().manifest_entry()},

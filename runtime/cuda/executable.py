@@ -55,7 +55,8 @@ from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
-from hlo.runtime.signature import ArgumentError, Signature, _Sig as _CpuSig, _type_str
+from hlo.runtime.signature import ArgumentError, Signature, _type_str
+from hlo.runtime.signature import _Sig as _CpuSig
 from hlo.runtime.steps import Launch, calls_library, steps_from_json, walk_steps
 
 from . import driver, graph, interop, launch

@@ -13,13 +13,12 @@ import sys
 
 import numpy as np
 import pytest
+from aot_util import REPO
 
 import hlo
 import hlo.numpy as hnp
 from hlo.runtime import hlox
 from hlo.runtime.hlox import LoadError
-
-from aot_util import REPO
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 X = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)

@@ -6,8 +6,8 @@ position and on one thread. Compiled to PTX that ptxas accepts everywhere; with 
 against the reference interpreter."""
 import numpy as np
 import pytest
-
 from cuda_helpers import ROW_SOFTMAX, check, compile_src, row_src
+
 from hlo.backends.cuda.kernels import MAX_BLOCK, ROW_REGS, WARP, row_group
 
 rng = np.random.default_rng(7)

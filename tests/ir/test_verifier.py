@@ -7,8 +7,18 @@ import re
 import numpy as np
 import pytest
 
-from hlo.ir import (Builder, Function, Location, Module, Operation, Region, VerifyError, scalar,
-                    tensor, verify_module)
+from hlo.ir import (
+    Builder,
+    Function,
+    Location,
+    Module,
+    Operation,
+    Region,
+    VerifyError,
+    scalar,
+    tensor,
+    verify_module,
+)
 
 LOC = Location("model.py", 12)
 
