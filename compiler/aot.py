@@ -18,7 +18,10 @@ from typing import Optional
 from hlo.runtime import hlox
 
 # hlo.aot's public names for the saved form (defined where the format is).
-from .staging.saved import LoadedExecutable, dumps, save, to_payload  # noqa: F401
+from .staging.saved import LoadedExecutable as LoadedExecutable
+from .staging.saved import dumps as dumps
+from .staging.saved import save as save
+from .staging.saved import to_payload as to_payload
 
 # --------------------------------------------------------------------------------------------
 # Compiling

@@ -18,10 +18,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import dtypes
+from ..base.boundary import api_boundary
 from ..base.source_info import function_name
 from ..errors import ArgumentTypeError, DTypeError, ShapeError, TracerLeakError
 from ..tracing.abstract import ShapedArray, is_arraylike
-from ..tracing.api_util import api_boundary, static_key
+from ..tracing.api_util import static_key
 from ..tracing.tracer import Tracer, current_trace, is_tracing, lift
 from ..tree_util import (
     PyTreeDef,

@@ -23,8 +23,8 @@ import numpy as np
 
 from hlo.ir import Operation, Value
 
+from ..base.boundary import api_boundary
 from ..tracing.abstract import aval_of_type
-from ..tracing.api_util import api_boundary
 from ..tracing.tracer import Tracer, current_trace, emit, is_tracing, trace_region
 from ..tree_util import tree_unflatten
 from . import prims as P

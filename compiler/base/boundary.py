@@ -62,6 +62,6 @@ def refresh_native(obj, make: Callable[[Callable], Optional[Callable]]) -> None:
     epoch = pycall.epoch()
     if obj._native_epoch != epoch:
         ref = weakref.ref(obj)
-        python_call = type(obj).__call__.__wrapped__
+        python_call = type(obj).__call__.__wrapped__  # type: ignore[attr-defined]  # (set by api_boundary)
         obj._native = make(api_boundary(lambda *args: python_call(ref(), args, {})))
         obj._native_epoch = epoch

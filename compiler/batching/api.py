@@ -12,10 +12,10 @@ import functools
 from typing import Any, Callable, List, Optional
 
 from ..autodiff.api import _arg_name, _EagerCache
+from ..base.boundary import api_boundary
 from ..base.source_info import function_name, user_location
 from ..errors import ArgumentTypeError, ShapeError
 from ..tracing.abstract import ShapedArray
-from ..tracing.api_util import api_boundary
 from ..tracing.tracer import Tracer, is_tracing, lift, trace_region
 from ..tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 from . import rules_control, rules_elementwise, rules_host, rules_indexing, rules_reduce, rules_shape

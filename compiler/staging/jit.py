@@ -43,11 +43,12 @@ from hlo.runtime.cuda.interop import gpu_array_type
 
 from .. import config
 from ..base import gc_pause
+from ..base.boundary import api_boundary, native_first
 from ..base.source_info import function_location, function_name, user_location
 from ..config import check_target_name
 from ..errors import ArgumentTypeError
 from ..tracing.abstract import ShapedArray, array_key, c_strides, concrete_arg
-from ..tracing.api_util import api_boundary, native_first, set_eager_compiler, static_key
+from ..tracing.api_util import set_eager_compiler, static_key
 from ..tracing.tracer import _state as _trace_state  # its ``stack`` is non-empty while tracing
 from ..tracing.tracer import abstractify, is_tracing, trace_function
 from ..tree_util import (

@@ -379,6 +379,8 @@ class LoadedExecutable(ProfileMethods):
     ``memory_analysis()`` are what the passes measured when it was saved; a profiled build
     (``compile(profile=True)``) keeps profiling: ``profile()`` / ``profile_report()``."""
 
+    executable: Any   # the target's runtime executable; None where the code was not loaded
+
     def _runtime_executable(self):
         return self.executable
 

@@ -17,10 +17,10 @@ from hlo.ir import Module, print_module
 from hlo.ir.targets import info
 from hlo.runtime.cpu.profile import ProfileMethods
 
+from ..base.boundary import api_boundary, native_first, refresh_native
 from ..base.signature import flatten_inputs, plain_name
 from ..errors import SignatureMismatchError
 from ..tracing.abstract import ShapedArray, array_key, aval_of_type, c_strides, concrete_arg
-from ..tracing.api_util import api_boundary, native_first, refresh_native
 from ..tracing.tracer import abstractify
 from ..tree_util import PyTreeDef, native_finish, positional_treedef, tree_unflatten, unflattener
 from .targets import Artifact, compile_module, resolve_target

@@ -17,8 +17,6 @@ import functools
 import threading
 from typing import Any, Callable
 
-from ..base.boundary import api_boundary, native_first, refresh_native  # noqa: F401  (re-exported)
-
 
 def api_function(fn: Callable) -> Callable:
     """Mark a public array function: traced inside ``hlo.jit``, compiled on its own outside."""
@@ -30,7 +28,7 @@ def api_function(fn: Callable) -> Callable:
         if is_tracing():
             return fn(*args, **kwargs)
         return _eager_call(fn, args, kwargs)
-    wrapper.__hlo_traced__ = fn  # the undecorated function (for calls known to be inside a trace)
+    wrapper.__hlo_traced__ = fn  # type: ignore[attr-defined]  # the undecorated function (for calls known to be inside a trace)
     return wrapper
 
 

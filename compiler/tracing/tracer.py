@@ -149,6 +149,7 @@ class Tracer:
     """
 
     __slots__ = ("_trace", "_value", "aval", "__weakref__")
+    astype: Callable[..., "Tracer"]   # (installed by hlo.numpy.array_methods, as the others)
     __array_priority__ = 1000
     __hash__ = None  # like numpy arrays: == is elementwise
 

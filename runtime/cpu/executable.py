@@ -115,6 +115,8 @@ _PY_SIG = ctypes.CFUNCTYPE(None, ctypes.py_object, ctypes.py_object, ctypes.c_vo
 class Executable(Signature):
     """A compiled program for the host CPU."""
 
+    compile_times: dict   # seconds per compile phase (set by the backend that built it)
+
     def __init__(self, object_code: bytes, manifest: dict, ir_text: str = "", steps_text: str = "",
                  threads: Optional[int] = None, cores: Optional[dict] = None):
         global _FAST_OK
