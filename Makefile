@@ -12,7 +12,7 @@ SHARED ?= ../shared
 ARGS ?=
 PACKAGE_DIRS := compiler ir passes backends runtime
 
-.PHONY: demo test test-all conformance bench install clean
+.PHONY: demo test test-all conformance bench install lint clean
 
 install: $(STAMP)
 
@@ -24,7 +24,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,lint]'
 	$(PY) -m compileall -q $(PACKAGE_DIRS) >/dev/null
 	$(PY) -m hlo.backends.cpu.build_library
 	@touch $(STAMP)
@@ -37,6 +37,20 @@ test: $(STAMP)
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q $(ARGS)
+
+# ruff (pyflakes, import order, no needless noqa) over everything, mypy over the packages:
+# settings in pyproject.toml. mypy reads the packages under the names they are imported by, from
+# a tree of links (build/lint/hlo -> compiler/*, build/lint/hlo/ir -> ir, ...).
+LINT_TREE := build/lint/hlo
+lint: $(STAMP)
+	@rm -rf $(LINT_TREE) && mkdir -p $(LINT_TREE)
+	@set -e; top=$(firstword $(PACKAGE_DIRS)); \
+	for f in $$top/*; do case $$f in */__pycache__) ;; *) ln -s ../../../$$f $(LINT_TREE)/ ;; esac; done; \
+	for d in $(wordlist 2,99,$(PACKAGE_DIRS)); do ln -s ../../../$$d $(LINT_TREE)/$$d; done
+	@status=0; \
+	echo "ruff check ."; $(PY) -m ruff check . || status=1; \
+	echo "mypy (packages: hlo)"; $(PY) -m mypy || status=1; \
+	exit $$status
 
 # The full StableHLO conformance run (minutes); `make test` runs a fixed sample.
 conformance: $(STAMP)
@@ -51,4 +65,4 @@ bench: $(STAMP)
 	$(PY) -m bench $(ARGS)
 
 clean:
-	rm -rf .venv build *.egg-info .pytest_cache .hypothesis
+	rm -rf .venv build *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache

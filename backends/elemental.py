@@ -13,20 +13,37 @@ the same index object are answered from a cache (scoped to loop bodies and regio
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
 import llvmlite.ir as ir
+import numpy as np
 
 from hlo.ir.core import Region, Value
 from hlo.ir.ops import BINARY_ELEMENTWISE, UNARY_ELEMENTWISE
-from hlo.ir.types import TensorType, f32 as F32_T, f64 as F64_T, s64 as S64_T
-from . import complex_ops, scalar_ops
-from .llvm_util import (I1, I64, ModuleContext, clamp_i64, elem_ptr, entry_alloca, for_range,
-                        i64, linear_offset, load_reg, reg_constant, reg_type, storage_align,
-                        strides_of, NSW)
-from .scalar_ops import UnsupportedOp
+from hlo.ir.types import TensorType
+from hlo.ir.types import f32 as F32_T
+from hlo.ir.types import f64 as F64_T
+from hlo.ir.types import s64 as S64_T
 
+from . import complex_ops, scalar_ops
+from .llvm_util import (
+    I1,
+    I64,
+    NSW,
+    ModuleContext,
+    clamp_i64,
+    elem_ptr,
+    entry_alloca,
+    for_range,
+    i64,
+    linear_offset,
+    load_reg,
+    reg_constant,
+    reg_type,
+    storage_align,
+    strides_of,
+)
+from .scalar_ops import UnsupportedOp
 
 # ------------------------------------------------------------------------------------------
 # Sources
@@ -213,10 +230,10 @@ def blocked_loops(b: ir.IRBuilder, levels, block: int, start_block, end_block, e
 
 
 class ElementalEmitter:
-    def __init__(self, ctx: ModuleContext, builder: ir.IRBuilder, sources: Dict[Value, object]):
+    def __init__(self, ctx: ModuleContext, builder: ir.IRBuilder, sources: Dict[Value, Any]):
         self.ctx = ctx
         self.b = builder
-        self.sources: Dict[Value, object] = dict(sources)
+        self.sources: Dict[Value, Any] = dict(sources)   # each has read(emitter, index)
         self.frames: List[_Frame] = [_Frame()]
         self._keep: List[object] = []  # keeps index objects alive so their ids stay unique
         # the loop vectorizer's interleave hint for the innermost loop of in-place reductions
@@ -331,7 +348,7 @@ class ElementalEmitter:
         fn = getattr(self, "_op_" + name, None)
         if fn is not None:
             return fn(op, result_index, idx)
-        from hlo.ir.ops import UNARY_ELEMENTWISE, BINARY_ELEMENTWISE
+        from hlo.ir.ops import BINARY_ELEMENTWISE, UNARY_ELEMENTWISE
         if name in UNARY_ELEMENTWISE or name == "is_finite":
             x = self.at(op.operands[0], idx)
             return scalar_ops.unary(self.ctx, self.b, name, op.operands[0].dtype, x)
@@ -388,7 +405,7 @@ class ElementalEmitter:
                                            op.attrs["exponent_bits"], op.attrs["mantissa_bits"])
 
     def _op_bitcast_convert(self, op, ri, idx):
-        from .llvm_util import reg_to_bits, bits_to_reg
+        from .llvm_util import bits_to_reg, reg_to_bits
         b = self.b
         x_t, r_t = op.operands[0].type, op.results[0].type
         xe, re_ = x_t.dtype, r_t.dtype

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from hlo.ir.core import Region, Value
 from hlo.ir import ops as op_table
+from hlo.ir.core import Region, Value
 
 OPAQUE = "?"
 ZERO = 0

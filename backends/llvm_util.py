@@ -17,10 +17,11 @@ from __future__ import annotations
 import contextlib
 from typing import Dict, List, Optional, Sequence
 
-import numpy as np
 import llvmlite.ir as ir
+import numpy as np
 
 from hlo.ir.types import ElementType, TensorType
+
 from . import small_float
 
 I1 = ir.IntType(1)

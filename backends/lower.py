@@ -24,14 +24,14 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Sequence
 
-import numpy as np
-
 from hlo.ir import ops as op_table
 from hlo.ir.core import Module, Operation, Region, Value
+from hlo.ir.types import TensorType
 from hlo.passes.buffer_assignment import usable_inplace_pairs
 from hlo.passes.trip_count import known_trip_count
 from hlo.passes.util import free_values, inputs_of
 from hlo.runtime.steps import BufRef, Copy, HostCall, Switch, While, type_desc
+
 from . import index_trace
 from .kernel_emitter import KernelEmitter, Root, is_column_reduce, physical_order
 from .scalar_ops import UnsupportedOp
@@ -194,7 +194,7 @@ class Lowering:
         computed root its result's type (layouts included), so every kernel (dot, reduction,
         row or loop kernel) reads and writes top-level values in their stated layouts."""
         region = op.regions[0]
-        relaid: Dict[Value, object] = {}
+        relaid: Dict[Value, TensorType] = {}
         for a, v in zip(region.args, op.operands):
             if tuple(a.type.minor_to_major) != tuple(v.type.minor_to_major):
                 relaid[a] = v.type

@@ -29,6 +29,7 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from hlo.runtime.cuda.target import TRIPLE, CudaTarget
+
 from .llvm_util import I32, VOID, ModuleContext
 from .mathlib import LIBDEVICE_MATH
 
@@ -87,7 +88,7 @@ def find_libdevice() -> Optional[str]:
     """The path of ``libdevice.10.bc``: cuda.pathfinder when installed, else under
     ``CUDA_HOME`` / ``CUDA_PATH`` or /usr/local/cuda; None when there is none."""
     try:
-        from cuda import pathfinder  # type: ignore
+        from cuda import pathfinder
         for fn in ("find_bitcode_lib", "locate_bitcode_lib"):
             f = getattr(pathfinder, fn, None)
             if f is not None:

@@ -20,15 +20,23 @@ libdevice, hlo's own polynomials) are the target's choice: every one goes throug
 """
 from __future__ import annotations
 
-from typing import List
-
-import numpy as np
 import llvmlite.ir as ir
 
-from hlo.ir.types import ElementType, f32 as F32_T, f64 as F64_T
+from hlo.ir.types import ElementType
+from hlo.ir.types import f32 as F32_T
+
 from . import complex_ops
-from .llvm_util import (F16, F32, F64, I1, I16, I32, I64, ModuleContext, bits_to_reg,
-                        bits_type, f32_to_bf16_bits, reg_to_bits, reg_type, round_f32_to)
+from .llvm_util import (
+    F32,
+    F64,
+    I1,
+    I32,
+    ModuleContext,
+    bits_to_reg,
+    reg_to_bits,
+    reg_type,
+    round_f32_to,
+)
 
 
 class UnsupportedOp(NotImplementedError):

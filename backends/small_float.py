@@ -25,7 +25,6 @@ from functools import lru_cache
 from typing import NamedTuple, Tuple
 
 import llvmlite.ir as ir
-import ml_dtypes
 import numpy as np
 
 from hlo.ir.types import ElementType

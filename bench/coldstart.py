@@ -36,7 +36,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -143,7 +143,7 @@ def run(repeats: int = 5, peer_repeats: int = 3, json_path=None) -> dict:
             first_result_s(script, argv, env)  # once unmeasured: files in the page cache
             ts = [first_result_s(script, argv, env) for _ in range(n)]
             rows[name] = {"median_s": statistics.median(ts), "min_s": min(ts), "max_s": max(ts), "runs": ts}
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             rows[name] = {"error": f"{type(e).__name__}: {str(e)[:400]}"}
         print(format_row(name, rows[name]), file=sys.stderr, flush=True)
         floor = rows.get("driver floor", {}).get("median_s")

@@ -78,6 +78,7 @@ def traced_ops(lowered) -> int:
 
 def measure(n_ops: int, shape: str = "chain") -> dict:
     import numpy as np
+
     import hlo
     w = np.full((16, 16), 0.01, np.float32)
     if shape == "chain":

@@ -24,8 +24,6 @@ import statistics
 import sys
 import time
 
-import numpy as np
-
 from bench import workloads as W
 from bench.check import check_outputs
 from bench.limits import cpu_limits
@@ -322,8 +320,8 @@ def _time(fn, min_time=0.3, max_reps=200):
 
 
 def run_case(case, limits, do_jax=True):
-    from hlo.ir import parse_module
     from hlo.backends.cpu import compile as cpu_compile
+    from hlo.ir import parse_module
     from hlo.passes.pipeline import as_written
     inputs = case.inputs()
     src = BUILDERS[case.workload.id](case.dims)

@@ -64,6 +64,7 @@ def phase_tests(out_dir: Path, rows: list, jobs: int) -> None:
 
 def phase_workloads(out_dir: Path, rows: list, mode: str) -> None:
     import numpy as np
+
     import hlo
     import hlo.numpy as hnp
     from bench.workloads import Ops, flatten, reference, select

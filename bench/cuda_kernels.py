@@ -30,9 +30,10 @@ UNITS = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "
 
 def run(ids) -> None:
     sys.path.insert(0, str(REPO))
+    from cuda.bindings import driver as cu
+
     import hlo
     import hlo.numpy as hnp
-    from cuda.bindings import driver as cu
     from bench.workloads import Ops, flatten, select
     for case in select(ids, "gpu"):
         w = case.workload

@@ -47,6 +47,7 @@ def main():
     args = ap.parse_args()
 
     from cuda_test_kernels import NAMES, ptx
+
     from hlo.backends.cuda.gemm import plan_dot
     from hlo.ir.types import BY_NAME, TensorType
     from hlo.runtime.cuda import CudaExecutable, driver
@@ -88,7 +89,7 @@ def main():
         xt = torch.arange(n8, dtype=torch.float32, device="cuda")
         row("torch eager x+1 f32[8], queued", per_call(lambda: xt + 1, sync=torch.cuda.synchronize))
         row("torch eager x+1 f32[8] + synchronize", per_call(lambda: (xt + 1, torch.cuda.synchronize())))
-    except Exception as ex:  # noqa: BLE001
+    except Exception as ex:
         print(f"torch: {ex}")
     try:
         import jax
@@ -102,7 +103,7 @@ def main():
             last[0] = f(xj)
         row("jax.jit x+1 f32[8], queued", per_call(jcall, sync=lambda: last[0].block_until_ready()))
         row("jax.jit x+1 f32[8] + block_until_ready", per_call(lambda: f(xj).block_until_ready()))
-    except Exception as ex:  # noqa: BLE001
+    except Exception as ex:
         print(f"jax: {ex}")
     ctx.make_current()  # torch / jax may have switched the thread's context
 
@@ -120,7 +121,7 @@ def main():
         kept = []
         row(f"10 kernels, results kept (new address each call) [{label}]",
             per_call(lambda: kept.append(ten(dn)), n=500, sync=ten.synchronize))
-        del kept
+        kept.clear()   # the results go (and their device memory)
     one = exe([add_one(N, X, Y)], f32n, f32n)
     row("1 kernel, numpy in -> numpy out", per_call(lambda: np.asarray(one(x)[0])))
 
@@ -172,7 +173,7 @@ def main():
         kept = []
         row(f"kernel+matmul+kernel, results kept [{label}]",
             per_call(lambda: kept.append(mx(da, db)), n=300, reps=5, sync=mx.synchronize))
-        del kept
+        kept.clear()   # the results go (and their device memory)
 
     if not args.no_matmul_throughput:
         for dt in ("f32", "bf16"):

@@ -20,6 +20,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     os.environ.setdefault("HLO_CACHE", "0")
     import numpy as np
+
     import hlo
     import hlo.numpy as hnp
     from bench.timing import measure

@@ -40,8 +40,8 @@ def products(ids):
     """[(workload, dot op)] of every distinct product (shape, dims and operand layouts)."""
     import hlo
     import hlo.numpy as hnp
-    from hlo.passes.pipeline import optimize
     from bench import workloads as W
+    from hlo.passes.pipeline import optimize
     seen, out = set(), []
     for wid in ids:
         case = W.select([wid], "cpu")[0]
@@ -61,8 +61,8 @@ def products(ids):
 
 
 def dot_module(d):
-    from hlo.ir.core import Function, Module
     from hlo.ir.clone import clone_op
+    from hlo.ir.core import Function, Module
     fn = Function("main", [v.type for v in d.operands])
     new = clone_op(d, dict(zip(d.operands, fn.args)))
     fn.body.append(new)
@@ -116,8 +116,8 @@ def _burst(fn, clock, seconds=0.02, max_calls=200):
 
 def measure(ids, rounds, threads=(1, 2), with_hlo=True):
     from hlo.backends.cpu import compile as cpu_compile
-    from hlo.passes.pipeline import as_written
     from hlo.backends.cpu.profile_records import gemm_shape
+    from hlo.passes.pipeline import as_written
     set_threads = _numpy_threads()
     rng = np.random.default_rng(0)
     rows = []

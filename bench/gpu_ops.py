@@ -43,13 +43,14 @@ def main(argv=None) -> int:
     p.add_argument("--only", default=None, help="comma-separated substrings of case names")
     a = p.parse_args(argv)
     os.environ.setdefault("HLO_CACHE", "0")
+    import jax
+    import jax.numpy as jnp
     import numpy as np
+
     import hlo
     import hlo.numpy as hnp
     from bench.report import finish_side_by_side
     from bench.timing import measure
-    import jax
-    import jax.numpy as jnp
     jax.config.update("jax_default_matmul_precision", "highest")
 
     rng = np.random.default_rng(0)

@@ -24,9 +24,9 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from bench.workloads import Ops, flatten, select  # noqa: E402
+from bench.workloads import Ops, flatten, select
 
 KINDS = ("hlo", "torch", "jax", "cupy")  # the arrays hlo is fed
 
@@ -56,7 +56,6 @@ def per_call(fn, sync, reps: int = 5, min_loop_s: float = 0.02, max_n: int = 200
         walls.append((e - t) / n)
         hosts.append((h - t) / n)
         del out
-        out = None
     return statistics.median(walls), statistics.median(hosts)
 
 
@@ -120,7 +119,7 @@ def run_case(case, hlo_only: bool, libs: dict) -> dict:
                 continue
             wall, host = per_call(lambda: f(*args), hlo_sync)
             row["us"][f"hlo({kind})"], row["host_us"][f"hlo({kind})"] = wall * 1e6, host * 1e6
-        except Exception as e:  # noqa: BLE001 - a row, not a crash
+        except Exception as e:
             row["us"][f"hlo({kind})"] = None
             row["note"] += f"hlo({kind}): {type(e).__name__}: {str(e).splitlines()[0][:200]} "
     for key, extra in (("us", "extra_us_per_arg"), ("host_us", "extra_host_us_per_arg")):
@@ -165,7 +164,7 @@ def _libs() -> dict:
         import cupy
         cupy.cuda.runtime.getDeviceCount()
         libs["cupy"] = cupy
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     return libs
 
@@ -182,7 +181,7 @@ def run(workloads=None, hlo_only: bool = False, budget_s: float = None) -> list:
             continue
         try:
             r = run_case(case, hlo_only, libs)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             r = {"case": case.name, "status": "error", "note": f"{type(e).__name__}: {str(e)[:300]}"}
         rows.append(r)
         print(format_row(r), file=sys.stderr, flush=True)

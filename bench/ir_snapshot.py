@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.workloads import WORKLOADS, Ops, np_dtype  # noqa: E402
+from bench.workloads import WORKLOADS, Ops, np_dtype
 
 TARGET_MODES = {"cpu": ("quick", "cpu"), "cuda": ("quick", "gpu")}
 _CORE_DIGEST = re.compile(r"(hlo\.gemm_core\.[\w.]*?)\.[0-9a-f]{16}\b")

@@ -49,6 +49,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     os.environ.setdefault("HLO_CACHE", "0")
     import numpy as np
+
     import hlo
     import hlo.numpy as hnp
     from bench.report import finish_side_by_side

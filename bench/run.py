@@ -24,13 +24,21 @@ from pathlib import Path
 if __package__ in (None, ""):                       # `python bench/run.py`: make `bench` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import limits as limits_mod               # noqa: E402
-from bench.check import check_outputs                # noqa: E402
-from bench.report import (cpu_seconds_elsewhere, format_table, geomean_summary, load_average,  # noqa: E402
-                          machine_info, machine_slug, now_utc, write_json)
-from bench.systems import make_systems               # noqa: E402
-from bench.timing import measure                     # noqa: E402
-from bench.workloads import ALL_WORKLOADS, SECTIONS, np_dtype, reference, select  # noqa: E402
+from bench import limits as limits_mod
+from bench.check import check_outputs
+from bench.report import (
+    cpu_seconds_elsewhere,
+    format_table,
+    geomean_summary,
+    load_average,
+    machine_info,
+    machine_slug,
+    now_utc,
+    write_json,
+)
+from bench.systems import make_systems
+from bench.timing import measure
+from bench.workloads import ALL_WORKLOADS, SECTIONS, np_dtype, reference, select
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 HLO_TARGETS = ("interpreter", "cpu", "cuda")
@@ -113,7 +121,7 @@ def run_one(case, system, inputs, refs, min_time, max_time) -> dict:
     except NotImplementedError as e:
         r.update(status="skipped", note=f"not implemented: {_first_line(e)}")
         return r
-    except Exception as e:  # noqa: BLE001 - any failure of a system is a row, not a crash
+    except Exception as e:
         missing = system.missing_feature(e)
         if missing:
             r.update(status="skipped", note=missing)
@@ -130,7 +138,7 @@ def run_one(case, system, inputs, refs, min_time, max_time) -> dict:
     busy0, wall0 = cpu_seconds_elsewhere(), time.perf_counter()
     try:
         t = measure(bound.call, bound.sync, min_time=min_time, max_time=max_time)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         r.update(status="error", note=f"while timing: {type(e).__name__}: {_first_line(e)}")
         return r
     r.update(median_s=t.median_s, min_s=t.min_s, max_s=t.max_s, calls=t.calls, batch=t.batch)
@@ -148,7 +156,7 @@ def run_one(case, system, inputs, refs, min_time, max_time) -> dict:
         r.update(bound.stats())
     except NotImplementedError as e:
         notes.append(f"no kernel/temp figures: {_first_line(e)}")
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         notes.append(f"no kernel/temp figures: {type(e).__name__}: {_first_line(e)}")
     r["note"] = "; ".join(notes)
     return r
@@ -248,7 +256,7 @@ def main(argv=None) -> int:
     for s in live:
         try:
             versions.update(s.versions())
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             versions[s.name] = f"unknown ({type(e).__name__})"
 
     print(f"bench: {mode} sizes, {machine['cpu']} ({machine['cores']} cores)"

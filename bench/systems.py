@@ -381,7 +381,7 @@ class HloSystem(System):
     def unavailable(self):
         try:
             import hlo
-            import hlo.numpy  # noqa: F401
+            import hlo.numpy
         except ImportError as e:
             return f"hlo.numpy is not importable ({e})"
         if not hasattr(hlo, "jit"):

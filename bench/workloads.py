@@ -359,7 +359,7 @@ WORKLOADS = [
              {"cpu": ["f32"], "gpu": ["f32"], "quick": ["f32"]}),
 ]
 
-from bench.families import FAMILIES       # noqa: E402  (its workloads use the definitions above)
+from bench.families import FAMILIES
 
 # WORKLOADS stays the seed workloads (tests/aot and tests/cuda run each of them traced);
 # ALL_WORKLOADS has the families too.

@@ -13,9 +13,9 @@
 __version__ = "0.1.0"
 
 # first of all: its at-fork handlers must be registered before any other module's (base/fork_safety.py)
-from .base import fork_safety  # noqa: E402,F401
-from . import config  # noqa: E402  (hlo.config.update(...), hlo.config.<setting>)
-from . import tree_util  # noqa: E402
+from .base import fork_safety
+from . import config
+from . import tree_util
 
 # ``import hlo`` stays light so that ``hlo.load(path)`` runs a saved executable without
 # importing the tracer, the passes or a code generator. The first use of any other public name

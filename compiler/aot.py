@@ -18,7 +18,10 @@ from typing import Optional
 from hlo.runtime import hlox
 
 # hlo.aot's public names for the saved form (defined where the format is).
-from .staging.saved import LoadedExecutable, dumps, save, to_payload  # noqa: F401
+from .staging.saved import LoadedExecutable as LoadedExecutable
+from .staging.saved import dumps as dumps
+from .staging.saved import save as save
+from .staging.saved import to_payload as to_payload
 
 # --------------------------------------------------------------------------------------------
 # Compiling
@@ -79,6 +82,7 @@ def _compile_ir(ir: str, where: str):
     from hlo.ir import parse_module
     from hlo.runtime.hlox import CorruptFileError, LoadError
     from hlo.runtime.manifest_schema import ir_main_types
+
     from .staging.stages import Lowered
     try:
         module = parse_module(ir, f"{where} (IR section)")

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import builtins
 
-from .lax.callbacks import HostFunction, call_host
 from .base.source_info import user_location
+from .lax.callbacks import HostFunction, call_host
 from .tree_util import tree_flatten, tree_unflatten
 
 
-def print(fmt: str, *args, ordered: bool = False, **kwargs) -> None:  # noqa: A001 (jax's name)
+def print(fmt: str, *args, ordered: bool = False, **kwargs) -> None:  # jax's name
     """Print ``fmt.format(*args, **kwargs)`` when the program runs this line."""
     if not isinstance(fmt, str):
         raise TypeError(f"{user_location()}: hlo.debug.print needs a format string, got "

@@ -31,15 +31,38 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes
-from .lax import threefry
-from .tracing.api_util import api_function
-from .lax.erf_inv import erf_inv
 from .errors import DTypeError, ScalarOverflowError, ShapeError
-from .lax.common import (aval_of, as_tracer, broadcast_shapes, broadcast_to_shape, convert, full,
-                         reshape, scalar_const, static_shape)
-from .lax.elementwise import (add, and_, bitcast_convert_type, clamp, gt, le, lt, max as _max, mul,
-                              or_, rem, select, shift_right_logical, sub)
+from .lax import threefry
+from .lax.common import (
+    as_tracer,
+    aval_of,
+    broadcast_shapes,
+    broadcast_to_shape,
+    convert,
+    full,
+    reshape,
+    scalar_const,
+    static_shape,
+)
+from .lax.elementwise import (
+    add,
+    and_,
+    bitcast_convert_type,
+    clamp,
+    gt,
+    le,
+    lt,
+    mul,
+    or_,
+    rem,
+    select,
+    shift_right_logical,
+    sub,
+)
+from .lax.elementwise import max as _max
+from .lax.erf_inv import erf_inv
 from .lax.structural import slice as _slice
+from .tracing.api_util import api_function
 from .tracing.tracer import Tracer, lift
 
 __all__ = ["key", "PRNGKey", "key_data", "split", "fold_in", "bits", "uniform", "normal",

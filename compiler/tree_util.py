@@ -126,6 +126,7 @@ class PyTreeDef:
     """The structure of a pytree, without its leaves. Hashable; ``==`` compares structures."""
 
     __slots__ = ("kind", "aux", "children", "num_leaves", "_hash")
+    num_leaves: int
 
     def __init__(self, kind, aux, children: Tuple["PyTreeDef", ...]):
         self.kind = kind

@@ -16,7 +16,6 @@ import time
 import numpy as np
 
 import hlo
-import hlo.nn as hnn
 import hlo.numpy as hnp
 
 

@@ -5,11 +5,10 @@ so construction errors surface at the line that built the op (with its source lo
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, Optional, Sequence
 
 from . import ops as op_table
 from .core import Location, Operation, Region, Value
-from .errors import VerifyError
 from .ops import OpError
 from .types import TensorType
 from .verifier import op_error, verify_op_local

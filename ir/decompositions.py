@@ -361,7 +361,6 @@ def rng_bit_generator(b: Builder, state: Value, algorithm: str, output: TensorTy
     et = output.dtype
     if et.is_pred or et.is_complex or et.bits not in (8, 16, 32, 64):
         raise ValueError(f"random bits of {et} are not implemented")
-    u64 = element_type("u64")
     key = _scalar_at(b, state, 0)
     if philox:
         bits, new_state = _philox(b, state, key, output.shape, et.bits == 64)

@@ -19,9 +19,9 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .core import Function, Module, Operation, Region, Value
 from .callbacks import OP_NAME as HOST_CALLBACK
-from .interp import HANDLERS, ELEMENTWISE, InterpreterError
+from .core import Function, Module, Operation, Region, Value
+from .interp import ELEMENTWISE, HANDLERS, InterpreterError
 from .interp.numerics import bitcast_convert
 from .verifier import describe, verify_module
 

@@ -19,12 +19,12 @@ lowering on every compiled target.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 import ml_dtypes
 import numpy as np
 
-from .types import TensorType, ElementType, pred, s32, element_type
+from .types import ElementType, TensorType, element_type, pred, s32
 
 
 class OpError(Exception):
@@ -733,6 +733,19 @@ register(OpDef("dot_general", _infer_dot_general, 2, attrs={
     result_dtype_free=True, traits={INNER_LOOP}))
 
 
+def _check_batching(x, xb, xname, idx, ib, iname, ivd):
+    """Gather's and scatter's batching dimensions: ``xb`` of the operand (checked in range
+    already) and ``ib`` of the indices pair up, one for one, with the same sizes; the index
+    vector dimension is not one of them."""
+    _require(len(ib) == len(xb), f"{iname}_batching_dims {list(ib)} must have one entry per "
+             f"{xname}_batching_dims entry ({list(xb)})")
+    _check_dims(ib, idx.rank, f"{iname}_batching_dims")
+    _require(ivd not in ib, f"index_vector_dim {ivd} cannot be one of {iname}_batching_dims {list(ib)}")
+    for a, i in zip(xb, ib):
+        _require(x.shape[a] == idx.shape[i], f"batching dimension sizes differ: {xname} {a} is "
+                 f"{x.shape[a]}, {iname} {i} is {idx.shape[i]}")
+
+
 def _infer_gather(ts, attrs, regions):
     x, idx = ts
     _require(idx.dtype.is_int, "start_indices must be integers")
@@ -746,6 +759,7 @@ def _infer_gather(ts, attrs, regions):
     _require(len(ss) == x.rank, "slice_sizes needs one entry per operand dimension")
     _require(0 <= ivd <= idx.rank, "index_vector_dim out of range")
     _check_dims(tuple(col) + tuple(ob), x.rank, "collapsed_slice_dims + operand_batching_dims")
+    _check_batching(x, ob, "operand", idx, ib, "start_indices", ivd)
     _check_dims(sim, x.rank, "start_index_map")
     iv = idx.shape[ivd] if ivd < idx.rank else 1
     _require(len(sim) == iv, f"start_index_map has {len(sim)} entries, index vector has {iv}")
@@ -790,6 +804,7 @@ def _infer_scatter(ts, attrs, regions):
     x = inputs[0]
     _require(0 <= ivd <= idx.rank, "index_vector_dim out of range")
     _check_dims(tuple(iwd) + tuple(ib), x.rank, "inserted_window_dims + input_batching_dims")
+    _check_batching(x, ib, "input", idx, sib, "scatter_indices", ivd)
     _check_dims(sdod, x.rank, "scatter_dims_to_operand_dims")
     iv = idx.shape[ivd] if ivd < idx.rank else 1
     _require(len(sdod) == iv, f"scatter_dims_to_operand_dims has {len(sdod)} entries, index vector has {iv}")

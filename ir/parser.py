@@ -12,10 +12,10 @@ from typing import Dict, List, Optional, Tuple
 import ml_dtypes
 import numpy as np
 
-from .nesting import call_with_stack_for_depth
 from . import ops as op_table
 from .core import Function, Location, Module, Operation, Region, Value
 from .errors import ParseError, VerifyError
+from .nesting import call_with_stack_for_depth
 from .types import BY_NAME, ElementType, TensorType
 from .verifier import verify_module
 

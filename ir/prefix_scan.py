@@ -93,5 +93,5 @@ def scan(E: ScanOps, op: Callable[[Any, Any], Any], x, ax: int, reverse: bool = 
     array, reversed: ``op``'s first argument then holds the later elements)."""
     if not reverse:
         return associative_scan(E, op, x, ax)
-    flip = lambda t: E.emit("reverse", [t], {"dimensions": [ax]})   # noqa: E731
+    flip = lambda t: E.emit("reverse", [t], {"dimensions": [ax]})
     return flip(associative_scan(E, op, flip(x), ax))

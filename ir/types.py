@@ -10,7 +10,6 @@ optional physical layout (minor-to-major dimension order) that layout assignment
 from __future__ import annotations
 
 import sys
-
 from dataclasses import dataclass
 from typing import Optional, Tuple
 

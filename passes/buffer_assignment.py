@@ -53,18 +53,18 @@ import numpy as np
 
 from hlo.ir import ops as op_table
 from hlo.ir.core import Module, Operation, Region, Value
+from hlo.ir.targets import info
 
 from .base import Pass, register_pass
 from .fusion_kinds import inplace_pairs
 from .layout import is_bitcast
 from .options import PassConfig
-from hlo.ir.targets import info
 from .util import Labels, inputs_of, nbytes
 
 ALIGNMENT = 64
 
 
-from hlo.ir.errors import DonationWarning  # noqa: E402,F401  (its old home: tests import it here)
+from hlo.ir.errors import DonationWarning
 
 
 class BufferAssignmentError(Exception):

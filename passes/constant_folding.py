@@ -13,8 +13,8 @@ from typing import Dict, Optional
 import numpy as np
 
 from hlo.ir import ops
-from hlo.ir.core import Function, Module, Operation, Region, Value
 from hlo.ir.clone import clone_op
+from hlo.ir.core import Function, Module, Operation, Region, Value
 
 from .base import Pass, register_pass
 from .options import PassConfig
@@ -26,8 +26,8 @@ NOT_FOLDED = ops.with_trait(ops.CONTROL_FLOW, ops.BARRIER, ops.KERNEL, ops.SIDE_
 
 def evaluate(op: Operation, operand_values) -> Optional[list]:
     """Run ``op`` on constant operands with the interpreter; None when it cannot."""
-    from hlo.ir.interpreter import run
     from hlo.ir.interp import InterpreterError
+    from hlo.ir.interpreter import run
 
     m = Module("fold")
     fn = Function("main", [])
@@ -83,8 +83,8 @@ class ConstantFolder:
         for op in region.ops:
             if mapping and any(v in mapping for v in op.operands):
                 op.operands = [mapping.get(v, v) for v in op.operands]
-            for r in op.regions:
-                changed |= self.fold_region(r, consts)
+            for sub in op.regions:
+                changed |= self.fold_region(sub, consts)
             if op.name == "constant":
                 consts[op.result] = op.attrs["value"]
                 out.append(op)

@@ -17,7 +17,6 @@ from hlo.ir.core import Module, Region, Value
 from .base import Pass, register_pass
 from .util import has_side_effect, op_key, replace_values
 
-
 OPEN_REGIONS = ops.with_trait(ops.OPEN_REGIONS)
 
 

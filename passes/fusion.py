@@ -35,8 +35,18 @@ from .fusion_build import TopLevel, absorb, commit, preview
 from .fusion_kinds import NotFusible, analyze
 from .layout import is_bitcast
 from .options import PassConfig
-from .util import (EXPENSIVE, MOVEMENT, Labels, control_bodies, free_values, inputs_of, is_loop_fusible,
-                   is_scalar_body, is_splat_constant, nbytes)
+from .util import (
+    EXPENSIVE,
+    MOVEMENT,
+    Labels,
+    control_bodies,
+    free_values,
+    inputs_of,
+    is_loop_fusible,
+    is_scalar_body,
+    is_splat_constant,
+    nbytes,
+)
 
 EXPENSIVE_COST = 16
 # An input kernel may do at most this many times the work of its ops (see recompute_factor).

@@ -106,8 +106,8 @@ def _strip(region: Region) -> None:
     for op in region.walk():
         for r in op.results:
             r.type = r.type.without_layout()
-    for r in [region] + [rr for op in region.walk() for rr in op.regions]:
-        for a in r.args:
+    for reg in [region] + [rr for op in region.walk() for rr in op.regions]:
+        for a in reg.args:
             a.type = a.type.without_layout()
 
 

@@ -3,9 +3,25 @@ themselves with ``base.register_pass``; ``registered_passes()`` lists them and
 ``create_pass(name, config)`` makes one. The pipeline (``pipeline.py``) builds on this."""
 from typing import Dict, List
 
-from . import (inline, dce, cse, constant_folding, canonicalize, algebraic, layout,  # noqa: F401
-               dot_merger, dot_split_k, concat_split, fusion, multi_output, horizontal, scheduling,
-               buffer_assignment, while_unroll, window_scan)
+from . import (
+    algebraic,
+    buffer_assignment,
+    canonicalize,
+    concat_split,
+    constant_folding,
+    cse,
+    dce,
+    dot_merger,
+    dot_split_k,
+    fusion,
+    horizontal,
+    inline,
+    layout,
+    multi_output,
+    scheduling,
+    while_unroll,
+    window_scan,
+)
 from .base import DOCS, FACTORIES, Pass
 from .options import PassConfig
 

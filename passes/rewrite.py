@@ -165,11 +165,11 @@ def _one_round(region: Region, table) -> bool:
         if mapping and any(v in mapping for v in op.operands):
             op.operands = [resolved.get(v, v) for v in op.operands]
             rw.changed()
-        for r in op.regions:
+        for sub in op.regions:
             if mapping:
-                replace_values(r, resolved)
+                replace_values(sub, resolved)
                 rw.changed()
-            if _region_fixpoint(r, table):
+            if _region_fixpoint(sub, table):
                 changed = True
                 rw.changed()
         pats = table.get(op.name)

@@ -30,7 +30,7 @@ import os
 import sys
 import threading
 import warnings
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 

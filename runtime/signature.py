@@ -42,6 +42,10 @@ class Signature:
     """What every target's executable says about itself: its kernels and the types it takes
     and returns (``manifest``, ``_in`` and ``_out`` lists of ``_Sig``)."""
 
+    manifest: dict
+    _in: list   # of _Sig, or a target's subclass of it
+    _out: list
+
     @property
     def kernels(self) -> List[str]:
         return list(self.manifest.get("kernels", []))

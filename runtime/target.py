@@ -28,6 +28,9 @@ from .hlox import TargetMismatchError
 class Target(abc.ABC):
     """A target's identity; subclasses define ``kind`` and ``triple``."""
 
+    kind: str
+    triple: str
+
     @abc.abstractmethod
     def manifest_entry(self) -> dict:
         ...

@@ -20,7 +20,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from import_graph import ImportGraph  # noqa: E402
+from import_graph import ImportGraph
 
 PACKAGES = ("hlo.ir", "hlo.passes", "hlo.runtime", "hlo.backends", "hlo")
 
@@ -171,6 +171,7 @@ def test_import_cycles_are_small_and_known(graph):
 def test_an_upward_import_inside_a_function_is_reported(tmp_path):
     """The checker itself: a function-level import of a higher layer names file and line."""
     import shutil
+
     import import_graph
     root = tmp_path / "repo"
     for folder in import_graph.FOLDERS:

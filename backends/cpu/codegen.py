@@ -6,9 +6,15 @@ from __future__ import annotations
 
 from ..kernel_emitter import KernelEmitter
 from .dot import lower_dot
+from .kernels import (
+    Codegen,
+    emit_column_reduce,
+    emit_loop_kernel,
+    emit_row_kernel,
+    emit_split_reduce,
+    wants_split_reduce,
+)
 from .profile_records import product_kernels
-from .kernels import (Codegen, emit_column_reduce, emit_loop_kernel, emit_row_kernel,
-                      emit_split_reduce, wants_split_reduce)
 from .sort_scatter import lower_scatter, lower_sort
 
 

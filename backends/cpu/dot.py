@@ -37,23 +37,28 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Sequence, Tuple
 
-import numpy as np
 import llvmlite.ir as ir
+import numpy as np
 
 from hlo.ir import ops as op_table
 from hlo.ir.core import Region, Value
-from hlo.ir.types import TensorType, bf16 as BF16_T, f32 as F32_T, f64 as F64_T
+from hlo.ir.types import TensorType
+from hlo.ir.types import bf16 as BF16_T
+from hlo.ir.types import f32 as F32_T
+from hlo.ir.types import f64 as F64_T
 from hlo.runtime.cpu import target as _target
-from .. import llvm_util as U, scalar_ops
-from ..llvm_util import F32, F64, I32, PTR, for_range, i64
-from ..elemental import SUM_BLOCK
-from .blas import BLAS_PACKAGE, find_blas, gemm_mode
-from .kernels import (Codegen, KernelBuilder, Root, collect_reads, emit_loop_kernel,
-                      make_emitter)
-from .gemm_tiled import SMALL_ITEM_TILES, emit_tiled_gemm, register_tile, supports as tiled_supports, vector_lanes
-from .gemm_view import MatrixView, block_item, canonical_view, matrix_view
-from ..kernel_emitter import physical_order
 from hlo.runtime.steps import BufRef
+
+from .. import llvm_util as U
+from .. import scalar_ops
+from ..elemental import SUM_BLOCK
+from ..kernel_emitter import physical_order
+from ..llvm_util import F32, F64, I32, PTR, for_range, i64
+from .blas import BLAS_PACKAGE, find_blas, gemm_mode
+from .gemm_tiled import SMALL_ITEM_TILES, emit_tiled_gemm, register_tile, vector_lanes
+from .gemm_tiled import supports as tiled_supports
+from .gemm_view import MatrixView, block_item, canonical_view, matrix_view
+from .kernels import Codegen, KernelBuilder, Root, collect_reads, emit_loop_kernel, make_emitter
 
 CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_TRANS = 101, 111, 112
 _ELEMENTWISE = op_table.with_trait(op_table.ELEMENTWISE)

@@ -19,13 +19,22 @@ from __future__ import annotations
 import llvmlite.ir as ir
 import numpy as np
 
-from .. import llvm_util as U
-from ..llvm_util import I8, I32, I64, PTR, VOID, ModuleContext, glue, i64
 from hlo.runtime.cpu import abi
-from hlo.runtime.cpu.abi import (ENTRY, HOST_CALL_PTR, NP_ARRAY_DATA, POOL_PTR, PROFILE,
-                                  PROFILE_SLOTS, PY_ENTRY, PY_TUPLE_ITEMS, RW_ANCHOR)
+from hlo.runtime.cpu.abi import (
+    ENTRY,
+    HOST_CALL_PTR,
+    NP_ARRAY_DATA,
+    POOL_PTR,
+    PROFILE,
+    PROFILE_SLOTS,
+    PY_ENTRY,
+    PY_TUPLE_ITEMS,
+    RW_ANCHOR,
+)
 from hlo.runtime.steps import BufRef, Copy, HostCall, KernelCall, Switch, While
 
+from .. import llvm_util as U
+from ..llvm_util import I8, I32, I64, PTR, VOID, ModuleContext, glue, i64
 
 TASK_FN = ir.FunctionType(VOID, [PTR, I64, I64])
 
@@ -346,7 +355,7 @@ def emit_call_entry(ctx: ModuleContext, run_fn: ir.Function, in_shapes, out_shap
             flat.extend(int(n) for n in s)
         return table(len(s) for s in shapes), table(offs), table(flat)
 
-    item = lambda tup, k: at(tup, PY_TUPLE_ITEMS + 8 * k)  # noqa: E731
+    item = lambda tup, k: at(tup, PY_TUPLE_ITEMS + 8 * k)
     cx = at(item(me, abi.SELF_CTX), NP_ARRAY_DATA)
     check(b.icmp_signed("==", nargs, i64(nin)))
     guard = slot(abi.CTX_GUARD, PTR)
@@ -406,8 +415,8 @@ def emit_call_entry(ctx: ModuleContext, run_fn: ir.Function, in_shapes, out_shap
     def release_arena():
         b.store(i64(0), busy)
 
-    decref = lambda o: call(abi.CTX_DECREF, VOID, [PTR], [o])  # noqa: E731
-    incref = lambda o: call(abi.CTX_INCREF, VOID, [PTR], [o])  # noqa: E731
+    decref = lambda o: call(abi.CTX_DECREF, VOID, [PTR], [o])
+    incref = lambda o: call(abi.CTX_INCREF, VOID, [PTR], [o])
     new_fty = [PTR, PTR, I32, PTR, PTR, PTR, I32, PTR]
     vec_fty = [PTR, PTR, I64, PTR]
     null = ir.Constant(PTR, None)

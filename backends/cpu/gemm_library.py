@@ -35,7 +35,7 @@ import json
 import os
 import threading
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import llvmlite.ir as ir
 
@@ -55,7 +55,7 @@ class CoreSpec:
     symbol: str
     key: Tuple[str, str, bool, bool]  # (dtype, mode, C's columns strided, A's adjacent)
     digest: str
-    target: object  # the ``CpuTarget`` it is emitted for
+    target: Any  # the ``CpuTarget`` it is emitted for (hlo.runtime.cpu.target: imported late)
     emit: Callable  # ``gemm_tiled.emit_core``: (ctx, comp, fn, mode, c_strided, a_unit) -> None
 
     def ir_text(self) -> str:
@@ -129,12 +129,14 @@ def _for_target(target):
     """A context in which ``host()`` is ``target`` (the body's, which a test standing in for
     another CPU may have named it for)."""
     import contextlib
+
     from hlo.runtime.cpu.target import host, standing_in
     return contextlib.nullcontext() if host() == target else standing_in(target)
 
 
 def _emit(spec: CoreSpec) -> str:
     from hlo.ir.types import BY_NAME
+
     from ..llvm_util import ModuleContext
     dtype, mode, c_strided, a_unit = spec.key
     with _for_target(spec.target):

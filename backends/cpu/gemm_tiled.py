@@ -50,13 +50,14 @@ from typing import List, Tuple
 
 import llvmlite.ir as ir
 
+from hlo.runtime.cpu import target as _target
+from hlo.runtime.cpu.target import cache_bytes
+
 from .. import llvm_util as U
 from ..llvm_util import F32, F64, I64, for_range, i64
 from .gemm_library import CORE_FNTY, core_spec, request
 from .gemm_view import MatrixView, block_item
 from .kernels import KernelBuilder, collect_reads, make_emitter, vector_bits_for
-from hlo.runtime.cpu import target as _target
-from hlo.runtime.cpu.target import cache_bytes
 
 # Register tiles (rows x vectors) by vector width. With 32 zmm registers (AVX-512) a 6 x 4 tile
 # keeps 24 accumulators, 4 panel vectors and a broadcast in registers: per k, 10 loads for 24
@@ -385,279 +386,199 @@ def emit_core(ctx, comp, fn: ir.Function, mode: str, c_strided: bool = False, a_
     ``ModuleContext``): tiles for every row count, whole panels and a column tail of each
     width (its last vector masked at run time), the code for each ``fill`` that products of
     ``mode`` can pass (``core_modes``), and adding to C. ``a_unit``: A's columns are adjacent
-    (the ``csA`` argument is taken as 1)."""
-    fills, directs = core_modes(comp, mode)
-    has_acc = True
-    fty = F64 if comp.name == "f64" else F32
-    W = vector_lanes(comp)
-    MR, NV = register_tile()
-    vty = ir.VectorType(fty, W)
-    fma_v = ctx.intrinsic("fma", vty, 3)
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    (Cp, Ap, Bp, bpanel, oa0, ob0, oc, m0, m1, n0, n1, kc, acc, pstride, G,
-     rsA, csA, ldb, csB, ldc, fill, csC, nxt) = fn.args
-    if a_unit:
-        csA = i64(1)
-    pairs = mode == "bf16"   # A and B bf16 (i16 bits), C and the accumulators f32
-    b_contig = mode in ("contig", "bf16")
-    ety = U.I16 if pairs else fty   # A's and B's elements
-    if pairs:
-        ivty = ir.VectorType(U.I32, W)    # a panel vector: W columns x a pair of k (2 bf16 each)
-        bf_ty = ir.VectorType(BFLOAT, 2 * W)
-        dot2 = ctx.declare(f"llvm.x86.avx512bf16.dpbf16ps.{32 * W}", vty, [vty, bf_ty, bf_ty])
-        zero_iv = ir.Constant(ivty, [ir.Constant(U.I32, 0)] * W)
-    # whether the first tile of each whole panel copies it from B (else the panel is packed
-    # first): known when every product of this core does the same, else the argument says
-    filling = (True if fills == {1} else False if fills == {0}
-               else b.icmp_unsigned("!=", b.and_(fill, i64(1)), i64(0)))
-    # bit 2 of ``fill``: the whole tiles of a panel prefetch the next panel's rows of B into L2
-    prefetching = (False if mode != "contig" else
-                   b.icmp_unsigned("!=", b.and_(fill, i64(4)), i64(0)))
-    line_elems = max(1, 64 // comp.itemsize)       # a cache line of B's elements
-    ahead_lines = max(1, NV * W // line_elems)     # lines in a row of a panel
-    zero_v = ir.Constant(vty, [ir.Constant(fty, 0.0)] * W)
-    shuf0 = ir.Constant(ir.VectorType(ir.IntType(32), W), [ir.Constant(ir.IntType(32), 0)] * W)
-    undef_v = ir.Constant(vty, ir.Undefined)
+    (the ``csA`` argument is taken as 1). ``_CoreBody`` emits it, from the top: the columns'
+    whole panels, each packed or filled and run over every row (``columns``, ``row_tiles``),
+    then the column tail (``tail_panel``); the register tiles (``_Tile``); the copies of B into
+    the panel (``pack``); the helpers for vectors, masks and pointers last."""
+    body = _CoreBody(ctx, comp, fn, mode, c_strided, a_unit)
+    body.columns()
+    body.b.ret_void()
 
-    def elem(base, off):
-        return b.gep(base, [off], source_etype=fty)
 
-    def elem_in(base, off):   # an element of A or B
-        return b.gep(base, [off], source_etype=ety)
+class _CoreBody:
+    """What the emitters of a body share: its arguments (``gemm_library.CORE_ARGS``: the names
+    are theirs), the types and tile sizes of its dtype and the target, the intrinsics it calls,
+    and the run-time modes read from ``fill`` (each a Python constant where every product of
+    the body passes the same, else an i1)."""
 
-    if b_contig:
-        prefetch = ctx.declare("llvm.prefetch.p0", U.VOID, [U.PTR, U.I32, U.I32, U.I32])
-        prefetch_args = [ir.Constant(U.I32, c) for c in (0, 3, 1)]  # read, keep (L1), data
-        prefetch_l2_args = [ir.Constant(U.I32, c) for c in (0, 2, 1)]  # read, L2, data
-    kc_cur = [kc]                                         # rows of B in this block
-    acc_cur = [b.icmp_unsigned("!=", acc, i64(0)) if has_acc else None]  # i1: add to C
-    cur_panel = [i64(0)]  # which panel of the packed group the row tiles read
+    def __init__(self, ctx, comp, fn: ir.Function, mode: str, c_strided: bool, a_unit: bool):
+        self.ctx, self.comp, self.mode, self.c_strided = ctx, comp, mode, c_strided
+        self._types(comp, mode)
+        self._declare_intrinsics(ctx)
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        (self.Cp, self.Ap, self.Bp, self.bpanel, self.oa, self.ob, self.oc, self.m0, self.m1,
+         self.n0, self.n1, self.kc, acc, self.pstride, self.G, self.rsA, self.csA, self.ldb,
+         self.csB, self.ldc, self.fill, self.csC, self.nxt) = fn.args
+        if a_unit:
+            self.csA = i64(1)
+        self._run_time_modes(acc)
+        self.cur_panel = i64(0)  # which panel of the packed group the row tiles read
 
-    def panel_at(k, v, p=None):
-        base = b.mul(p if p is not None else cur_panel[0], pstride)
-        v = v if isinstance(v, ir.Value) else i64(v)
-        return b.gep(bpanel, [b.add(base, b.add(b.mul(k, i64(NV)), v))], source_etype=vty)
-
-    ivec = ir.VectorType(I64, W)
-    lane_iota = ir.Constant(ivec, [i64(l) for l in range(W)])
-
-    def splat_i(x):
-        return b.shuffle_vector(b.insert_element(ir.Constant(ivec, ir.Undefined), x, ir.Constant(U.I32, 0)),
-                                ir.Constant(ivec, ir.Undefined), shuf0)
-
-    def lane_mask(lanes):
-        """The first ``lanes`` lanes (an int, or an i64 known at run time only)."""
-        if isinstance(lanes, int):
-            return ir.Constant(ir.VectorType(ir.IntType(1), W),
-                               [ir.Constant(ir.IntType(1), int(l < lanes)) for l in range(W)])
-        return b.icmp_unsigned("<", lane_iota, splat_i(lanes))
-
-    def masked(op, ptr, lanes, value=None):
-        """``llvm.masked.load`` / ``.store`` of the first ``lanes`` lanes of a vector at ``ptr``."""
-        mask = lane_mask(lanes)
-        align = ir.Constant(U.I32, comp.itemsize)
-        if op == "load":
-            fn = ctx.declare(f"llvm.masked.load.v{W}{'f64' if fty == F64 else 'f32'}.p0", vty,
-                                [U.PTR, U.I32, mask.type, vty])
-            return b.call(fn, [ptr, align, mask, zero_v])
-        fn = ctx.declare(f"llvm.masked.store.v{W}{'f64' if fty == F64 else 'f32'}.p0", U.VOID,
-                            [vty, U.PTR, U.I32, mask.type])
-        return b.call(fn, [value, ptr, align, mask])
-
-    col_iota = [ir.Constant(ivec, [i64(v * W + l) for l in range(W)]) for v in range(NV)]
-
-    def strided(op, ptrs, lanes, value=None):
-        """``llvm.masked.gather`` / ``.scatter`` of the first ``lanes`` lanes (C's columns
-        strided: a product computed transposed, see ``dot.lower_dot``; B's gathered columns
-        in a column tail)."""
-        mask = lane_mask(lanes)
-        align = ir.Constant(U.I32, comp.itemsize)
-        sfx = f"v{W}{'f64' if fty == F64 else 'f32'}.v{W}p0"
-        if op == "gather":
-            fn = ctx.declare(f"llvm.masked.gather.{sfx}", vty, [ptrs.type, U.I32, mask.type, vty])
-            return b.call(fn, [ptrs, align, mask, zero_v])
-        fn = ctx.declare(f"llvm.masked.scatter.{sfx}", U.VOID, [vty, ptrs.type, U.I32, mask.type])
-        return b.call(fn, [value, ptrs, align, mask])
-
-    def tile(oa, ob, oc, i0, j0, mr: int, nv: int, packed: bool = False, fill: bool = False,
-             lanes=0, bsrc=None, ahead=None):
-        """C[i0:i0+mr, j0:j0+nv*W]; ``lanes`` (an i64, 1..W, or 0: whole vectors): only that
-        many lanes of the last vector (a column tail: masked loads and stores of C; its panel
-        holds zeros past them); ``bsrc``: (start, row stride) of B's rows when they are read
-        from B in place or from the panel, chosen at run time;
-        ``packed``: B's columns j0.. were copied to the contiguous panel (row k at vectors
-        k*NV ..); ``fill``: this tile reads them from B and copies them to the panel as it goes
-        (prefetching ``FILL_PREFETCH_ROWS`` rows of B ahead)."""
-        arow = [b.add(oa, b.mul(b.add(i0, i64(r)), rsA)) for r in range(mr)]
-
-        def step(k, accs):
-            ak = b.mul(k, csA)
-            brow = b.add(b.add(ob, b.mul(k, ldb)), j0)
-            if fill:
-                bvs = [b.load(elem_in(Bp, b.add(brow, i64(v * W))), typ=vty, align=comp.itemsize)
-                       for v in range(nv)]
-                for v in range(nv):
-                    b.store(bvs[v], panel_at(k, v))
-                k_ahead = b.add(k, i64(FILL_PREFETCH_ROWS))
-                last = b.sub(kc_cur[0], i64(1))
-                k_ahead = b.select(b.icmp_signed("<", k_ahead, kc_cur[0]), k_ahead, last)
-                src = elem_in(Bp, b.add(b.add(ob, b.mul(k_ahead, ldb)), j0))
-                span = nv * W * comp.itemsize
-                for off in sorted({0, span - 1}):  # the first and last line of the row's run
-                    b.call(prefetch, [b.gep(src, [i64(off)], source_etype=U.I8)] + prefetch_args)
-            elif packed:
-                bvs = [b.load(panel_at(k, v), typ=vty) for v in range(nv)]
-                if ahead is not None:   # a line of row k of the next panel, into L2
-                    b.call(prefetch, [b.gep(ahead[0], [b.mul(k, ahead[1])], source_etype=ety)]
-                           + prefetch_l2_args)
-            elif bsrc is not None:   # row k at bsrc[0] + k * bsrc[1] (elements)
-                row = b.gep(bsrc[0], [b.mul(k, bsrc[1])], source_etype=ety)
-                bvs = [masked("load", elem_in(row, i64(v * W)), lanes)
-                       if isinstance(lanes, ir.Value) and v == nv - 1 else
-                       b.load(elem_in(row, i64(v * W)), typ=vty, align=comp.itemsize)
-                       for v in range(nv)]
-            else:
-                bvs = [masked("load", elem_in(Bp, b.add(brow, i64(v * W))), lanes)
-                       if isinstance(lanes, ir.Value) and v == nv - 1 else
-                       b.load(elem_in(Bp, b.add(brow, i64(v * W))), typ=vty, align=comp.itemsize)
-                       for v in range(nv)]
-            out = []
-            for r in range(mr):
-                a = b.load(elem_in(Ap, b.add(arow[r], ak)), typ=fty)
-                a = b.shuffle_vector(b.insert_element(undef_v, a, ir.Constant(ir.IntType(32), 0)),
-                                     undef_v, shuf0)
-                for v in range(nv):
-                    out.append(b.call(fma_v, [a, bvs[v], accs[r * nv + v]]))
-            return out
-
-        def c_ptrs():
-            out = []
-            # C's columns csC apart: per vector, its columns' offsets from the row's start
-            colv = [b.mul(b.add(splat_i(j0), col_iota[v]), splat_i(csC)) for v in range(nv)] \
-                if c_strided else None
-            for r in range(mr):
-                row = b.add(oc, b.mul(b.add(i0, i64(r)), ldc))
-                for v in range(nv):
-                    n = lanes if v == nv - 1 and isinstance(lanes, ir.Value) else 0
-                    if c_strided:   # a vector of W element pointers
-                        ptrs = b.gep(elem(Cp, row), [colv[v]], source_etype=fty)
-                        ptrs.type = ir.VectorType(U.PTR, W)   # llvmlite types a vector GEP as scalar
-                        out.append((ptrs, n))
-                    else:
-                        out.append((elem(Cp, b.add(b.add(row, j0), i64(v * W))), n))
-            return out
-
-        def c_load(p, n):
-            if c_strided:
-                return strided("gather", p, n or W)
-            return masked("load", p, n) if isinstance(n, ir.Value) else b.load(p, typ=vty, align=comp.itemsize)
-
-        def c_store(p, n, value):
-            if c_strided:
-                strided("scatter", p, n or W, value)
-            elif isinstance(n, ir.Value):
-                masked("store", p, n, value)
-            else:
-                b.store(value, p, align=comp.itemsize)
-
-        def pair_step(k, accs, odd=False):
-            """One pair of k (B's rows 2k, 2k+1 interleaved in panel row k): per row of the
-            tile, A's two elements broadcast as one i32; ``odd``: the contraction's last,
-            single k (A's second element taken as zero, the panel's is zero)."""
-            bvs = [b.bitcast(b.load(panel_at(k, v), typ=ivty), bf_ty) for v in range(nv)]
-            out = []
-            for r in range(mr):
-                at = elem_in(Ap, b.add(arow[r], b.mul(k, i64(2))))
-                a = b.zext(b.load(at, typ=U.I16), U.I32) if odd else b.load(at, typ=U.I32, align=2)
-                a = b.shuffle_vector(b.insert_element(ir.Constant(ivty, ir.Undefined), a, ir.Constant(U.I32, 0)),
-                                     ir.Constant(ivty, ir.Undefined), shuf0)
-                a = b.bitcast(a, bf_ty)
-                for v in range(nv):
-                    out.append(b.call(dot2, [accs[r * nv + v], a, bvs[v]]))
-            return out
-
-        init = [zero_v] * (mr * nv)
-        if acc_cur[0] is not None:   # a later block of the contraction adds to C
-            pre = b.block
-            load_c = b.function.append_basic_block("cload")
-            start = b.function.append_basic_block("cstart")
-            b.cbranch(acc_cur[0], load_c, start)
-            b.position_at_end(load_c)
-            loaded = [c_load(p, n) for p, n in c_ptrs()]
-            b.branch(start)
-            b.position_at_end(start)
-            phis = []
-            for z, l in zip(init, loaded):
-                ph = b.phi(z.type)
-                ph.add_incoming(z, pre)
-                ph.add_incoming(l, load_c)
-                phis.append(ph)
-            init = phis
+    def _types(self, comp, mode: str) -> None:
+        self.fills, self.directs = core_modes(comp, mode)
+        self.fty = fty = F64 if comp.name == "f64" else F32
+        self.W = W = vector_lanes(comp)
+        self.MR, self.NV = register_tile()
+        self.vty = vty = ir.VectorType(fty, W)
+        self.pairs = pairs = mode == "bf16"   # A and B bf16 (i16 bits), C and the accumulators f32
+        self.b_contig = mode in ("contig", "bf16")
+        self.ety = U.I16 if pairs else fty   # A's and B's elements
         if pairs:
-            accs = _k_loop(b, b.lshr(kc_cur[0], i64(1)), init, pair_step)
-            pre = b.block
-            with b.if_then(b.trunc(kc_cur[0], ir.IntType(1))):   # an odd contraction
-                odd_block_accs = pair_step(b.lshr(kc_cur[0], i64(1)), accs, odd=True)
-                odd_end = b.block
-            merged = []
-            for x, y in zip(accs, odd_block_accs):
-                ph = b.phi(vty)
-                ph.add_incoming(x, pre)
-                ph.add_incoming(y, odd_end)
-                merged.append(ph)
-            accs = merged
-        else:
-            accs = _k_loop(b, kc_cur[0], init, step)
-        for acc, (p, n) in zip(accs, c_ptrs()):
-            c_store(p, n, acc)
+            self.ivty = ir.VectorType(U.I32, W)    # a panel vector: W columns x a pair of k (2 bf16 each)
+            self.bf_ty = ir.VectorType(BFLOAT, 2 * W)
+        self.line_elems = max(1, 64 // comp.itemsize)            # a cache line of B's elements
+        self.ahead_lines = max(1, self.NV * W // self.line_elems)  # lines in a row of a panel
+        self.zero_v = ir.Constant(vty, [ir.Constant(fty, 0.0)] * W)
+        self.shuf0 = ir.Constant(ir.VectorType(ir.IntType(32), W), [ir.Constant(ir.IntType(32), 0)] * W)
+        self.undef_v = ir.Constant(vty, ir.Undefined)
+        self.ivec = ivec = ir.VectorType(I64, W)
+        self.lane_iota = ir.Constant(ivec, [i64(lane) for lane in range(W)])
+        self.col_iota = [ir.Constant(ivec, [i64(v * W + lane) for lane in range(W)]) for v in range(self.NV)]
 
-    fill_heights = list(range(1, MR + 1))
+    def _declare_intrinsics(self, ctx) -> None:
+        vty, W = self.vty, self.W
+        self.fma_v = ctx.intrinsic("fma", vty, 3)
+        if self.pairs:
+            self.dot2 = ctx.declare(f"llvm.x86.avx512bf16.dpbf16ps.{32 * W}", vty, [vty, self.bf_ty, self.bf_ty])
+        if self.b_contig:
+            self.prefetch = ctx.declare("llvm.prefetch.p0", U.VOID, [U.PTR, U.I32, U.I32, U.I32])
+            self.prefetch_args = [ir.Constant(U.I32, c) for c in (0, 3, 1)]  # read, keep (L1), data
+            self.prefetch_l2_args = [ir.Constant(U.I32, c) for c in (0, 2, 1)]  # read, L2, data
 
-    def row_tiles(oa, ob, oc, m0, m1, j0, nv, packed=False, filling=None, lanes=0, mr=MR, bsrc=None,
-                  ahead=None):
-        """Row tiles of ``mr`` for the column panel at j0, then the 1..mr-1 rows left in tiles
-        of the powers of two in their count, largest first (tiles of several rows keep
-        independent accumulation chains, where one latency-bound chain per row would not; the
-        powers of two keep the body, which has code for every count, small: a tile per
+    def _run_time_modes(self, acc) -> None:
+        b, fill, fills = self.b, self.fill, self.fills
+        # whether the first tile of each whole panel copies it from B (else the panel is packed
+        # first): known when every product of this core does the same, else the argument says
+        self.filling = (True if fills == {1} else False if fills == {0}
+                        else b.icmp_unsigned("!=", b.and_(fill, i64(1)), i64(0)))
+        # bit 2 of ``fill``: the whole tiles of a panel prefetch the next panel's rows of B into L2
+        self.prefetching = (False if self.mode != "contig" else
+                            b.icmp_unsigned("!=", b.and_(fill, i64(4)), i64(0)))
+        self.accumulate = b.icmp_unsigned("!=", acc, i64(0))  # i1: add to C (a later block of K)
+
+    # ---- the columns: whole panels, then the tail
+
+    def columns(self) -> None:
+        """C[m0:m1, n0:n1]: whole panels of NV vectors in groups of up to G (each group packed
+        first unless its panels are filled by their first tiles), then the columns left as one
+        narrower panel of nv vectors, its last vector masked to the 1..W columns there."""
+        b, W, NV, G, filling = self.b, self.W, self.NV, self.G, self.filling
+        n0, n1 = self.n0, self.n1
+        cols = b.sub(n1, n0)
+        panel = NV * W
+        rem = b.urem(cols, i64(panel))
+        n_panels_end = b.sub(n1, rem)
+        npan = b.udiv(b.sub(n_panels_end, n0), i64(panel))
+        with for_range(b, i64(0), b.udiv(b.add(npan, b.sub(G, i64(1))), G), "jg") as jg:
+            first = b.mul(jg, G)
+            left = b.sub(npan, first)
+            count = b.select(b.icmp_signed("<", left, G), left, G)
+            g0 = b.add(n0, b.mul(first, i64(panel)))
+            if filling is not True:
+                with b.if_then(b.not_(filling) if filling not in (None, False) else ir.Constant(ir.IntType(1), 1)):
+                    self.pack(g0, NV, count)
+            with for_range(b, i64(0), count, "jp") as jp:
+                self.cur_panel = jp
+                j0 = b.add(g0, b.mul(jp, i64(panel)))
+                self.row_tiles(j0, NV, True, filling, ahead=self._next_panel_lines(j0, n_panels_end))
+                self.cur_panel = i64(0)
+        nvs = b.udiv(b.add(rem, i64(W - 1)), i64(W))
+        lanes = b.sub(rem, b.mul(b.sub(nvs, i64(1)), i64(W)))
+        self.by_height(nvs, list(range(1, NV + 1)), "ctail",
+                       lambda nv: self.tail_panel(n_panels_end, nv, lanes))
+
+    def _next_panel_lines(self, j0, n_panels_end):
+        """What the whole tiles of the panel at j0 prefetch into L2 while they run from the
+        panel in L1, a line per tile: (start, row stride) of the next whole panel's rows of B;
+        the last panel's tiles prefetch where the next call starts (``nxt``); with nothing to
+        fetch, the panel's own rows (in L1). None where the body never prefetches."""
+        if self.prefetching is False:
+            return None
+        b, panel = self.b, self.NV * self.W
+        nxt_panel = b.add(j0, i64(panel))
+        last = b.icmp_unsigned(">", b.add(nxt_panel, i64(panel)), n_panels_end)
+        tgt = b.select(last, self.nxt, b.add(self.ob, nxt_panel))
+        on = b.and_(self.prefetching, b.icmp_signed(">=", tgt, i64(0)))
+        return (b.select(on, self.elem_in(self.Bp, tgt), self.bpanel),
+                b.select(on, self.ldb, i64(panel)))
+
+    def tail_panel(self, j0, nv, lanes) -> None:
+        """The columns after the whole panels: one narrower panel of ``nv`` vectors (the last
+        one's first ``lanes`` lanes) with taller tiles (``tile_rows``), read from B in place when
+        B's rows are contiguous and no longer than a whole panel (B is then already one dense
+        panel), else copied to the panel first."""
+        b, directs = self.b, self.directs
+        mr = tile_rows(nv)
+        direct = (True if directs == {1} else False if directs <= {0}
+                  else b.icmp_unsigned("!=", b.and_(self.fill, i64(2)), i64(0)))
+        if direct is True:
+            self.row_tiles(j0, nv, False, lanes=lanes, mr=mr)
+            return
+        if direct is False:
+            self.pack(j0, nv, lanes=lanes)
+            self.row_tiles(j0, nv, True, lanes=lanes, mr=mr)
+            return
+        with b.if_then(b.not_(direct)):
+            self.pack(j0, nv, lanes=lanes)
+        # one set of tiles for both: they read B's rows in place or the panel's, from a start
+        # and a row stride (elements) chosen at run time
+        bsrc = (b.select(direct, self.elem_in(self.Bp, b.add(self.ob, j0)), self.bpanel),
+                b.select(direct, self.ldb, i64(self.NV * self.W)))
+        self.row_tiles(j0, nv, False, lanes=lanes, mr=mr, bsrc=bsrc)
+
+    # ---- the rows of a panel
+
+    def row_tiles(self, j0, nv, packed=False, filling=None, lanes=0, mr=None, bsrc=None, ahead=None):
+        """Row tiles of ``mr`` (default MR) for the column panel at j0, then the 1..mr-1 rows
+        left in tiles of the powers of two in their count, largest first (tiles of several rows
+        keep independent accumulation chains, where one latency-bound chain per row would not;
+        the powers of two keep the body, which has code for every count, small: a tile per
         remainder made the f32 body 37,000 lines of LLVM IR and 1.8 s of compile).
         ``filling`` (an i1, run time): the panel is still to be copied; then a first whole tile
         (or all the rows, fewer than a tile) copies it as it computes, and the rows left after
         the whole tiles run last, from the panel. (The rows left had copied it: a tile of 2 rows
         has too few multiply-adds per row of B to hide the copy's loads and stores; one thread
         of an AVX-512 Xeon, 32 x 512 x 256 52.7 -> 48.1 us, 32 x 512 x 1024 236 -> 225,
-        128 x 784 x 512 639 -> 609; two threads the same within noise.)"""
+        128 x 784 x 512 639 -> 609; two threads the same within noise.)
+        ``ahead``: (start, row stride) of the rows whose lines the whole tiles prefetch."""
+        b, MR, m0, m1 = self.b, self.MR, self.m0, self.m1
+        mr = MR if mr is None else mr
         start = m0
         if filling not in (None, False):
             rows = b.sub(m1, m0)
             first = b.select(b.icmp_unsigned("<", rows, i64(MR)), rows, i64(MR))
-            fill_tile = lambda h: tile(oa, ob, oc, m0, j0, h, nv, fill=True)  # noqa: E731
+
+            def fill_tile(h):
+                self.tile(m0, j0, h, nv, fill=True)
+            fill_heights = list(range(1, MR + 1))
             if filling is True:
-                by_height(first, fill_heights, "fill", fill_tile)
+                self.by_height(first, fill_heights, "fill", fill_tile)
                 start = b.add(m0, first)
             else:
                 with b.if_then(filling):
-                    by_height(first, fill_heights, "fill", fill_tile)
+                    self.by_height(first, fill_heights, "fill", fill_tile)
                 start = b.select(filling, b.add(m0, first), m0)
         tail = b.urem(b.sub(m1, start), i64(mr))
         full_end = b.sub(m1, tail)
         with for_range(b, i64(0), b.udiv(b.sub(full_end, start), i64(mr)), "it") as it:
             tile_ahead = None
             if ahead is not None:   # whole tile ``it`` prefetches line it % LINES of each row
-                line = b.mul(b.urem(it, i64(ahead_lines)), i64(line_elems))
-                tile_ahead = (b.gep(ahead[0], [line], source_etype=ety), ahead[1])
-            tile(oa, ob, oc, b.add(start, b.mul(it, i64(mr))), j0, mr, nv, packed, lanes=lanes, bsrc=bsrc,
-                 ahead=tile_ahead)
+                line = b.mul(b.urem(it, i64(self.ahead_lines)), i64(self.line_elems))
+                tile_ahead = (b.gep(ahead[0], [line], source_etype=self.ety), ahead[1])
+            self.tile(b.add(start, b.mul(it, i64(mr))), j0, mr, nv, packed, lanes=lanes, bsrc=bsrc,
+                      ahead=tile_ahead)
         at = full_end
         for h in reversed([1 << e for e in range((mr - 1).bit_length()) if 1 << e < mr]):
             with b.if_then(b.icmp_unsigned("!=", b.and_(tail, i64(h)), i64(0))):
-                tile(oa, ob, oc, at, j0, h, nv, packed, lanes=lanes, bsrc=bsrc)
+                self.tile(at, j0, h, nv, packed, lanes=lanes, bsrc=bsrc)
             at = b.add(at, b.and_(tail, i64(h)))
 
-    def by_height(height, heights, name, emit):
+    def by_height(self, height, heights, name, emit) -> None:
         """``emit(h)`` for the one of ``heights`` (compile-time tile heights) that ``height``
         (run time) equals: a tile specialized per height that can occur."""
         if not heights:
             return
+        b = self.b
         fn = b.function
         done = fn.append_basic_block(name + ".done")
         sw = b.switch(height, done)
@@ -669,172 +590,350 @@ def emit_core(ctx, comp, fn: ir.Function, mode: str, c_strided: bool = False, a_
             b.branch(done)
         b.position_at_end(done)
 
-    def pack(ob, j0, nv, npanels=None, lanes=0):
+    def tile(self, i0, j0, mr: int, nv: int, packed: bool = False, fill: bool = False,
+             lanes=0, bsrc=None, ahead=None) -> None:
+        """One register tile (``_Tile``, where the arguments are described)."""
+        _Tile(self, i0, j0, mr, nv, packed, fill, lanes, bsrc, ahead).emit()
+
+    # ---- copies of B into the panel
+
+    def pack(self, j0, nv, npanels=None, lanes=0) -> None:
         """Copy B[0:K, j0:j0+nv*W] (``npanels`` consecutive panels of it) into the panel buffer
         (sequential reads for every row tile); gathered (one masked gather per vector) when B's columns
         are not contiguous. A group of panels is copied row by row of B, so each row of B is
         read as one run of G panels (one page walk, not G). ``lanes``: the last vector holds
         only that many columns (zeros after them)."""
-        if pairs:
-            return pack_pairs(ob, j0, nv, lanes)
+        if self.pairs:
+            return self.pack_pairs(j0, nv, lanes)
+        b, W, ldb, kc = self.b, self.W, self.ldb, self.kc
         k_start = i64(0)
-        if not b_contig:
+        if not self.b_contig:
             # B's columns strided but its rows contiguous (ldb == 1: a transposed operand, as
             # attention's k^T): whole W x W blocks are read as vectors and transposed in
             # registers; the element-by-element copy below takes only the rows left
             by_rows = b.icmp_unsigned("==", ldb, i64(1))
-            whole = b.mul(b.udiv(kc_cur[0], i64(W)), i64(W))
+            whole = b.mul(b.udiv(kc, i64(W)), i64(W))
             k_start = b.select(by_rows, whole, i64(0))
             with b.if_then(by_rows):
-                pack_transposed(ob, j0, nv, npanels, lanes, whole)
-        with for_range(b, k_start, kc_cur[0], "pk") as k:
-            src = b.add(ob, b.mul(k, ldb))
-
-            def one(p, jp0):
-                for v in range(nv):
-                    part = isinstance(lanes, ir.Value) and v == nv - 1   # the masked last vector
-                    if b_contig and part:
-                        x = masked("load", elem_in(Bp, b.add(b.add(src, jp0), i64(v * W))), lanes)
-                    elif b_contig:
-                        x = b.load(elem_in(Bp, b.add(b.add(src, jp0), i64(v * W))), typ=vty, align=comp.itemsize)
-                    else:   # B's columns csB apart (the first ``lanes`` of them): one gather
-                        cols = b.add(b.mul(b.add(splat_i(jp0), col_iota[v]), splat_i(csB)), splat_i(src))
-                        ptrs = b.gep(Bp, [cols], source_etype=fty)
-                        ptrs.type = ir.VectorType(U.PTR, W)   # llvmlite types a vector GEP as scalar
-                        x = strided("gather", ptrs, lanes if part else W)
-                    b.store(x, panel_at(k, v, p))
+                self.pack_transposed(j0, nv, npanels, lanes, whole)
+        with for_range(b, k_start, kc, "pk") as k:
+            src = b.add(self.ob, b.mul(k, ldb))
             if npanels is None:
-                one(i64(0), j0)
+                self._pack_row(k, src, i64(0), j0, nv, lanes)
             else:
                 with for_range(b, i64(0), npanels, "pg") as p:
-                    one(p, b.add(j0, b.mul(p, i64(nv * W))))
+                    self._pack_row(k, src, p, b.add(j0, b.mul(p, i64(nv * W))), nv, lanes)
 
-    def pack_transposed(ob, j0, nv, npanels, lanes, whole):
+    def _pack_row(self, k, src, p, jp0, nv, lanes) -> None:
+        """Row k of panel ``p`` (B's columns from jp0; the row starts at element ``src`` of B)."""
+        b, W, Bp, comp = self.b, self.W, self.Bp, self.comp
+        for v in range(nv):
+            part = isinstance(lanes, ir.Value) and v == nv - 1   # the masked last vector
+            if self.b_contig and part:
+                x = self.masked("load", self.elem_in(Bp, b.add(b.add(src, jp0), i64(v * W))), lanes)
+            elif self.b_contig:
+                x = b.load(self.elem_in(Bp, b.add(b.add(src, jp0), i64(v * W))), typ=self.vty,
+                           align=comp.itemsize)
+            else:   # B's columns csB apart (the first ``lanes`` of them): one gather
+                splat_i = self.splat_i
+                cols = b.add(b.mul(b.add(splat_i(jp0), self.col_iota[v]), splat_i(self.csB)), splat_i(src))
+                ptrs = b.gep(Bp, [cols], source_etype=self.fty)
+                ptrs.type = ir.VectorType(U.PTR, W)   # llvmlite types a vector GEP as scalar
+                x = self.strided("gather", ptrs, lanes if part else W)
+            b.store(x, self.panel_at(k, v, p))
+
+    def pack_transposed(self, j0, nv, npanels, lanes, whole) -> None:
         """B's rows 0..whole (a multiple of W) of the panels at j0, B's columns being runs in
         memory (column c at ob + c * csB): per W x W block, W vector loads (one per column;
         in a column tail's last vector, masked off past ``lanes``, an i64), a transpose in
         registers and W stores to the panel's rows, in place of W gathers of W lanes (a third
         of attention's q k^T time as scalar loads and inserts)."""
+        b, W = self.b, self.W
         part = isinstance(lanes, ir.Value)
-        with for_range(b, i64(0), b.udiv(whole, i64(W)), "pt") as kb_:
-            k0 = b.mul(kb_, i64(W))
-
-            def block(p, jp0, v, tail):
-                """Panel vector ``v`` (an i64); ``tail``: its columns past ``lanes`` read as 0."""
-                c0 = b.add(jp0, b.mul(v, i64(W)))
-                cols = []
-                for l in range(W):
-                    at = elem_in(Bp, b.add(b.add(ob, b.mul(b.add(c0, i64(l)), csB)), k0))
-                    if tail:   # all W rows of column l, or none
-                        n = b.select(b.icmp_unsigned("<", i64(l), lanes), i64(W), i64(0))
-                        cols.append(masked("load", at, n))
-                    else:
-                        cols.append(b.load(at, typ=vty, align=comp.itemsize))
-                for i, row in enumerate(_transpose(b, cols)):
-                    b.store(row, panel_at(b.add(k0, i64(i)), v, p))
+        with for_range(b, i64(0), b.udiv(whole, i64(W)), "pt") as kblk:
+            k0 = b.mul(kblk, i64(W))
 
             def one(p, jp0):
                 # the whole vectors in a loop (one copy of the block's code), then a masked one
                 full = nv - 1 if part else nv
                 if full:
                     with for_range(b, i64(0), i64(full), "pv", interleave=U.SCALAR_LOOP) as v:
-                        block(p, jp0, v, False)
+                        self._transposed_block(k0, p, jp0, v, False, lanes)
                 if part:
-                    block(p, jp0, i64(nv - 1), True)
+                    self._transposed_block(k0, p, jp0, i64(nv - 1), True, lanes)
             if npanels is None:
                 one(i64(0), j0)
             else:
                 with for_range(b, i64(0), npanels, "pg") as p:
                     one(p, b.add(j0, b.mul(p, i64(nv * W))))
 
-    def pack_pairs(ob, j0, nv, lanes):
+    def _transposed_block(self, k0, p, jp0, v, tail, lanes) -> None:
+        """The W x W block at B's row k0 of panel vector ``v`` (an i64) of panel ``p``;
+        ``tail``: its columns past ``lanes`` read as 0."""
+        b, W, Bp = self.b, self.W, self.Bp
+        c0 = b.add(jp0, b.mul(v, i64(W)))
+        cols = []
+        for lane in range(W):
+            at = self.elem_in(Bp, b.add(b.add(self.ob, b.mul(b.add(c0, i64(lane)), self.csB)), k0))
+            if tail:   # all W rows of column ``lane``, or none
+                n = b.select(b.icmp_unsigned("<", i64(lane), lanes), i64(W), i64(0))
+                cols.append(self.masked("load", at, n))
+            else:
+                cols.append(b.load(at, typ=self.vty, align=self.comp.itemsize))
+        for i, row in enumerate(_transpose(b, cols)):
+            b.store(row, self.panel_at(b.add(k0, i64(i)), v, p))
+
+    def pack_pairs(self, j0, nv, lanes) -> None:
         """bf16: panel row p holds B's rows 2p and 2p+1 interleaved, column by column (a pair
         per i32 lane: what vdpbf16ps multiplies by A's broadcast pair); a last single row is
         paired with zeros."""
+        b, W, kc = self.b, self.W, self.kc
         half = ir.VectorType(U.I16, W)
         inter = ir.Constant(ir.VectorType(U.I32, 2 * W),
                             [ir.Constant(U.I32, i // 2 + (W if i % 2 else 0)) for i in range(2 * W)])
         zero_h = ir.Constant(half, [ir.Constant(U.I16, 0)] * W)
-        with for_range(b, i64(0), b.lshr(b.add(kc_cur[0], i64(1)), i64(1)), "pk") as p:
+        with for_range(b, i64(0), b.lshr(b.add(kc, i64(1)), i64(1)), "pk") as p:
             k0 = b.mul(p, i64(2))
-            has1 = b.icmp_signed("<", b.add(k0, i64(1)), kc_cur[0])
+            has1 = b.icmp_signed("<", b.add(k0, i64(1)), kc)
             k1 = b.select(has1, b.add(k0, i64(1)), k0)     # a row that exists (zeroed below)
             for v in range(nv):
                 part = isinstance(lanes, ir.Value) and v == nv - 1   # the masked last vector
                 rows = []
                 for k in (k0, k1):
-                    ptr = elem_in(Bp, b.add(b.add(b.add(ob, b.mul(k, ldb)), j0), i64(v * W)))
+                    ptr = self.elem_in(self.Bp, b.add(b.add(b.add(self.ob, b.mul(k, self.ldb)), j0), i64(v * W)))
                     if part:
-                        mask = lane_mask(lanes)
-                        ml = ctx.declare(f"llvm.masked.load.v{W}i16.p0", half,
-                                            [U.PTR, U.I32, mask.type, half])
+                        mask = self.lane_mask(lanes)
+                        ml = self.ctx.declare(f"llvm.masked.load.v{W}i16.p0", half,
+                                              [U.PTR, U.I32, mask.type, half])
                         rows.append(b.call(ml, [ptr, ir.Constant(U.I32, 2), mask, zero_h]))
                     else:
                         rows.append(b.load(ptr, typ=half, align=2))
                 hi = b.select(has1, rows[1], zero_h)
-                b.store(b.bitcast(b.shuffle_vector(rows[0], hi, inter), ivty), panel_at(p, v))
+                b.store(b.bitcast(b.shuffle_vector(rows[0], hi, inter), self.ivty), self.panel_at(p, v))
 
-    def columns(oa, ob, oc, m0, m1, n0, n1, cols):
-        panel = NV * W
-        # whole panels of NV vectors, then the rest
-        rem = b.urem(cols, i64(panel))
-        n_panels_end = b.sub(n1, rem)
-        npan = b.udiv(b.sub(n_panels_end, n0), i64(panel))
-        with for_range(b, i64(0), b.udiv(b.add(npan, b.sub(G, i64(1))), G), "jg") as jg:
-            first = b.mul(jg, G)
-            left = b.sub(npan, first)
-            count = b.select(b.icmp_signed("<", left, G), left, G)
-            g0 = b.add(n0, b.mul(first, i64(panel)))
-            if filling is not True:
-                with b.if_then(b.not_(filling) if filling not in (None, False) else ir.Constant(ir.IntType(1), 1)):
-                    pack(ob, g0, NV, count)
-            with for_range(b, i64(0), count, "jp") as jp:
-                cur_panel[0] = jp
-                j0 = b.add(g0, b.mul(jp, i64(panel)))
-                ahead = None
-                if prefetching is not False:
-                    # the next whole panel's rows of B, a line per tile, into L2 while these
-                    # tiles run from the panel in L1; the last panel's tiles prefetch where the
-                    # next call starts (``nxt``); with nothing to fetch, the panel's own rows
-                    # (in L1)
-                    nxt_panel = b.add(j0, i64(panel))
-                    last = b.icmp_unsigned(">", b.add(nxt_panel, i64(panel)), n_panels_end)
-                    tgt = b.select(last, nxt, b.add(ob, nxt_panel))
-                    on = b.and_(prefetching, b.icmp_signed(">=", tgt, i64(0)))
-                    ahead = (b.select(on, elem_in(Bp, tgt), bpanel),
-                             b.select(on, ldb, i64(NV * W)))
-                row_tiles(oa, ob, oc, m0, m1, j0, NV, True, filling, ahead=ahead)
-                cur_panel[0] = i64(0)
-        # the columns left: one narrower panel of nv vectors, its last vector masked to the
-        # 1..W columns there
-        nvs = b.udiv(b.add(rem, i64(W - 1)), i64(W))
-        lanes = b.sub(rem, b.mul(b.sub(nvs, i64(1)), i64(W)))
-        by_height(nvs, list(range(1, NV + 1)), "ctail",
-                  lambda nv: tail_panel(oa, ob, oc, m0, m1, n_panels_end, nv, lanes))
+    # ---- vectors, masks and pointers
 
-    def tail_panel(oa, ob, oc, m0, m1, j0, nv, lanes):
-        """The columns after the whole panels: one narrower panel of ``nv`` vectors (the last
-        one's first ``lanes`` lanes) with taller tiles (``tile_rows``), read from B in place when
-        B's rows are contiguous and no longer than a whole panel (B is then already one dense
-        panel), else copied to the panel first."""
-        mr = tile_rows(nv)
-        direct = (True if directs == {1} else False if directs <= {0}
-                  else b.icmp_unsigned("!=", b.and_(fill, i64(2)), i64(0)))
-        if direct is True:
-            row_tiles(oa, ob, oc, m0, m1, j0, nv, False, lanes=lanes, mr=mr)
-            return
-        if direct is False:
-            pack(ob, j0, nv, lanes=lanes)
-            row_tiles(oa, ob, oc, m0, m1, j0, nv, True, lanes=lanes, mr=mr)
-            return
-        with b.if_then(b.not_(direct)):
-            pack(ob, j0, nv, lanes=lanes)
-        # one set of tiles for both: they read B's rows in place or the panel's, from a start
-        # and a row stride (elements) chosen at run time
-        bsrc = (b.select(direct, elem_in(Bp, b.add(ob, j0)), bpanel),
-               b.select(direct, ldb, i64(NV * W)))
-        row_tiles(oa, ob, oc, m0, m1, j0, nv, False, lanes=lanes, mr=mr, bsrc=bsrc)
+    def elem(self, base, off):
+        """An element of C (or of the accumulators' type)."""
+        return self.b.gep(base, [off], source_etype=self.fty)
+
+    def elem_in(self, base, off):
+        """An element of A or B."""
+        return self.b.gep(base, [off], source_etype=self.ety)
+
+    def panel_at(self, k, v, p=None):
+        """Vector ``v`` of row ``k`` of panel ``p`` (default: the one the row tiles read)."""
+        b = self.b
+        base = b.mul(p if p is not None else self.cur_panel, self.pstride)
+        v = v if isinstance(v, ir.Value) else i64(v)
+        return b.gep(self.bpanel, [b.add(base, b.add(b.mul(k, i64(self.NV)), v))], source_etype=self.vty)
+
+    def splat_i(self, x):
+        """A vector of W copies of the i64 ``x``."""
+        b, ivec = self.b, self.ivec
+        return b.shuffle_vector(b.insert_element(ir.Constant(ivec, ir.Undefined), x, ir.Constant(U.I32, 0)),
+                                ir.Constant(ivec, ir.Undefined), self.shuf0)
+
+    def lane_mask(self, lanes):
+        """The first ``lanes`` lanes (an int, or an i64 known at run time only)."""
+        W = self.W
+        if isinstance(lanes, int):
+            return ir.Constant(ir.VectorType(ir.IntType(1), W),
+                               [ir.Constant(ir.IntType(1), int(lane < lanes)) for lane in range(W)])
+        return self.b.icmp_unsigned("<", self.lane_iota, self.splat_i(lanes))
+
+    def masked(self, op, ptr, lanes, value=None):
+        """``llvm.masked.load`` / ``.store`` of the first ``lanes`` lanes of a vector at ``ptr``."""
+        b, W, vty, ctx = self.b, self.W, self.vty, self.ctx
+        mask = self.lane_mask(lanes)
+        align = ir.Constant(U.I32, self.comp.itemsize)
+        sfx = f"v{W}{'f64' if self.fty == F64 else 'f32'}.p0"
+        if op == "load":
+            fn = ctx.declare(f"llvm.masked.load.{sfx}", vty, [U.PTR, U.I32, mask.type, vty])
+            return b.call(fn, [ptr, align, mask, self.zero_v])
+        fn = ctx.declare(f"llvm.masked.store.{sfx}", U.VOID, [vty, U.PTR, U.I32, mask.type])
+        return b.call(fn, [value, ptr, align, mask])
+
+    def strided(self, op, ptrs, lanes, value=None):
+        """``llvm.masked.gather`` / ``.scatter`` of the first ``lanes`` lanes (C's columns
+        strided: a product computed transposed, see ``dot.lower_dot``; B's gathered columns
+        in a column tail)."""
+        b, W, vty, ctx = self.b, self.W, self.vty, self.ctx
+        mask = self.lane_mask(lanes)
+        align = ir.Constant(U.I32, self.comp.itemsize)
+        sfx = f"v{W}{'f64' if self.fty == F64 else 'f32'}.v{W}p0"
+        if op == "gather":
+            fn = ctx.declare(f"llvm.masked.gather.{sfx}", vty, [ptrs.type, U.I32, mask.type, vty])
+            return b.call(fn, [ptrs, align, mask, self.zero_v])
+        fn = ctx.declare(f"llvm.masked.scatter.{sfx}", U.VOID, [vty, ptrs.type, U.I32, mask.type])
+        return b.call(fn, [value, ptrs, align, mask])
 
 
-    columns(oa0, ob0, oc, m0, m1, n0, n1, b.sub(n1, n0))
-    b.ret_void()
+class _Tile:
+    """One register tile of a body: C[i0:i0+mr, j0:j0+nv*W] (+)= A[i0:i0+mr, 0:kc] x the
+    panel's (or B's) rows 0:kc, its accumulators loop phis of the contraction loop. ``lanes``
+    (an i64, 1..W, or 0: whole vectors): only that many lanes of the last vector (a column
+    tail: masked loads and stores of C; its panel holds zeros past them); ``bsrc``: (start, row
+    stride) of B's rows when they are read from B in place or from the panel, chosen at run
+    time; ``packed``: B's columns j0.. were copied to the contiguous panel (row k at vectors
+    k*NV ..); ``fill``: this tile reads them from B and copies them to the panel as it goes
+    (prefetching ``FILL_PREFETCH_ROWS`` rows of B ahead); ``ahead``: (start, row stride) of the
+    rows of which it prefetches a line each into L2."""
+
+    def __init__(self, core: _CoreBody, i0, j0, mr: int, nv: int, packed: bool, fill: bool, lanes,
+                 bsrc, ahead):
+        self.core, self.i0, self.j0, self.mr, self.nv = core, i0, j0, mr, nv
+        self.packed, self.fill, self.lanes, self.bsrc, self.ahead = packed, fill, lanes, bsrc, ahead
+
+    def emit(self) -> None:
+        """Start from zero (or from C, where the body adds to it), run the contraction, store C."""
+        c, b, mr, nv = self.core, self.core.b, self.mr, self.nv
+        self.arow = [b.add(c.oa, b.mul(b.add(self.i0, i64(r)), c.rsA)) for r in range(mr)]
+        accs = self._k_loop(self._initial(c.zero_v, mr * nv))
+        for acc, (p, n) in zip(accs, self.c_ptrs()):
+            self.c_store(p, n, acc)
+
+    def _initial(self, zero_v, count):
+        """The accumulators' first values: zeros, or C's, where ``acc`` says to add to it."""
+        c, b = self.core, self.core.b
+        init = [zero_v] * count
+        pre = b.block
+        load_c = b.function.append_basic_block("cload")
+        start = b.function.append_basic_block("cstart")
+        b.cbranch(c.accumulate, load_c, start)
+        b.position_at_end(load_c)
+        loaded = [self.c_load(p, n) for p, n in self.c_ptrs()]
+        b.branch(start)
+        b.position_at_end(start)
+        phis = []
+        for z, ld in zip(init, loaded):
+            ph = b.phi(z.type)
+            ph.add_incoming(z, pre)
+            ph.add_incoming(ld, load_c)
+            phis.append(ph)
+        return phis
+
+    def _k_loop(self, init):
+        """The contraction loop over the accumulators: a k at a time, or for bf16 a pair of k at
+        a time and a last single k where kc is odd."""
+        c, b, kc = self.core, self.core.b, self.core.kc
+        if not c.pairs:
+            return _k_loop(b, kc, init, self.step)
+        accs = _k_loop(b, b.lshr(kc, i64(1)), init, self.pair_step)
+        pre = b.block
+        with b.if_then(b.trunc(kc, ir.IntType(1))):   # an odd contraction
+            odd_block_accs = self.pair_step(b.lshr(kc, i64(1)), accs, odd=True)
+            odd_end = b.block
+        merged = []
+        for x, y in zip(accs, odd_block_accs):
+            ph = b.phi(c.vty)
+            ph.add_incoming(x, pre)
+            ph.add_incoming(y, odd_end)
+            merged.append(ph)
+        return merged
+
+    def step(self, k, accs):
+        """One k: the tile's nv vectors of B's row k, then per row of the tile A's element
+        broadcast and nv multiply-adds."""
+        c, b, nv = self.core, self.core.b, self.nv
+        ak = b.mul(k, c.csA)
+        brow = b.add(b.add(c.ob, b.mul(k, c.ldb)), self.j0)
+        bvs = self._b_row(k, brow)
+        out = []
+        for r in range(self.mr):
+            a = b.load(c.elem_in(c.Ap, b.add(self.arow[r], ak)), typ=c.fty)
+            a = b.shuffle_vector(b.insert_element(c.undef_v, a, ir.Constant(ir.IntType(32), 0)),
+                                 c.undef_v, c.shuf0)
+            for v in range(nv):
+                out.append(b.call(c.fma_v, [a, bvs[v], accs[r * nv + v]]))
+        return out
+
+    def _b_row(self, k, brow):
+        """The nv vectors of B's row k (``brow``: its element j0 in B) that the tile multiplies
+        by: read from B (and copied to the panel, when filling), from the panel, or from the
+        run-time source ``bsrc``."""
+        c, b, nv, W, lanes = self.core, self.core.b, self.nv, self.core.W, self.lanes
+        vty, align = c.vty, c.comp.itemsize
+        if self.fill:
+            bvs = [b.load(c.elem_in(c.Bp, b.add(brow, i64(v * W))), typ=vty, align=align) for v in range(nv)]
+            for v in range(nv):
+                b.store(bvs[v], c.panel_at(k, v))
+            k_ahead = b.add(k, i64(FILL_PREFETCH_ROWS))
+            last = b.sub(c.kc, i64(1))
+            k_ahead = b.select(b.icmp_signed("<", k_ahead, c.kc), k_ahead, last)
+            src = c.elem_in(c.Bp, b.add(b.add(c.ob, b.mul(k_ahead, c.ldb)), self.j0))
+            span = nv * W * align
+            for off in sorted({0, span - 1}):  # the first and last line of the row's run
+                b.call(c.prefetch, [b.gep(src, [i64(off)], source_etype=U.I8)] + c.prefetch_args)
+            return bvs
+        if self.packed:
+            bvs = [b.load(c.panel_at(k, v), typ=vty) for v in range(nv)]
+            if self.ahead is not None:   # a line of row k of the next panel, into L2
+                b.call(c.prefetch, [b.gep(self.ahead[0], [b.mul(k, self.ahead[1])], source_etype=c.ety)]
+                       + c.prefetch_l2_args)
+            return bvs
+        if self.bsrc is not None:   # row k at bsrc[0] + k * bsrc[1] (elements)
+            row = b.gep(self.bsrc[0], [b.mul(k, self.bsrc[1])], source_etype=c.ety)
+
+            def at(v):
+                return c.elem_in(row, i64(v * W))
+        else:
+            def at(v):
+                return c.elem_in(c.Bp, b.add(brow, i64(v * W)))
+        return [c.masked("load", at(v), lanes) if isinstance(lanes, ir.Value) and v == nv - 1 else
+                b.load(at(v), typ=vty, align=align)
+                for v in range(nv)]
+
+    def pair_step(self, k, accs, odd=False):
+        """One pair of k (B's rows 2k, 2k+1 interleaved in panel row k): per row of the
+        tile, A's two elements broadcast as one i32; ``odd``: the contraction's last,
+        single k (A's second element taken as zero, the panel's is zero)."""
+        c, b, nv = self.core, self.core.b, self.nv
+        bvs = [b.bitcast(b.load(c.panel_at(k, v), typ=c.ivty), c.bf_ty) for v in range(nv)]
+        out = []
+        for r in range(self.mr):
+            at = c.elem_in(c.Ap, b.add(self.arow[r], b.mul(k, i64(2))))
+            a = b.zext(b.load(at, typ=U.I16), U.I32) if odd else b.load(at, typ=U.I32, align=2)
+            a = b.shuffle_vector(b.insert_element(ir.Constant(c.ivty, ir.Undefined), a, ir.Constant(U.I32, 0)),
+                                 ir.Constant(c.ivty, ir.Undefined), c.shuf0)
+            a = b.bitcast(a, c.bf_ty)
+            for v in range(nv):
+                out.append(b.call(c.dot2, [accs[r * nv + v], a, bvs[v]]))
+        return out
+
+    # ---- C's pointers, loads and stores
+
+    def c_ptrs(self):
+        """(pointer, lanes) of each of the tile's vectors of C, row by row: a pointer, or where
+        C's columns are strided a vector of W element pointers; lanes 0 (whole) or the tail's."""
+        c, b, nv, W, lanes = self.core, self.core.b, self.nv, self.core.W, self.lanes
+        out = []
+        # C's columns csC apart: per vector, its columns' offsets from the row's start
+        colv = [b.mul(b.add(c.splat_i(self.j0), c.col_iota[v]), c.splat_i(c.csC)) for v in range(nv)] \
+            if c.c_strided else None
+        for r in range(self.mr):
+            row = b.add(c.oc, b.mul(b.add(self.i0, i64(r)), c.ldc))
+            for v in range(nv):
+                n = lanes if v == nv - 1 and isinstance(lanes, ir.Value) else 0
+                if c.c_strided:   # a vector of W element pointers
+                    ptrs = b.gep(c.elem(c.Cp, row), [colv[v]], source_etype=c.fty)
+                    ptrs.type = ir.VectorType(U.PTR, W)   # llvmlite types a vector GEP as scalar
+                    out.append((ptrs, n))
+                else:
+                    out.append((c.elem(c.Cp, b.add(b.add(row, self.j0), i64(v * W))), n))
+        return out
+
+    def c_load(self, p, n):
+        c = self.core
+        if c.c_strided:
+            return c.strided("gather", p, n or c.W)
+        return c.masked("load", p, n) if isinstance(n, ir.Value) else c.b.load(p, typ=c.vty, align=c.comp.itemsize)
+
+    def c_store(self, p, n, value):
+        c = self.core
+        if c.c_strided:
+            c.strided("scatter", p, n or c.W, value)
+        elif isinstance(n, ir.Value):
+            c.masked("store", p, n, value)
+        else:
+            c.b.store(value, p, align=c.comp.itemsize)

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from hlo.ir.core import Value
-from ..llvm_util import i64, strides_of
 from hlo.runtime.steps import BufRef
+
+from ..llvm_util import i64, strides_of
 
 _VIEW_OPS = ("reshape", "transpose", "slice")
 

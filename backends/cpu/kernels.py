@@ -28,18 +28,18 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
 import llvmlite.ir as ir
+import numpy as np
 
 from hlo.ir import ops as op_table
 from hlo.ir.core import Value
 from hlo.ir.types import TensorType
+from hlo.runtime.steps import BufRef, KernelCall
+
 from .. import llvm_util as U
 from ..elemental import BufferSource, ElementalEmitter, blocked_loops, float_sum_types
-from ..kernel_emitter import (Root, fused_ops, is_column_reduce, kernel_buffers, physical_order,
-                             root_values)
+from ..kernel_emitter import Root, fused_ops, is_column_reduce, kernel_buffers, physical_order, root_values
 from ..llvm_util import I64, PTR, SCALAR_LOOP, VOID, ModuleContext, for_range, i64, prefer_vector_width
-from hlo.runtime.steps import BufRef, KernelCall
 from .entry import TASK_FN
 
 # Work (elements x ops) below which a kernel stays on one thread: starting a thread costs
@@ -225,8 +225,9 @@ class Streaming:
     its own plain loops."""
 
     def __init__(self, cg: Codegen, kb: KernelBuilder, dests, row_elems: int):
-        from .streaming import NT_MIN_BYTES, NT_MIN_TEMP_BYTES, stream_tag
         from hlo.runtime.cpu.target import host
+
+        from .streaming import NT_MIN_BYTES, NT_MIN_TEMP_BYTES, stream_tag
         self.vbytes = max(16, host().vector_bits // 8)
         self.refs: List[BufRef] = []
         if not host().triple.startswith(("x86_64", "i686", "i386")):
@@ -577,6 +578,7 @@ def _row_caches(b, em: ElementalEmitter, k: int, reduces: Sequence[Value], outpu
     again by the outputs, and only ever at the current row. Returns value -> RowCacheSource
     (a stack buffer of one row, allocated in the kernel's entry block)."""
     from hlo.passes.util import EXPENSIVE
+
     from ..elemental import RowCacheSource
     from ..index_trace import trace_reads
     from ..llvm_util import reg_type
@@ -1043,7 +1045,6 @@ def _emit_split_sum(cg: Codegen, lw, op, dests: Sequence[BufRef], env: Dict[Valu
     out_t = op.results[0].type
     osize = out_t.size
     part = lw.scratch(P * osize * 8)
-    part_t = TensorType((P, osize), wide_et)
 
     # Kernel A: part[p, o] = the sum of chunk p of output o's elements.
     reads, nops = collect_reads([inp], env)

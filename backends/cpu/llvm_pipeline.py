@@ -11,6 +11,7 @@ from llvmlite.binding.newpassmanagers import NewPassManager
 
 from hlo.runtime.cpu import target as _target
 from hlo.runtime.cpu.target import _init, new_target_machine
+
 from .streaming import STREAM_TYPE, add_nontemporal_hints
 
 

@@ -34,7 +34,7 @@ def gemm_shape(dot: Operation) -> tuple:
     lc, rc = list(a.get("lhs_contracting_dimensions", ())), list(a.get("rhs_contracting_dimensions", ()))
     lfree = [d for d in range(lhs.type.rank) if d not in lb and d not in lc]
     rfree = [d for d in range(rhs.type.rank) if d not in rb and d not in rc]
-    size = lambda v, ds: prod(v.type.shape[d] for d in ds)  # noqa: E731
+    size = lambda v, ds: prod(v.type.shape[d] for d in ds)
     return size(lhs, lb), size(lhs, lfree), size(lhs, lc), size(rhs, rfree)
 
 

@@ -16,11 +16,12 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from hlo.ir.core import Value
+from hlo.runtime.steps import BufRef
+
 from .. import llvm_util as U
 from ..llvm_util import I64, PTR, for_range, i64
-from .kernels import Codegen, KernelBuilder, collect_reads, make_emitter, PARALLEL_MIN_WORK, _store
-from hlo.runtime.steps import BufRef
 from ..sort_scatter import merge_sort, scatter_copy_inputs, scatter_update, sort_shape
+from .kernels import PARALLEL_MIN_WORK, Codegen, KernelBuilder, _store, collect_reads, make_emitter
 
 
 def lower_sort(lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef]) -> None:

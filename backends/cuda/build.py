@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 
+from hlo.runtime.cuda.artifact import FORMAT, CudaProgram, describe_constant
 from hlo.runtime.steps import describe_steps, steps_to_json, written_inputs
+
 from .. import nvptx
 from ..lower import Lowering
 from .codegen import CudaCodegen
 from .device import launch_device
-from hlo.runtime.cuda.artifact import FORMAT, CudaProgram, describe_constant
 
 
 def _tdesc(t) -> dict:

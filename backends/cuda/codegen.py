@@ -19,8 +19,18 @@ from dataclasses import replace
 import numpy as np
 
 from ..kernel_emitter import KernelEmitter, Root, is_column_reduce
-from .kernels import (SPLIT_MIN_ELEMENTS, GpuCodegen, column_parts, emit_loop_kernel, emit_reduce_kernel,
-                      emit_row_kernel, emit_split_column_reduce, emit_split_reduce, is_row_reduce, split_parts)
+from .kernels import (
+    SPLIT_MIN_ELEMENTS,
+    GpuCodegen,
+    column_parts,
+    emit_loop_kernel,
+    emit_reduce_kernel,
+    emit_row_kernel,
+    emit_split_column_reduce,
+    emit_split_reduce,
+    is_row_reduce,
+    split_parts,
+)
 from .sort_scatter import lower_scatter, lower_sort
 
 

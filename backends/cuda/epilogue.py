@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Container, Dict, List, Optional, Sequence, Tuple
+from typing import Container, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -289,14 +289,14 @@ def _cone(v: Value, stop: Container[Value]) -> set:
 def _match_at(v: Value, dot: Value, buffers, users: Dict[Value, List[Operation]]) -> Match:
     """``v`` as cuBLASLt's epilogue of ``dot`` (raises ``NoMatch`` saying why not)."""
     stop = set(buffers) | {dot}
-    act, pre, act_ops = "", v, []
+    act, pre = "", v
     r = _relu_input(v, stop)
-    if r is not None:
-        act, (pre, act_ops) = "RELU", r
+    if r is not None:   # (the activation's ops are in the cone checked below)
+        act, (pre, _) = "RELU", r
     else:
         g = _gelu_input(v, stop)
         if g is not None:
-            act, (pre, act_ops) = "GELU", g
+            act, (pre, _) = "GELU", g
     out = dot.type
     alpha, beta, c, bias, bias_dim, ops = _linear(pre, dot, out.shape, out.dtype, stop)
     if act and c is not None:

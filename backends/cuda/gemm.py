@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import List, Mapping, Optional, Sequence, Tuple
 
 from hlo.ir.types import TensorType
-from hlo.runtime.cuda.matmul_params import BIAS_EPILOGUES, EPILOGUES, Matrix, MatmulParams
+from hlo.runtime.cuda.matmul_params import BIAS_EPILOGUES, EPILOGUES, MatmulParams, Matrix
 from hlo.runtime.steps import BufRef, LibraryCall
 
 PRECISIONS = {None: "32F", "default": "32F", "highest": "32F", "tf32": "32F_FAST_TF32"}

@@ -31,13 +31,15 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
 import llvmlite.ir as ir
+import numpy as np
 
 from hlo.ir.core import Value
 from hlo.ir.types import TensorType
 from hlo.runtime.steps import BufRef, Launch
-from .. import index_trace, llvm_util as U, nvptx
+
+from .. import index_trace, nvptx
+from .. import llvm_util as U
 from ..elemental import BufferSource, ElementalEmitter, float_sum_types
 from ..kernel_emitter import fused_reads, kernel_buffers, root_values
 from ..llvm_util import I1, I32, I64, PTR, VOID, ModuleContext, for_range, i64
@@ -312,7 +314,7 @@ def row_major_index(b: ir.IRBuilder, lin: ir.Value, shape: Sequence[int]) -> Tup
     return physical_index(b, lin, TensorType(tuple(shape), _ANY_DTYPE))
 
 
-from hlo.ir.types import f32 as _ANY_DTYPE  # noqa: E402  (only the shape matters above)
+from hlo.ir.types import f32 as _ANY_DTYPE
 
 
 def store(b: ir.IRBuilder, ptr: ir.Value, t: TensorType, idx, val) -> None:
@@ -510,8 +512,9 @@ class _Partial:
         b = self.b
         if not self.wide:
             return em.scalar_region(body, list(init_vals) + list(cur))
-        from ..scalar_ops import convert
         from hlo.ir.types import f64
+
+        from ..scalar_ops import convert
         return [convert(em.ctx, b, b.fadd(convert(em.ctx, b, iv, self.wide, f64), c), f64, self.wide)
                 for iv, c in zip(init_vals, cur)]
 
@@ -983,7 +986,7 @@ def row_vector_width(in_shape, k: int, reads: Sequence[Value], outs: Sequence[Va
 def _row_body(kb: GpuKernel, em: ElementalEmitter, g: Group, reduces, outputs, in_shape, k: int,
               in_regs: bool, vec: int, lanes: Optional[Lanes], early: Sequence[Value] = (),
               vstores: Sequence[bool] = ()) -> None:
-    cg, b = kb.cg, kb.b
+    b = kb.b
     O, I = tuple(in_shape[:k]), tuple(in_shape[k:])
     rows = int(np.prod(O)) if O else 1
     inner = int(np.prod(I)) if I else 1

@@ -22,12 +22,12 @@ from typing import Dict, Sequence
 
 from hlo.ir.core import Value
 from hlo.runtime.steps import BufRef
+
 from .. import llvm_util as U
-from ..llvm_util import I64, for_range, i64
 from ..kernel_emitter import fused_reads
+from ..llvm_util import I64, for_range, i64
 from ..sort_scatter import merge_sort, scatter_atomic_add, scatter_copy_inputs, scatter_update, sort_shape
-from .kernels import (BLOCK, GpuKernel, make_emitter, physical_index,
-                      row_major_index, store)
+from .kernels import BLOCK, GpuKernel, make_emitter, physical_index, row_major_index, store
 
 # Slices up to this long are sorted by rank (n^2 comparisons, all in parallel).
 RANK_SORT_MAX = 4096

@@ -10,7 +10,7 @@ Modules: ``api`` (the public functions), ``backprop`` (tracing, inlining, the re
 ``vjp_elementwise``, ``vjp_shape``, ``vjp_reduce``, ``vjp_linalg``, ``vjp_indexing``,
 ``vjp_control``.
 """
-from . import (vjp_control, vjp_elementwise, vjp_indexing, vjp_linalg, vjp_reduce,  # noqa: F401
+from . import (vjp_control, vjp_elementwise, vjp_indexing, vjp_linalg, vjp_reduce,
                vjp_shape)  # (importing them registers the rules)
 from .api import grad, jvp, stop_gradient, value_and_grad, vjp
 from .table import RULES

@@ -18,16 +18,24 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import dtypes
-from ..tracing.abstract import ShapedArray, is_arraylike
-from ..tracing.api_util import api_boundary, static_key
-from ..errors import ArgumentTypeError, DTypeError, ShapeError, TracerLeakError
+from ..base.boundary import api_boundary
 from ..base.source_info import function_name
+from ..errors import ArgumentTypeError, DTypeError, ShapeError, TracerLeakError
+from ..tracing.abstract import ShapedArray, is_arraylike
+from ..tracing.api_util import static_key
 from ..tracing.tracer import Tracer, current_trace, is_tracing, lift
-from ..tree_util import (PyTreeDef, SequenceKey, keystr, tree_flatten, tree_flatten_with_path,
-                         tree_map, tree_unflatten, treedef_is_leaf)
+from ..tree_util import (
+    PyTreeDef,
+    SequenceKey,
+    keystr,
+    tree_flatten,
+    tree_flatten_with_path,
+    tree_map,
+    tree_unflatten,
+    treedef_is_leaf,
+)
 from . import prims as P
 from .backprop import STOP_GRADIENT_OPS, Linearized, linearize
-
 
 # --------------------------------------------------------------------------------------------
 # Arguments
@@ -227,12 +235,12 @@ def argnums_wrapper(fun, traced, api: str, api_name: str, nums) -> Callable:
     @api_boundary
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
-        __tracebackhide__ = True  # noqa: F841
+        __tracebackhide__ = True
         if is_tracing():
             return traced(*args, **kwargs)
         return eager(args, kwargs, _resolve_argnums(api, nums, len(args)))
 
-    wrapper.__wrapped__ = fun
+    wrapper.__wrapped__ = fun  # type: ignore[attr-defined]  # (a function's attribute)
     return wrapper
 
 
@@ -276,7 +284,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     takes a cotangent with the structure, shapes and dtypes of the output and returns a tuple
     with one cotangent per primal. Integer and boolean primals get zero cotangents of their own
     dtype."""
-    __tracebackhide__ = True  # noqa: F841
+    __tracebackhide__ = True
     if not callable(fun):
         raise TypeError(f"hlo.vjp expects a callable, got {type(fun).__name__}")
     api = f"hlo.vjp({function_name(fun)})"
@@ -322,7 +330,7 @@ class _VJPFunction:
 
     @api_boundary
     def __call__(self, cotangent):
-        __tracebackhide__ = True  # noqa: F841
+        __tracebackhide__ = True
         tr = current_trace()
         if tr is None or not self.lin.trace.active or not self.lin.trace.encloses(tr):
             raise TracerLeakError(
@@ -379,7 +387,7 @@ def _vjp_eager(fun, api, primals, has_aux):
 
     @api_boundary
     def vjp_fn(cotangent):
-        __tracebackhide__ = True  # noqa: F841
+        __tracebackhide__ = True
         if is_tracing():
             return backward(saved, cotangent)
         return back(saved, cotangent)
@@ -397,7 +405,7 @@ def _vjp_eager(fun, api, primals, has_aux):
 def jvp(fun: Callable, primals, tangents, has_aux: bool = False):
     """``(fun(*primals), tangent_out)`` (and ``aux`` last with ``has_aux``): the output and its
     directional derivative along ``tangents`` (one per primal, same structures and dtypes)."""
-    __tracebackhide__ = True  # noqa: F841
+    __tracebackhide__ = True
     if not callable(fun):
         raise TypeError(f"hlo.jvp expects a callable, got {type(fun).__name__}")
     api = f"hlo.jvp({function_name(fun)})"

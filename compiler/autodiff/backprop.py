@@ -25,8 +25,8 @@ from hlo.ir import Operation, Region, Value
 from hlo.ir.callbacks import OP_NAME as HOST_CALLBACK
 from hlo.ir.clone import clone_op
 
-from ..tracing.abstract import aval_of_type
 from ..errors import UnsupportedError
+from ..tracing.abstract import aval_of_type
 from ..tracing.tracer import Trace, Tracer, current_trace, lift, trace_region
 from . import prims
 from .marks import MARKS, copy_mark

@@ -20,10 +20,11 @@ import functools
 from typing import Callable, Dict, Optional
 
 import numpy as np
+
 from hlo.ir import Operation, Value
 
+from ..base.boundary import api_boundary
 from ..tracing.abstract import aval_of_type
-from ..tracing.api_util import api_boundary
 from ..tracing.tracer import Tracer, current_trace, emit, is_tracing, trace_region
 from ..tree_util import tree_unflatten
 from . import prims as P
@@ -66,7 +67,7 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Optional[Call
     @api_boundary
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
-        __tracebackhide__ = True  # noqa: F841
+        __tracebackhide__ = True
         if not is_tracing():
             return fun(*args, **kwargs)  # nothing to differentiate: the function itself
         tr = trace_region(lambda: fun(*args, **kwargs), [], name="branch0",
@@ -84,7 +85,7 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Optional[Call
         outs = [Tracer(t._trace, t._value, a) for t, a in zip(outs, tr.out_avals)]
         return tree_unflatten(tr.out_tree, outs)
 
-    wrapper.__wrapped__ = fun
+    wrapper.__wrapped__ = fun  # type: ignore[attr-defined]  # (a function's attribute)
     return wrapper
 
 

@@ -17,9 +17,9 @@ from typing import Callable, List, Sequence, Tuple
 import numpy as np
 
 from .. import dtypes
-from ..tracing.api_util import api_boundary
-from ..errors import ArgumentTypeError
+from ..base.boundary import api_boundary
 from ..base.source_info import function_name
+from ..errors import ArgumentTypeError
 from ..tracing.tracer import Tracer, emit, is_tracing, lift, trace_region
 from ..tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 from . import prims as P
@@ -61,7 +61,7 @@ class _Custom:
 
     @api_boundary
     def __call__(self, *args, **kwargs):
-        __tracebackhide__ = True  # noqa: F841
+        __tracebackhide__ = True
         self._check_defined()
         args = _resolve_args(self.fun, args, kwargs)
         if not is_tracing():

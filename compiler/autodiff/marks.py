@@ -11,13 +11,16 @@ Once every transformation has run, the simplification passes inline the one-bran
 from __future__ import annotations
 
 import weakref
-from typing import Dict, List
+from typing import Callable, Dict, List
 
 from hlo.ir import Operation, Value
 
 
 class Mark:
-    """The rule object of one marked op; ``args`` are the values its branch computes from."""
+    """The rule object of one marked op; ``args`` are the values its branch computes from.
+    Each kind defines ``vjp(eqn)`` (``backprop`` calls it in place of the op's table rule)."""
+
+    vjp: Callable
 
     def __init__(self, args: List[Value]):
         self.args = list(args)

@@ -18,8 +18,8 @@ import numpy as np
 
 from hlo.ir import Builder, Location, Region, TensorType, VerifyError, element_type
 
-from ..tracing.abstract import aval_of_type
 from ..errors import HloError
+from ..tracing.abstract import aval_of_type
 from ..tracing.tracer import Tracer, current_trace, lift
 
 

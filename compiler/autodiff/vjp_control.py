@@ -24,12 +24,11 @@ import numpy as np
 
 from hlo.ir import Operation, Region, Value
 
-from ..tracing.abstract import aval_of_type
 from ..errors import UnsupportedError
+from ..tracing.abstract import aval_of_type
 from ..tracing.tracer import Tracer, current_trace, lift, trace_region
 from . import prims as P
-from .backprop import (STOP_GRADIENT_OPS, active_values, backprop, free_values,
-                       not_differentiable, recompute)
+from .backprop import STOP_GRADIENT_OPS, active_values, backprop, free_values, not_differentiable, recompute
 from .table import Eqn, vjp_rule
 
 

@@ -99,7 +99,7 @@ def _dynamic_slice(e: Eqn):
 
 @vjp_rule("dynamic_update_slice")
 def _dynamic_update_slice(e: Eqn):
-    x, u, starts = e.args[0], e.args[1], e.args[2:]
+    u, starts = e.args[1], e.args[2:]
     g = e.ct
     dx = P.dynamic_update_slice(g, P.zeros_like(u), starts) if e.needs[0] else None
     du = P.dynamic_slice(g, starts, u.shape) if e.needs[1] else None

@@ -17,9 +17,8 @@ import functools
 import weakref
 from typing import Callable, Optional
 
-from hlo.runtime.cpu import pycall
-
 from hlo.ir.types import ShapeOverflowError
+from hlo.runtime.cpu import pycall
 
 from .. import config
 from ..errors import HloError, ShapeError
@@ -29,7 +28,7 @@ from .source_info import SourceLocation, filter_traceback, user_frame, user_loca
 def api_boundary(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        __tracebackhide__ = True  # noqa: F841  (pytest hides this frame)
+        __tracebackhide__ = True  # pytest hides this frame
         try:
             return fn(*args, **kwargs)
         except HloError as e:
@@ -58,7 +57,7 @@ def native_first(fn: Callable) -> Callable:
     (see the module docstring)."""
     @functools.wraps(fn)
     def wrapper(self, *args, **kwargs):
-        __tracebackhide__ = True  # noqa: F841
+        __tracebackhide__ = True
         native = self._native
         if native is not None and not kwargs:
             return native(*args)
@@ -80,6 +79,6 @@ def refresh_native(obj, make: Callable[[Callable], Optional[Callable]]) -> None:
     epoch = pycall.epoch()
     if obj._native_epoch != epoch:
         ref = weakref.ref(obj)
-        python_call = type(obj).__call__.__wrapped__
+        python_call = type(obj).__call__.__wrapped__  # type: ignore[attr-defined]  # (set by api_boundary)
         obj._native = make(api_boundary(lambda *args: python_call(ref(), args, {})))
         obj._native_epoch = epoch

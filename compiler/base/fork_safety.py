@@ -27,9 +27,9 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from typing import Optional
+from typing import Any, Optional
 
-_held: Optional[object] = None   # the _LLVMLock taken before a fork, released after it
+_held: Optional[Any] = None   # the _LLVMLock taken before a fork, released after it
 
 
 def _llvm_lock():

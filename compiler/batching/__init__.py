@@ -6,7 +6,7 @@ Modules: ``api`` (``vmap``), ``interpreter`` (replaying a per-example region bat
 (host callbacks), ``rules_custom``
 (ops marked by custom_vjp / custom_jvp / checkpoint); ``jacobians`` (jacfwd, jacrev, hessian).
 """
-from . import rules_custom  # noqa: F401  (registers the batching of custom_vjp/jvp, checkpoint)
+from . import rules_custom  # registers the batching of custom_vjp/jvp, checkpoint
 from .api import vmap
 from .table import RULES
 

@@ -11,15 +11,14 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, List, Optional
 
-from ..tracing.abstract import ShapedArray
-from ..tracing.api_util import api_boundary
-from ..autodiff.api import _EagerCache, _arg_name
-from ..errors import ArgumentTypeError, ShapeError
+from ..autodiff.api import _arg_name, _EagerCache
+from ..base.boundary import api_boundary
 from ..base.source_info import function_name, user_location
+from ..errors import ArgumentTypeError, ShapeError
+from ..tracing.abstract import ShapedArray
 from ..tracing.tracer import Tracer, is_tracing, lift, trace_region
 from ..tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
-from . import (rules_control, rules_elementwise, rules_host, rules_indexing, rules_reduce,  # noqa: F401
-               rules_shape)
+from . import rules_control, rules_elementwise, rules_host, rules_indexing, rules_reduce, rules_shape
 from .interpreter import Env, batch_ops
 from .table import batched, move_axis
 
@@ -84,7 +83,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: Optional
     @api_boundary
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
-        __tracebackhide__ = True  # noqa: F841
+        __tracebackhide__ = True
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
             raise ArgumentTypeError(
                 f"{api}: in_axes is a tuple of length {len(in_axes)}, but the function was called "
@@ -94,7 +93,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: Optional
             return traced(*args, **kwargs)
         return eager(args, kwargs, range(len(args)))
 
-    wrapper.__wrapped__ = fun
+    wrapper.__wrapped__ = fun  # type: ignore[attr-defined]  # (a function's attribute)
     return wrapper
 
 

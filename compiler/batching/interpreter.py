@@ -14,11 +14,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from hlo.ir import Operation, Value
 from hlo.ir.clone import clone_op
 
-from ..tracing.abstract import aval_of_type
 from ..autodiff import prims as P
 from ..autodiff.backprop import _append, free_values
 from ..autodiff.marks import MARKS, copy_mark
 from ..errors import UnsupportedError
+from ..tracing.abstract import aval_of_type
 from ..tracing.tracer import Tracer, _stack, current_trace, lift
 from .table import MARK_RULES, RULES, BatchContext
 

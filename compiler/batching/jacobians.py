@@ -12,8 +12,8 @@ import numpy as np
 from .. import dtypes
 from ..autodiff import prims as P
 from ..autodiff.api import _argnums, _resolve_argnums, argnums_wrapper, diff_primals, jvp, vjp
-from ..errors import DTypeError
 from ..base.source_info import function_name
+from ..errors import DTypeError
 from ..tracing.tracer import Tracer, lift
 from ..tree_util import tree_flatten, tree_unflatten
 from .api import vmap

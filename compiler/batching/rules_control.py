@@ -19,10 +19,10 @@ import numpy as np
 from hlo.ir import Operation, Region
 from hlo.ir.clone import clone_op
 
-from ..tracing.abstract import ShapedArray, aval_of_type
 from ..autodiff import prims as P
 from ..autodiff.backprop import _append, free_values
 from ..errors import UnsupportedError
+from ..tracing.abstract import ShapedArray, aval_of_type
 from ..tracing.tracer import Tracer, current_trace, lift, trace_region
 from .interpreter import batch_region_inline
 from .table import batch_rule, batched, btype, to_shape

@@ -9,6 +9,7 @@ from hlo.ir import ops as op_table
 from ..autodiff import prims as P
 from .table import batch_rule, batched, btype, to_shape
 
+
 @batch_rule(*sorted(op_table.with_trait(op_table.ELEMENTWISE)))
 def _elementwise(ctx, op, args, bat):
     rt = btype(op.result_types[0], ctx.size)

@@ -33,7 +33,7 @@ from .indexing import (gather, scatter, scatter_add, scatter_mul, scatter_min, s
 # Every array library (hlo.numpy, hlo.nn, hlo.random, control flow) imports hlo.lax first. Their
 # functions called outside a trace compile the call with hlo.jit, which registers itself with
 # api_util as the eager compiler when it is imported: load it here.
-from ..staging import jit as _api  # noqa: E402,F401
+from ..staging import jit as _api
 
 # Control flow lives in hlo.lax.control_flow, which builds on hlo.lax; hlo.lax.linalg builds on
 # hlo.numpy. Both are public here, loaded on first use.

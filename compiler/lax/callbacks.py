@@ -25,8 +25,8 @@ from hlo.ir import callbacks as registry
 from hlo.ir.types import TensorType, element_type
 
 from .. import dtypes
-from ..errors import CallbackError, UnsupportedError
 from ..base.source_info import SourceLocation, user_location
+from ..errors import CallbackError, UnsupportedError
 from ..tracing.tracer import Tracer, emit, is_tracing
 from ..tree_util import tree_flatten, tree_unflatten
 

@@ -10,8 +10,8 @@ import numpy as np
 from hlo.ir import TensorType
 
 from .. import dtypes
+from ..errors import ArgumentTypeError, DTypeError, HloIndexError, ShapeError
 from ..tracing.abstract import ShapedArray, is_arraylike, to_numpy
-from ..errors import ArgumentTypeError, DTypeError, ShapeError, HloIndexError
 from ..tracing.tracer import Tracer, emit1, lift
 
 

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 from typing import NamedTuple, Tuple
 
-
 from .. import dtypes
-from ..tracing.api_util import api_function
 from ..errors import ArgumentTypeError, DTypeError, ShapeError
+from ..tracing.api_util import api_function
 from ..tracing.tracer import Tracer, emit1
 from .common import as_tracer, canonical_axis, ir_type, static_int
-from .reductions import padtype_to_pads, _pairs
+from .reductions import _pairs, padtype_to_pads
 
 
 def _result_dtype(what, lhs: Tracer, rhs: Tracer, preferred_element_type):

@@ -47,16 +47,22 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import dtypes
+from ..base.source_info import function_location, function_name
+from ..errors import ArgumentTypeError, DTypeError, HloError, ShapeError
 from ..tracing.abstract import ShapedArray
 from ..tracing.api_util import api_function
-from ..errors import ArgumentTypeError, DTypeError, HloError, ShapeError
+from ..tracing.tracer import Tracer, current_trace, emit, is_tracing, lift, trace_region
+from ..tree_util import (
+    PyTreeDef,
+    describe_difference,
+    keystr,
+    tree_flatten_with_path,
+    tree_unflatten,
+    treedef_tuple,
+)
 from .common import aval_of, convert, full, reshape
 from .elementwise import add, clamp, lt, ne, sub
 from .structural import dynamic_slice, dynamic_update_slice
-from ..base.source_info import function_location, function_name
-from ..tracing.tracer import Tracer, current_trace, emit, is_tracing, lift, trace_region
-from ..tree_util import (PyTreeDef, describe_difference, keystr, tree_flatten_with_path,
-                        tree_unflatten, treedef_tuple)
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map"]
 

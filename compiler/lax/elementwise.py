@@ -12,10 +12,10 @@ from typing import List, Tuple
 import numpy as np
 
 from .. import dtypes
-from ..tracing.api_util import api_function
 from ..errors import DTypeError, ShapeError
+from ..tracing.api_util import api_function
 from ..tracing.tracer import Tracer, emit1
-from .common import aval_of, as_tracer, broadcast_in_dim, convert, require_kind
+from .common import as_tracer, aval_of, broadcast_in_dim, convert, require_kind
 
 _KIND_WORDS = {"f": "floating-point", "i": "signed integer", "u": "unsigned integer", "b": "boolean",
                "c": "complex"}

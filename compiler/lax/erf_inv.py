@@ -18,9 +18,10 @@ import numpy as np
 
 from .. import dtypes
 from ..tracing.api_util import api_function
-from .common import as_tracer, convert, full, require_kind
-from .elementwise import abs as _abs, add, eq, log1p, lt, mul, neg, select, sqrt, sub
 from ..tracing.tracer import Tracer
+from .common import as_tracer, convert, full, require_kind
+from .elementwise import abs as _abs
+from .elementwise import add, eq, log1p, lt, mul, neg, select, sqrt, sub
 
 _F32_LT_5 = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
              -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)

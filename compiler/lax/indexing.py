@@ -13,9 +13,9 @@ from typing import Callable, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import dtypes
+from ..errors import DTypeError, ShapeError
 from ..tracing.abstract import ShapedArray
 from ..tracing.api_util import api_function
-from ..errors import DTypeError, ShapeError
 from ..tracing.tracer import Tracer, emit1, trace_region
 from . import elementwise as ew
 from .common import as_tracer, broadcast_in_dim, static_int
@@ -109,8 +109,8 @@ def gather(operand, start_indices, dimension_numbers: GatherDimensionNumbers, sl
 
 
 def _index_component(idx: Tracer, k: int) -> Tracer:
-    from .structural import slice as _slice
     from .common import reshape
+    from .structural import slice as _slice
     st = [0] * idx.ndim
     li = list(idx.shape)
     st[-1], li[-1] = k, k + 1
@@ -123,8 +123,8 @@ def _full_like_scalar(v, like: Tracer) -> Tracer:
 
 def _clamp_indices(idx: Tracer, x: Tracer, dims: Sequence[int], window: Sequence[int]) -> Tracer:
     """Clamp each index component k to ``[0, x.shape[dims[k]] - window[k]]``."""
-    from .structural import concatenate
     from .common import reshape
+    from .structural import concatenate
     parts = []
     for k, d in enumerate(dims):
         comp = _index_component(idx, k)

@@ -38,12 +38,12 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..tracing.api_util import api_function
 from ..autodiff.api import stop_gradient
-from .control_flow import fori_loop, while_loop
 from ..errors import DTypeError, ShapeError
 from ..numpy import creation, products, reductions, shapes, sorting, ufuncs
+from ..tracing.api_util import api_function
 from .common import as_tracer
+from .control_flow import fori_loop, while_loop
 from .elementwise import conj
 from .structural import dynamic_slice_in_dim, dynamic_update_slice_in_dim
 

@@ -11,17 +11,17 @@ from typing import Callable, List, Sequence, Tuple
 
 import numpy as np
 
-from .. import dtypes
-from ..tracing.abstract import ShapedArray
-from ..tracing.api_util import api_function
-from ..errors import ArgumentTypeError, DTypeError, ShapeError
-from ..tracing.tracer import Tracer, emit, emit1, trace_region
 from hlo.ir import prefix_scan
 from hlo.ir.prefix_scan import ScanOps
+
+from .. import dtypes
+from ..errors import ArgumentTypeError, DTypeError, ShapeError
+from ..tracing.abstract import ShapedArray
+from ..tracing.api_util import api_function
+from ..tracing.tracer import Tracer, emit, emit1, trace_region
 from ..tree_util import tree_flatten, tree_unflatten
 from . import elementwise as ew
 from .common import as_tracer, canonical_axes, canonical_axis, ir_type, static_int
-
 
 # --------------------------------------------------------------------------------------------
 # reduce

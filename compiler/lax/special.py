@@ -13,8 +13,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .. import dtypes
-from ..tracing.api_util import api_function
 from ..errors import ArgumentTypeError
+from ..tracing.api_util import api_function
 from ..tracing.tracer import Tracer, emit1
 from . import elementwise as ew
 from .common import as_tracer, broadcast_in_dim, convert, require_kind

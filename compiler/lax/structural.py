@@ -3,17 +3,17 @@ dynamic), concatenation, padding, reversal, iota, full."""
 from __future__ import annotations
 
 import builtins
-
 from typing import List, Sequence
 
 import numpy as np
 
 from .. import dtypes
-from ..tracing.api_util import api_function
 from ..errors import ArgumentTypeError, DTypeError, ShapeError
+from ..tracing.api_util import api_function
 from ..tracing.tracer import Tracer, emit1
-from .common import (as_tracer, broadcast_in_dim as _bid, canonical_axis, convert, ir_type,
-                     reshape as _reshape, static_int, static_shape)
+from .common import as_tracer, canonical_axis, convert, ir_type, static_int, static_shape
+from .common import broadcast_in_dim as _bid
+from .common import reshape as _reshape
 
 
 @api_function

@@ -22,10 +22,11 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import DTypeError, ShapeError
+from ..tracing.tracer import Tracer
 from .common import broadcast_in_dim, convert, full, reshape, scalar_const
 from .elementwise import add, mul, or_, shift_left, shift_right_logical, xor
-from .structural import broadcasted_iota, concatenate, iota, slice as _slice
-from ..tracing.tracer import Tracer
+from .structural import broadcasted_iota, concatenate, iota
+from .structural import slice as _slice
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _PARITY = 0x1BD11BDA

@@ -4,4 +4,4 @@
 from .activations import (relu, relu6, leaky_relu, elu, sigmoid, silu, swish, log_sigmoid, softplus,
                           gelu, softmax, log_softmax, logsumexp, standardize, one_hot)
 from .normalization import layer_norm, rms_norm
-from .dropout import dropout  # noqa: E402
+from .dropout import dropout

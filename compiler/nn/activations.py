@@ -6,10 +6,10 @@ import math
 import numpy as np
 
 from .. import numpy as hnp
-from ..tracing.api_util import api_function
 from ..lax import special
 from ..lax.common import as_tracer, convert
 from ..numpy.promotion import promote_inexact
+from ..tracing.api_util import api_function
 from ..tracing.tracer import Tracer, emit1
 
 
@@ -148,7 +148,7 @@ def one_hot(x, num_classes: int, dtype=None, axis=-1) -> Tracer:
     """``x[..., None] == arange(num_classes)`` as ``dtype`` (float32 by default); the new axis
     goes at ``axis``. Out-of-range values give all-zero rows."""
     from .. import dtypes
-    from ..lax.common import canonical_axis, ir_type, broadcast_in_dim, static_int
+    from ..lax.common import broadcast_in_dim, canonical_axis, ir_type, static_int
     n = static_int("one_hot: num_classes", num_classes)
     t = as_tracer(x, what="one_hot")
     dt = dtypes.canonicalize(dtype, "one_hot: dtype") if dtype is not None else dtypes.float32

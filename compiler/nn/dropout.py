@@ -15,11 +15,11 @@ import numbers
 
 import numpy as np
 
-from ..tracing.api_util import api_function
 from ..errors import ArgumentTypeError
 from ..lax.common import as_tracer, broadcast_to_shape, canonical_axes, full, require_kind
 from ..lax.elementwise import div, select
 from ..random import bernoulli
+from ..tracing.api_util import api_function
 from ..tracing.tracer import Tracer
 
 __all__ = ["dropout"]

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from .. import numpy as hnp
-from ..tracing.api_util import api_function
 from ..numpy.promotion import promote_inexact
+from ..tracing.api_util import api_function
 from ..tracing.tracer import Tracer
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..tracing.abstract import is_arraylike
 from ..errors import TracerArrayConversionError, UnsupportedError
 from ..lax.common import convert
+from ..tracing.abstract import is_arraylike
 from ..tracing.tracer import Tracer, concretization_message
 from . import complexes, indexing, products, reductions, shapes, sorting, ufuncs
 

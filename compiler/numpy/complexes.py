@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..tracing.api_util import api_function
 from ..lax import elementwise as lax_ew
-from ..lax.common import as_tracer, convert, with_weak
+from ..lax.common import with_weak
+from ..tracing.api_util import api_function
 from ..tracing.tracer import Tracer
 from .promotion import promote, promote_inexact
 

@@ -11,13 +11,24 @@ from typing import Optional
 import numpy as np
 
 from .. import dtypes
-from ..tracing.abstract import is_arraylike
-from ..tracing.api_util import api_function
 from ..errors import ArgumentTypeError, DTypeError, ShapeError
 from ..lax import structural as ls
-from ..lax.common import (aval_of, as_tracer, broadcast_in_dim, broadcast_to_shape, convert,
-                          from_nested, ir_type, reshape, static_shape, static_int, with_weak,
-                          canonical_axis)
+from ..lax.common import (
+    as_tracer,
+    aval_of,
+    broadcast_in_dim,
+    broadcast_to_shape,
+    canonical_axis,
+    convert,
+    from_nested,
+    ir_type,
+    reshape,
+    static_int,
+    static_shape,
+    with_weak,
+)
+from ..tracing.abstract import is_arraylike
+from ..tracing.api_util import api_function
 from ..tracing.tracer import Tracer, emit1
 
 

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from .. import dtypes
-from ..tracing.api_util import api_function
 from ..errors import ShapeError
 from ..lax import structural as ls
 from ..lax.common import as_tracer, broadcast_to_shape, canonical_axis, reshape
+from ..tracing.api_util import api_function
 from ..tracing.tracer import Tracer
 
 

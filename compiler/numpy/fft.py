@@ -19,11 +19,12 @@ import numpy as np
 from hlo.ir import decompositions
 
 from .. import dtypes
-from ..tracing.api_util import api_function
 from ..errors import DTypeError, ShapeError
 from ..lax import elementwise as lax_ew
 from ..lax.common import as_tracer, canonical_axes, convert
-from ..lax.structural import pad, slice as lax_slice, transpose
+from ..lax.structural import pad, transpose
+from ..lax.structural import slice as lax_slice
+from ..tracing.api_util import api_function
 from ..tracing.tracer import Tracer, build_with
 
 _NORMS = (None, "backward", "ortho", "forward")

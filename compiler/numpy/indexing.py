@@ -21,12 +21,19 @@ from typing import Any, List, Optional, Tuple
 import numpy as np
 
 from .. import dtypes
-from ..tracing.abstract import is_arraylike
 from ..errors import HloIndexError, ShapeError, UnsupportedError
 from ..lax import indexing as li
 from ..lax import structural as ls
-from ..lax.common import (as_tracer, broadcast_in_dim, broadcast_shapes, broadcast_to_shape, convert,
-                          ir_type, reshape)
+from ..lax.common import (
+    as_tracer,
+    broadcast_in_dim,
+    broadcast_shapes,
+    broadcast_to_shape,
+    convert,
+    ir_type,
+    reshape,
+)
+from ..tracing.abstract import is_arraylike
 from ..tracing.tracer import Tracer, emit1
 
 

@@ -27,10 +27,10 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import dtypes
-from ..tracing.api_util import api_function
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..lax import linalg as lla
 from ..lax.common import as_tracer, canonical_axes, convert
+from ..tracing.api_util import api_function
 from ..tracing.tracer import Tracer
 
 
@@ -290,7 +290,7 @@ def eigh(a, UPLO: str = "L", symmetrize_input: bool = True) -> EighResult:
 @api_function
 def eigvalsh(a, UPLO: str = "L", *, symmetrize_input: bool = True) -> Tracer:
     """Eigenvalues (ascending) of symmetric matrices."""
-    return eigh.__hlo_traced__(a, UPLO, symmetrize_input).eigenvalues
+    return eigh.__hlo_traced__(a, UPLO, symmetrize_input).eigenvalues  # type: ignore[attr-defined]
 
 
 @api_function
@@ -397,7 +397,7 @@ def matrix_power(a, n: int) -> Tracer:
     if n == 0:
         return hnp.broadcast_to(hnp.eye(x.shape[-1], dtype=x.dtype), x.shape)
     if n < 0:
-        x = inv.__hlo_traced__(x)
+        x = inv.__hlo_traced__(x)  # type: ignore[attr-defined]
         n = -n
     result = None
     base = x
@@ -465,14 +465,16 @@ def cond(x, p=None) -> Tracer:
         r = s[..., 0] / s[..., -1]
         return r if p != -2 else 1 / r
     axes = (t.ndim - 2, t.ndim - 1)
-    return _matrix_norm(t, p, axes, False) * _matrix_norm(inv.__hlo_traced__(t), p, axes, False)
+    return _matrix_norm(t, p, axes, False) * _matrix_norm(inv.__hlo_traced__(t), p, axes, False)  # type: ignore[attr-defined]
 
 
 # The array API's names that numpy.linalg also exports.
 def _reexports():
-    from .products import matmul, tensordot, outer, vdot
-    from .shapes import matrix_transpose, diagonal as _diagonal, trace as _trace
     from .differences import cross
+    from .products import matmul, outer, tensordot, vdot
+    from .shapes import diagonal as _diagonal
+    from .shapes import matrix_transpose
+    from .shapes import trace as _trace
 
     def diagonal(x, /, *, offset: int = 0):
         return _diagonal(x, offset, -2, -1)

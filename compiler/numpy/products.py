@@ -11,12 +11,19 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from .. import dtypes
-from ..tracing.api_util import api_function
 from ..errors import ArgumentTypeError, ShapeError, UnsupportedError
 from ..lax import contractions as lc
 from ..lax import structural as ls
-from ..lax.common import (broadcast_in_dim, broadcast_shapes, broadcast_to_shape, convert, reshape,
-                          with_weak, canonical_axis)
+from ..lax.common import (
+    broadcast_in_dim,
+    broadcast_shapes,
+    broadcast_to_shape,
+    canonical_axis,
+    convert,
+    reshape,
+    with_weak,
+)
+from ..tracing.api_util import api_function
 from ..tracing.tracer import Tracer
 from .promotion import promote
 

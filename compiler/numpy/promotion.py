@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import DTypeError
-from ..lax.common import aval_of, as_tracer, broadcast_shapes, broadcast_to_shape, convert, with_weak
+from ..lax.common import as_tracer, aval_of, broadcast_shapes, broadcast_to_shape, convert, with_weak
 from ..tracing.tracer import Tracer
 
 

@@ -13,12 +13,19 @@ import builtins
 import numpy as np
 
 from .. import dtypes
-from ..tracing.api_util import api_function
 from ..errors import ShapeError
-from ..lax import reductions as lr
 from ..lax import elementwise as ew
-from ..lax.common import (as_tracer, broadcast_in_dim, canonical_axes, canonical_axis, convert,
-                          reshape, with_weak)
+from ..lax import reductions as lr
+from ..lax.common import (
+    as_tracer,
+    broadcast_in_dim,
+    canonical_axes,
+    canonical_axis,
+    convert,
+    reshape,
+    with_weak,
+)
+from ..tracing.api_util import api_function
 from ..tracing.tracer import Tracer, emit1
 from . import ufuncs
 
@@ -41,8 +48,8 @@ def _reduce(x: Tracer, axes, op, init) -> Tracer:
 def _masked(fname, x: Tracer, where, fill) -> Tracer:
     if where is None:
         return x
-    from .promotion import to_bool
     from ..lax.common import broadcast_to_shape
+    from .promotion import to_bool
     m = broadcast_to_shape(to_bool(as_tracer(where, what=f"{fname}: where")), x.shape, fname)
     return emit1("select", [m, x, broadcast_in_dim(as_tracer(np.asarray(fill, x.dtype)), x.shape, [])])
 
@@ -112,8 +119,8 @@ def mean(a, axis=None, dtype=None, out=None, keepdims: bool = False, where=None)
         n = as_tracer(np.asarray(_count(x, axes), cdt))
         res = emit1("divide", [total, broadcast_in_dim(n, total.shape, [])])
     else:
-        from .promotion import to_bool
         from ..lax.common import broadcast_to_shape
+        from .promotion import to_bool
         m = broadcast_to_shape(to_bool(as_tracer(where, what="mean: where")), x.shape, "mean")
         total = _reduce(_masked("mean", xc, m, 0), axes, ew.add, 0)
         cnt = _reduce(convert(m, cdt), axes, ew.add, 0)
@@ -134,8 +141,8 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims: bool = False, wher
     cdt = _upcast(dtypes.to_inexact(dt) if not dtypes.is_float(dt) else dt)
     xc = convert(x, cdt)
     if where is not None:
-        from .promotion import to_bool
         from ..lax.common import broadcast_to_shape
+        from .promotion import to_bool
         m = broadcast_to_shape(to_bool(as_tracer(where, what="var: where")), x.shape, "var")
         cnt = _reduce(convert(m, cdt), axes, ew.add, 0)
         mu = emit1("divide", [_reduce(_masked("var", xc, m, 0), axes, ew.add, 0), cnt])
@@ -328,8 +335,8 @@ def _weights_along(a, weights, axis):
 @api_function
 def median(a, axis=None, keepdims: bool = False) -> Tracer:
     """Median over ``axis`` (NaN if any element along it is NaN)."""
-    from .sorting import sort
     from .shapes import take
+    from .sorting import sort
     x = as_tracer(a, what="median")
     if axis is None:
         src, ax = reshape(x, (x.size,)), 0

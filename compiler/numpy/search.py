@@ -14,10 +14,10 @@ import builtins
 import numpy as np
 
 from .. import dtypes
-from ..tracing.api_util import api_function
 from ..errors import ShapeError, UnsupportedError
 from ..lax.common import as_tracer, convert, reshape, scalar_const
 from ..lax.reductions import _lt_total
+from ..tracing.api_util import api_function
 from ..tracing.tracer import Tracer, emit1
 from .promotion import promote, promote_inexact
 
@@ -105,7 +105,8 @@ def interp(x, xp, fp, left=None, right=None, period=None) -> Tracer:
     """Piecewise-linear interpolation of the points (``xp``, ``fp``) at ``x`` (``xp``
     increasing); ``left``/``right`` replace values outside ``xp`` (default: the end values)."""
     from .shapes import take
-    from .ufuncs import abs as _abs, add, divide, greater, less, less_equal, multiply, subtract, where
+    from .ufuncs import abs as _abs
+    from .ufuncs import add, divide, greater, less, less_equal, multiply, subtract, where
     if period is not None:
         raise UnsupportedError("interp: period= is not supported; map x into one period with "
                                "hnp.mod before calling interp")

@@ -9,13 +9,24 @@ from typing import List
 import numpy as np
 
 from .. import dtypes
-from ..tracing.api_util import api_function
 from ..errors import ArgumentTypeError, HloIndexError, ShapeError, UnsupportedError
 from ..lax import indexing as li
 from ..lax import structural as ls
-from ..lax.common import (aval_of, as_tracer, broadcast_in_dim, broadcast_shapes, broadcast_to_shape,
-                          canonical_axes, canonical_axis, convert, ir_type, reshape as _reshape,
-                          static_int, static_shape)
+from ..lax.common import (
+    as_tracer,
+    aval_of,
+    broadcast_in_dim,
+    broadcast_shapes,
+    broadcast_to_shape,
+    canonical_axes,
+    canonical_axis,
+    convert,
+    ir_type,
+    static_int,
+    static_shape,
+)
+from ..lax.common import reshape as _reshape
+from ..tracing.api_util import api_function
 from ..tracing.tracer import Tracer, emit1
 from .promotion import promote
 

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from .. import dtypes
-from ..tracing.api_util import api_function
 from ..lax.common import as_tracer, canonical_axis, ir_type, reshape
 from ..lax.reductions import sort_comparator_region
+from ..tracing.api_util import api_function
 from ..tracing.tracer import Tracer, emit, emit1
 
 

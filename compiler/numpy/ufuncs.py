@@ -14,11 +14,11 @@ from typing import Callable
 import numpy as np
 
 from .. import dtypes
-from ..tracing.api_util import api_function
 from ..errors import DTypeError, UnsupportedError
 from ..lax import special
 from ..lax.common import as_tracer, aval_of, broadcast_in_dim, convert, with_weak
 from ..lax.elementwise import compare_type
+from ..tracing.api_util import api_function
 from ..tracing.tracer import Tracer, emit1
 from .promotion import promote, promote_inexact, promote_numeric, to_bool
 

@@ -148,6 +148,7 @@ def source_digest() -> str:
     .py file (stat only, no reading: ~1 ms). Any edit changes it, and so does touching a file or
     a fresh checkout (a harmless miss)."""
     import importlib.util
+
     import hlo
     h = hashlib.sha256()
     roots = [os.path.dirname(os.path.abspath(hlo.__file__))]
@@ -378,6 +379,7 @@ def _entry_bytes(artifact, module, key: Key) -> bytes:
     """The ``.hlox`` bytes of a fresh artifact (``saved_executable.to_payload``), with the key
     section."""
     from hlo.runtime import hlox
+
     from .saved import to_payload
     from .stages import Compiled, Lowered
     payload = to_payload(Compiled(Lowered(module), artifact))
@@ -427,7 +429,7 @@ class CachedArtifact(Artifact):
     is parsed from the stored IR text on first use (parsing costs more than loading);
     ``cost_analysis()`` / ``memory_analysis()`` are the ones stored when it was compiled."""
 
-    def __init__(self, target: str, loaded, ir_text: str, plan_text: str):  # noqa: D107
+    def __init__(self, target: str, loaded, ir_text: str, plan_text: str):
         self.target = target
         self.loaded = loaded
         self.executable = loaded.executable
@@ -540,6 +542,7 @@ def _replay_warnings(messages: Sequence[str]) -> None:
     if not messages:
         return
     import warnings
+
     from hlo.passes.buffer_assignment import DonationWarning
     for msg in messages:
         warnings.warn(str(msg), DonationWarning, stacklevel=5)

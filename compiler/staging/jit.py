@@ -43,20 +43,28 @@ from hlo.ir.targets import info
 from hlo.runtime.cpu import pycall
 from hlo.runtime.cuda.interop import gpu_array_type
 
-from ..tracing.abstract import ShapedArray, array_key, c_strides, concrete_arg
 from .. import config
 from ..base import gc_pause
-from ..tracing.api_util import api_boundary, native_first, set_eager_compiler, static_key
-from ..errors import ArgumentTypeError
+from ..base.boundary import api_boundary, native_first
 from ..base.source_info import function_location, function_name, user_location
-from .stages import Compiled, Lowered
 from ..config import check_target_name
-from .targets import default_target, resolve_target
+from ..errors import ArgumentTypeError
+from ..tracing.abstract import ShapedArray, array_key, c_strides, concrete_arg
+from ..tracing.api_util import set_eager_compiler, static_key
 from ..tracing.tracer import _state as _trace_state  # its ``stack`` is non-empty while tracing
 from ..tracing.tracer import abstractify, is_tracing, trace_function
-from ..tree_util import (PyTreeDef, SequenceKey, describe_difference, keystr,
-                        positional_treedef, tree_flatten_with_path, tree_unflatten,
-                        unflattener)
+from ..tree_util import (
+    PyTreeDef,
+    SequenceKey,
+    describe_difference,
+    keystr,
+    positional_treedef,
+    tree_flatten_with_path,
+    tree_unflatten,
+    unflattener,
+)
+from .stages import Compiled, Lowered
+from .targets import default_target, resolve_target
 
 log = logging.getLogger("hlo.recompiles")
 
@@ -283,7 +291,7 @@ class JitFunction:
 
     @native_first  # self._native(*args) when there is one and no kwargs, else:
     def __call__(self, args, kwargs):
-        __tracebackhide__ = True  # noqa: F841
+        __tracebackhide__ = True
         if self._native is not None and self._native_epoch != pycall.epoch():
             self._drop_native()  # a setting changed: made again on a fast hit below
         if not kwargs and not getattr(_trace_state, "stack", None):
@@ -387,7 +395,7 @@ class JitFunction:
 
         @api_boundary
         def fallback(*args):
-            __tracebackhide__ = True  # noqa: F841
+            __tracebackhide__ = True
             return JitFunction.__call__.__wrapped__(ref(), args, {})
 
         with self._lock:

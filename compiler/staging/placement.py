@@ -9,7 +9,7 @@ Without a GPU: ``TargetUnavailableError`` saying why.
 """
 from __future__ import annotations
 
-from typing import List, Optional, Union
+from typing import List, Union
 
 import numpy as np
 
@@ -59,7 +59,8 @@ def _device_id(device: Union[None, int, Device]) -> int:
 
 def device_put(x, device: Union[None, int, Device] = None):
     """``x`` in GPU memory as an hlo ``DeviceArray`` (see the module's docstring)."""
-    from hlo.runtime.cuda.array import DeviceArray, device_put as put
+    from hlo.runtime.cuda.array import DeviceArray
+    from hlo.runtime.cuda.array import device_put as put
     from hlo.runtime.cuda.errors import CudaUnavailableError
     from hlo.runtime.cuda.interop import gpu_array_type
     dev = _device_id(device)
@@ -93,5 +94,6 @@ def device_get(x):
     """``x`` (a pytree) with every GPU array copied to the host as a numpy array (other leaves
     as they are), like ``jax.device_get``."""
     from hlo.runtime.cuda.interop import gpu_array_type
+
     from ..tree_util import tree_map
     return tree_map(lambda a: np.asarray(a) if gpu_array_type(a) is not None else a, x)

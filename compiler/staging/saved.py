@@ -27,15 +27,19 @@ import numpy as np
 
 from hlo.ir.targets import COMPILED, info
 from hlo.runtime import hlox
+from hlo.runtime.cpu import pycall
+from hlo.runtime.cpu.profile import ProfileMethods
 from hlo.runtime.cuda.interop import gpu_array_type
+from hlo.runtime.hlox import (
+    CorruptFileError,
+    FormatVersionError,
+    InputMismatchError,
+    LoadError,
+    SaveError,
+)
 from hlo.runtime.manifest_schema import check_ir_signature, check_manifest
 from hlo.runtime.memory_analysis import MemoryAnalysis
-from hlo.runtime.cpu.profile import ProfileMethods
-from hlo.runtime.hlox import (CorruptFileError, FormatVersionError, InputMismatchError, LoadError,
-                              SaveError, TargetMismatchError)
 from hlo.runtime.target import check_kind, current
-
-from hlo.runtime.cpu import pycall
 
 from .. import tree_util
 from ..base.boundary import native_first, refresh_native
@@ -417,9 +421,10 @@ def _check_imports(runtime: dict, imports: Optional[List[str]], where: str,
                    provided: Sequence[str] = ()) -> None:
     """Every external symbol the code calls must resolve before linking (``provided``: defined by
     the executable's own library code): the JIT linker aborts the process on an unresolved one."""
+    import llvmlite.binding as llvm
+
     from hlo.runtime.cpu.executable import _resolve_library
     from hlo.runtime.cpu.loader import load_library
-    import llvmlite.binding as llvm
     for lib in runtime.get("libraries", []):
         try:
             load_library(_resolve_library(lib))
@@ -444,6 +449,8 @@ class LoadedExecutable(ProfileMethods):
     describe it; ``as_text()`` is the optimized IR it was built from; ``cost_analysis()`` and
     ``memory_analysis()`` are what the passes measured when it was saved; a profiled build
     (``compile(profile=True)``) keeps profiling: ``profile()`` / ``profile_report()``."""
+
+    executable: Any   # the target's runtime executable; None where the code was not loaded
 
     def _runtime_executable(self):
         return self.executable
@@ -526,7 +533,8 @@ class LoadedExecutable(ProfileMethods):
 
     def _load_cpu(self, payload: hlox.Payload, runtime: dict, imports, target: dict, code: bytes,
                   where: str) -> None:
-        from hlo.runtime.cpu.executable import FORMAT_VERSION as RUNTIME_FORMAT, Executable
+        from hlo.runtime.cpu.executable import FORMAT_VERSION as RUNTIME_FORMAT
+        from hlo.runtime.cpu.executable import Executable
         if runtime.get("format") != RUNTIME_FORMAT:
             raise FormatVersionError(
                 f"{where} holds native code for runtime interface {runtime.get('format')!r}; this "
@@ -551,6 +559,7 @@ class LoadedExecutable(ProfileMethods):
     def _load_cuda(self, payload: hlox.Payload, runtime: dict, imports, target: dict, code: bytes,
                    where: str) -> None:
         from hlo.runtime.cuda.artifact import FORMAT, CudaProgram
+
         from ..errors import cuda_runner
         if runtime.get("format") != FORMAT:
             raise FormatVersionError(

@@ -17,13 +17,13 @@ from hlo.ir import Module, print_module
 from hlo.ir.targets import info
 from hlo.runtime.cpu.profile import ProfileMethods
 
-from ..tracing.abstract import ShapedArray, array_key, aval_of_type, c_strides, concrete_arg
-from ..tracing.api_util import api_boundary, native_first, refresh_native
-from ..errors import SignatureMismatchError
+from ..base.boundary import api_boundary, native_first, refresh_native
 from ..base.signature import flatten_inputs, plain_name
+from ..errors import SignatureMismatchError
+from ..tracing.abstract import ShapedArray, array_key, aval_of_type, c_strides, concrete_arg
 from ..tracing.tracer import abstractify
-from .targets import Artifact, compile_module, resolve_target
 from ..tree_util import PyTreeDef, native_finish, positional_treedef, tree_unflatten, unflattener
+from .targets import Artifact, compile_module, resolve_target
 
 
 class Lowered:
@@ -184,7 +184,7 @@ class Compiled(ProfileMethods):
 
     @native_first  # self._native(*args) when there is one and no kwargs, else:
     def __call__(self, args, kwargs):
-        __tracebackhide__ = True  # noqa: F841
+        __tracebackhide__ = True
         fast = self._fast
         if fast is None:
             fast = self._fast = self._fast_path()

@@ -91,6 +91,8 @@ class Artifact:
     """A module compiled for one target: the optimized IR, the pipeline's result (for the
     analyses) and a function that runs flat numpy arrays."""
 
+    executable: Any   # the target's runtime executable (set by the compile that made it)
+
     def __init__(self, target: str, optimized_module: Module, optimize_result: Any,
                  run: Callable[[Sequence[np.ndarray]], List[np.ndarray]]):
         self.target = target

@@ -25,7 +25,7 @@ import re
 import sys
 import time
 import traceback
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 PROG = "hlo"
 
@@ -136,7 +136,7 @@ def load_function(target: str):
         spec.loader.exec_module(module)
     except SyntaxError as e:
         raise CliError(f"{e.filename}:{e.lineno}: syntax error: {e.msg}") from None
-    except BaseException as e:  # noqa: BLE001 (SystemExit, KeyboardInterrupt in the user's file)
+    except BaseException as e:  # SystemExit, KeyboardInterrupt in the user's file
         if isinstance(e, KeyboardInterrupt):
             raise
         raise CliError(f"{_user_frame(e.__traceback__, path)}importing {path} failed: "
@@ -213,8 +213,8 @@ def _fmt_bytes(n: float) -> str:
 
 def cmd_compile(a) -> int:
     import hlo
-    from hlo.staging import targets
     from hlo.errors import HloError
+    from hlo.staging import targets
     specs = [parse_spec(s) for s in a.arg]
     statics = dict(parse_static(s) for s in a.static)
     out = a.output
@@ -543,7 +543,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 141
     except SystemExit as e:  # argparse's --help
         return e.code if isinstance(e.code, int) else 0
-    except Exception as e:  # noqa: BLE001  (one line, never a traceback)
+    except Exception as e:  # one line, never a traceback
         from hlo.errors import HloError
         msg = str(e).strip() or type(e).__name__
         if not isinstance(e, HloError):

@@ -237,6 +237,7 @@ def _printed_expectations(case: Case, text: str):
 
 def _check_printed(printed, results, fn) -> List[str]:
     from hlo.ir.stablehlo.typemap import tensor_to_mlir_text
+
     from . import conformance_filecheck as fc
     types = [tensor_to_mlir_text(t) for t in fn.body.output_types]
     out = []
@@ -304,9 +305,10 @@ def run_all(cases: Sequence[Case], options: Options, jobs: int, timeout: float,
 
 def validate_target(target: str) -> Optional[str]:
     """None if ``target`` compiles a trivial module, else the reason it cannot."""
+    import numpy as np
+
     from hlo.ir import Builder, Function, Module
     from hlo.staging.stages import Lowered
-    import numpy as np
     m = Module("probe")
     fn = m.add(Function("main"))
     c = Builder(fn.body).value("constant", attrs={"value": np.array(1.0, np.float32)})

@@ -26,12 +26,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     from hlo.ir.errors import IRError
     from hlo.ir.nesting import call_with_stack_for, region_depth
     from hlo.ir.parser import parse_module
-    from hlo.ir.printer import print_module
-    from hlo.passes.registry import create_pass, registered_passes
-    from hlo.passes.dump import Dumper
-    from hlo.passes.options import Options, PassConfig
     from hlo.ir.targets import TARGETS, info
-    from hlo.passes.pipeline import PipelineError, Runner, optimize
+    from hlo.passes.options import Options
+    from hlo.passes.pipeline import PipelineError
+    from hlo.passes.registry import registered_passes
     from hlo.runtime.target import current
 
     ap = argparse.ArgumentParser(prog="python -m hlo.opt", description=__doc__.split("\n\n")[0])
@@ -111,10 +109,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def _run(a, module, opts) -> int:
     from hlo.ir.printer import print_module
-    from hlo.passes.registry import create_pass
     from hlo.passes.dump import Dumper
     from hlo.passes.options import PassConfig
     from hlo.passes.pipeline import Runner, optimize
+    from hlo.passes.registry import create_pass
 
     reports: List[str] = []
     if a.pipeline:

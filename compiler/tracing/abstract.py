@@ -17,7 +17,6 @@ from typing import Tuple
 import numpy as np
 
 from hlo.ir import TensorType
-
 from hlo.runtime.cuda.interop import gpu_array_type
 
 from .. import dtypes

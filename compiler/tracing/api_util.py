@@ -18,8 +18,6 @@ import os
 import threading
 from typing import Any, Callable
 
-from ..base.boundary import api_boundary, native_first, refresh_native  # noqa: F401  (re-exported)
-
 
 def api_function(fn: Callable) -> Callable:
     """Mark a public array function: traced inside ``hlo.jit``, compiled on its own outside."""
@@ -27,11 +25,11 @@ def api_function(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        __tracebackhide__ = True  # noqa: F841
+        __tracebackhide__ = True
         if is_tracing():
             return fn(*args, **kwargs)
         return _eager_call(fn, args, kwargs)
-    wrapper.__hlo_traced__ = fn  # the undecorated function (for calls known to be inside a trace)
+    wrapper.__hlo_traced__ = fn  # type: ignore[attr-defined]  # the undecorated function (for calls known to be inside a trace)
     return wrapper
 
 
@@ -79,7 +77,7 @@ def set_eager_compiler(jit: Callable) -> None:
 
 
 def _eager_call(fn: Callable, args, kwargs):
-    __tracebackhide__ = True  # noqa: F841
+    __tracebackhide__ = True
     jit = _eager_compiler
     if jit is None:
         raise RuntimeError(f"{getattr(fn, '__name__', fn)} was called outside hlo.jit before "

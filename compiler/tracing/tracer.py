@@ -42,17 +42,23 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from hlo.ir import Builder, Function, Module, Region, Value, VerifyError, TensorType
-from hlo.ir import nesting
-
+from hlo.ir import Builder, Function, Module, Region, TensorType, Value, VerifyError, nesting
 from hlo.runtime.cpu import pycall
 
 from .. import dtypes
 from ..base import source_info
-from .abstract import ShapeDtypeStruct, ShapedArray, aval_of_type, gpu_array_type, to_numpy
-from ..errors import (DTypeError, ShapeError, TracerArrayConversionError, TracerBoolConversionError,
-                     TracerIntegerConversionError, TracerLeakError, ConcretizationError, ArgumentTypeError)
+from ..errors import (
+    ArgumentTypeError,
+    ConcretizationError,
+    DTypeError,
+    ShapeError,
+    TracerArrayConversionError,
+    TracerBoolConversionError,
+    TracerIntegerConversionError,
+    TracerLeakError,
+)
 from ..tree_util import PyTreeDef, keystr, tree_flatten_with_path, tree_unflatten
+from .abstract import ShapedArray, ShapeDtypeStruct, aval_of_type, gpu_array_type, to_numpy
 
 
 class Trace:
@@ -145,6 +151,7 @@ class Tracer:
     __slots__ = ("_trace", "_value", "aval", "__weakref__")
     __array_priority__ = 1000
     __hash__ = None  # like numpy arrays: == is elementwise
+    astype: Callable[..., "Tracer"]   # (installed by hlo.numpy.array_methods, as the others)
 
     def __init__(self, trace: Trace, value: Value, aval: ShapedArray):
         self._trace = trace

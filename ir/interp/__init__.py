@@ -8,6 +8,6 @@
   (while, if, case, call, fusion).
 """
 from .registry import HANDLERS, ELEMENTWISE, InterpreterError
-from . import elementwise, shape_ops, reduction, linalg, indexing, sorting, control  # noqa: F401
+from . import elementwise, shape_ops, reduction, linalg, indexing, sorting, control
 
 __all__ = ["HANDLERS", "ELEMENTWISE", "InterpreterError"]

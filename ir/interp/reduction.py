@@ -18,7 +18,6 @@ from .registry import attr, handler
 from .shape_ops import pad
 
 
-
 def _float_extremum(name, x):
     """IEEE maximum/minimum over the last (non-empty) axis: NaN wins, +0 > -0."""
     w = x.astype(nm.F32) if x.dtype in nm.NARROW_FLOATS else x

@@ -123,13 +123,13 @@ def _rewrite_one(name: str, body: str) -> Optional[str]:
         if len(dense) != 2:
             return None
         value, ty = dense
-        attrs = [f"value = {value} : {ty}"]
+        close_attrs = [f"value = {value} : {ty}"]
         for it in items[2:]:
             tol = _keyword(it, "tolerance")
             if tol is None or not re.fullmatch(_NUM, tol):
                 return None
-            attrs.append(f"tolerance = {tol} : f64")
-        return _generic(name, [items[0]], [ty], attrs + extra)
+            close_attrs.append(f"tolerance = {tol} : f64")
+        return _generic(name, [items[0]], [ty], close_attrs + extra)
     head, _, tys = body.rpartition(":") if name != "expect_close" else _close_split(body)
     if not head:
         return None

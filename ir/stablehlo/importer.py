@@ -33,7 +33,8 @@ from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 import numpy as np
 
-from .. import decompositions, ops as op_table
+from .. import decompositions
+from .. import ops as op_table
 from ..builder import Builder
 from ..clone import clone_op
 from ..core import Function, Location, Module, Region, Value
@@ -42,8 +43,8 @@ from ..verifier import verify_module
 from . import mlir_bridge as mb
 from . import opmap
 from .checks import Check
-from .probes import Probes
 from .errors import StableHLOError, UnsupportedError, shorten
+from .probes import Probes
 from .typemap import TextAttr, array_from_attr, tensor_from_mlir
 
 # Ops that exist in StableHLO (or its companions) but not in hlo's op table, with a reason.

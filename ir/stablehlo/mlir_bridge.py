@@ -34,8 +34,8 @@ def context():
     global _CTX
     if _CTX is None:
         from jaxlib.mlir import ir
-        from jaxlib.mlir.dialects import chlo, mhlo, sdy, stablehlo
         from jaxlib.mlir._mlir_libs import _jax_mlir_ext
+        from jaxlib.mlir.dialects import chlo, mhlo, sdy, stablehlo
         registry = ir.DialectRegistry()
         _jax_mlir_ext.register_dialects(registry)
         ctx = ir.Context()

@@ -179,15 +179,15 @@ def read_struct(op_name: str, a) -> Dict[str, Any]:
         s = stablehlo.DotDimensionNumbers(a)
         return {f: tuple(getattr(s, f)) for f in DOT_FIELDS}
     if op_name == "gather":
-        s = stablehlo.GatherDimensionNumbers(a)
-        out = {f: tuple(getattr(s, f)) for f in GATHER_FIELDS[:-1]}
-        out["index_vector_dim"] = int(s.index_vector_dim)
+        g = stablehlo.GatherDimensionNumbers(a)
+        out = {f: tuple(getattr(g, f)) for f in GATHER_FIELDS[:-1]}
+        out["index_vector_dim"] = int(g.index_vector_dim)
         return out
     if op_name == "scatter":
-        s = stablehlo.ScatterDimensionNumbers(a)
-        out = {f: tuple(getattr(s, f)) for f in SCATTER_FIELDS[:-2]}
-        out["scatter_dims_to_operand_dims"] = tuple(s.scattered_dims_to_operand_dims)
-        out["index_vector_dim"] = int(s.index_vector_dim)
+        sc = stablehlo.ScatterDimensionNumbers(a)
+        out = {f: tuple(getattr(sc, f)) for f in SCATTER_FIELDS[:-2]}
+        out["scatter_dims_to_operand_dims"] = tuple(sc.scattered_dims_to_operand_dims)
+        out["index_vector_dim"] = int(sc.index_vector_dim)
         return out
     if op_name == "convolution":
         s = stablehlo.ConvDimensionNumbers(a)
@@ -205,7 +205,7 @@ def _list(v) -> str:
 
 def write_struct(op_name: str, attrs: Dict[str, Any]) -> Tuple[str, str]:
     """(MLIR attribute name, MLIR text) of the struct attribute of an hlo op."""
-    g = lambda k: attrs.get(k, ())  # noqa: E731
+    g = lambda k: attrs.get(k, ())
     if op_name == "dot_general":
         fields = [f"{f} = {_list(g(f))}" for f in DOT_FIELDS if g(f)]
         return "dot_dimension_numbers", "#stablehlo.dot<" + ", ".join(fields) + ">"
@@ -219,6 +219,7 @@ def write_struct(op_name: str, attrs: Dict[str, Any]) -> Tuple[str, str]:
         return "scatter_dimension_numbers", "#stablehlo.scatter<" + ", ".join(fields) + ">"
     if op_name == "convolution":
         from jaxlib.mlir.dialects import stablehlo
+
         from .mlir_bridge import context
         with context():
             s = stablehlo.ConvDimensionNumbers.get(**{f: attrs[f] for f in CONV_FIELDS})

@@ -200,6 +200,7 @@ def contents() -> list:
 def defines(obj: bytes, symbol: str) -> bool:
     """Whether ``obj`` (read from the folder or a file) is an ELF object defining ``symbol``."""
     import struct
+
     from . import elf
     try:
         syms = elf.symbols(obj)

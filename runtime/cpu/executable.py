@@ -38,10 +38,10 @@ from typing import Callable, List, Optional, Sequence
 import numpy as np
 
 from .. import output_pool
+from ..donation import DonationStats, prepare_host
+from ..signature import ArgumentError, Signature, _Sig, _type_str
 from . import blas_threads
 from .loader import LoadedObject, load_library
-from ..signature import ArgumentError, Signature, _Sig, _type_str
-from ..donation import DonationStats, prepare_host
 
 FORMAT_VERSION = 1
 _RUN_SIG = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
@@ -117,6 +117,8 @@ _PY_SIG = ctypes.CFUNCTYPE(None, ctypes.py_object, ctypes.py_object, ctypes.c_vo
 
 class Executable(Signature):
     """A compiled program for the host CPU."""
+
+    compile_times: dict   # seconds per compile phase (set by the backend that built it)
 
     def __init__(self, object_code: bytes, manifest: dict, ir_text: str = "", steps_text: str = "",
                  threads: Optional[int] = None, cores: Optional[dict] = None,
@@ -495,7 +497,8 @@ class Executable(Signature):
                          self._arena_size, self.threads, fallback, finish, self._pooled)
         if fn is not None and self._written:
             from .abi import SELF_CTX
-            self._native_ctx.append(fn.__self__[SELF_CTX])
+            # a builtin method: its __self__ is the context tuple
+            self._native_ctx.append(fn.__self__[SELF_CTX])  # type: ignore[attr-defined]
         return fn
 
 
@@ -505,6 +508,7 @@ def _link_cores(entries, objects: dict) -> dict:
     returns the objects by symbol. ValueError when one is missing or its bytes are not the ones
     the manifest names."""
     import hashlib
+
     from .loader import library_object, link_library
     out = {}
     for e in entries:

@@ -56,6 +56,7 @@ def one_block_fits(obj: bytes) -> bool:
     """Whether llvmlite's one-block memory manager can hold ``obj`` (an x86-64 ELF relocatable
     object): its read-write reservation must leave room for the GOT entries of call stubs."""
     import struct
+
     from . import elf
     try:
         if elf.machine(obj) != elf.EM_X86_64:
@@ -89,7 +90,7 @@ class LoadedObject:
     """
 
     def __init__(self, obj: bytes, symbols: Iterable[str]):
-        from .target import new_target_machine, host
+        from .target import host, new_target_machine
         tm = new_target_machine()
         empty = llvm.parse_assembly("")
         empty.triple = host().triple

@@ -68,7 +68,7 @@ def _addr(name: str) -> int:
 
 def _numpy_api_table() -> int:
     try:
-        from numpy._core import _multiarray_umath as mu
+        from numpy._core import _multiarray_umath as mu  # type: ignore[attr-defined]  # (not in numpy's stubs)
     except ImportError:  # numpy 1.x
         from numpy.core import _multiarray_umath as mu
     cap = mu._ARRAY_API
@@ -89,8 +89,8 @@ def _probe() -> dict:
         return {}
     if not getattr(sys, "_is_gil_enabled", lambda: True)():
         return {}
-    rd = lambda addr: ctypes.c_void_p.from_address(addr).value  # noqa: E731
-    i32 = lambda addr: ctypes.c_int32.from_address(addr).value  # noqa: E731
+    rd = lambda addr: ctypes.c_void_p.from_address(addr).value
+    i32 = lambda addr: ctypes.c_int32.from_address(addr).value
     a = np.zeros((3, 5), np.float32)
     t = (a, None)
     if rd(id(t) + abi.PY_TUPLE_ITEMS) != id(a) or rd(id(t) + abi.PY_TUPLE_ITEMS + 8) != id(None):
@@ -109,7 +109,7 @@ def _probe() -> dict:
         return {}
     ro = a.copy()
     ro.flags.writeable = False
-    flag = lambda x: i32(id(x) + abi.NP_ARRAY_FLAGS)  # noqa: E731
+    flag = lambda x: i32(id(x) + abi.NP_ARRAY_FLAGS)
     if flag(a) & (abi.NPY_OWNDATA | abi.NPY_WRITEABLE) != abi.NPY_OWNDATA | abi.NPY_WRITEABLE \
             or flag(view) & abi.NPY_OWNDATA or flag(ro) & abi.NPY_WRITEABLE:
         return {}
@@ -194,6 +194,6 @@ def make(entry: int, keep: Any, descrs: Sequence[np.dtype], arena_size: int, nth
     return new(ctypes.addressof(md), me, None)
 
 
-def hits(fn: Callable) -> int:
+def hits(fn: Any) -> int:   # a builtin method: its __self__ is the context tuple
     """How many calls ``fn`` (made by ``make``) ran natively."""
     return int(fn.__self__[abi.SELF_CTX][abi.CTX_HITS])

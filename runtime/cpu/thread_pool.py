@@ -89,61 +89,98 @@ def _watch(b: ir.IRBuilder, pause, waiting) -> None:
     b.position_at_end(spun)
 
 
+class _PoolData:
+    """The pool's state: internal globals of the module (one copy per process), zero-initialized."""
+
+    def __init__(self, ctx: ModuleContext):
+        # pthread_mutex_t / pthread_cond_t fit in 64 bytes; zero = default-initialized
+        self.blob = blob = ir.ArrayType(I8, 64)
+        self.submit_mu = _global(ctx, "pool.submit_mu", blob)  # held by the caller whose job runs
+        self.mu = _global(ctx, "pool.mu", blob)
+        self.cv_start = _global(ctx, "pool.cv_start", blob)
+        self.cv_done = _global(ctx, "pool.cv_done", blob)
+        self.gen = _global(ctx, "pool.gen", I64)  # counts jobs: a worker sees a new one by it
+        # the job: fn(args, lo, hi) over [0, n) in nchunks chunks of ``chunk``
+        self.job_fn = _global(ctx, "pool.fn", I64)
+        self.job_args = _global(ctx, "pool.args", I64)
+        self.job_n = _global(ctx, "pool.n", I64)
+        self.job_chunk = _global(ctx, "pool.chunk", I64)
+        self.job_nchunks = _global(ctx, "pool.nchunks", I64)
+        # one chunk counter per thread's range, a cache line apart
+        self.next_chunk = _global(ctx, "pool.next", ir.ArrayType(I64, (MAX_WORKERS + 1) * COUNTER_STRIDE))
+        self.job_threads = _global(ctx, "pool.threads", I64)  # threads whose ranges the chunks are in
+        self.active = _global(ctx, "pool.active", I64)
+        self.wanted = _global(ctx, "pool.wanted", I64)  # workers that may join the current job
+        self.is_open = _global(ctx, "pool.open", I64)  # 1 while the caller still accepts helpers
+        self.nworkers = _global(ctx, "pool.nworkers", I64)
+        self.jobs = _global(ctx, "pool.jobs", I64)  # jobs the pool ran
+        self.busy_calls = _global(ctx, "pool.busy", I64)  # calls that found it busy (ran alone)
+        self.slots = ir.ArrayType(I64, MAX_WORKERS + 1)
+        # chunks taken: [0] callers, [1 + w] worker w
+        self.chunks_by = _global(ctx, "pool.chunks", self.slots)
+
+    def counter(self, b: ir.IRBuilder, t) -> ir.Value:
+        """The chunk counter of thread ``t``'s range."""
+        return b.gep(self.next_chunk, [i64(0), b.mul(t, i64(COUNTER_STRIDE))], inbounds=True)
+
+    def count_chunks(self, b: ir.IRBuilder, slot, n) -> None:
+        """Add ``n`` to the chunks taken by thread ``slot`` (only that thread writes it)."""
+        p = b.gep(self.chunks_by, [i64(0), slot], inbounds=True)
+        b.store(b.add(b.load(p, typ=I64), n), p)
+
+
+class _Libc:
+    """The pthread functions the pool calls, and the spin loop's ``pause`` (x86 only)."""
+
+    def __init__(self, ctx: ModuleContext):
+        self.pause = ctx.declare("llvm.x86.sse2.pause", VOID, []) if _is_x86() else None
+        self.lock = ctx.declare("pthread_mutex_lock", I32, [PTR])
+        self.trylock = ctx.declare("pthread_mutex_trylock", I32, [PTR])
+        self.unlock = ctx.declare("pthread_mutex_unlock", I32, [PTR])
+        self.wait = ctx.declare("pthread_cond_wait", I32, [PTR, PTR])
+        self.broadcast = ctx.declare("pthread_cond_broadcast", I32, [PTR])
+        self.create = ctx.declare("pthread_create", I32, [PTR, PTR, PTR, PTR])
+        self.detach = ctx.declare("pthread_detach", I32, [I64])
+
+
 def build_pool_module() -> str:
+    """The LLVM IR of the worker pool's module (the module docstring says how it works): its
+    state as internal globals, then ``pool.run_chunks`` (one thread's share of a job), the
+    workers' loop ``pool.worker``, and the three functions it exports: ``parallel_for``
+    (``SYMBOL``), the counters' reader (``STATS_SYMBOL``) and the reset after a fork
+    (``RESET_SYMBOL``). ``library_object`` compiles it."""
     ctx = ModuleContext("hlo_thread_pool")
-    m = ctx.module
-    blob = ir.ArrayType(I8, 64)  # pthread_mutex_t / pthread_cond_t fit; zero = default-initialized
-    submit_mu = _global(ctx, "pool.submit_mu", blob)
-    mu = _global(ctx, "pool.mu", blob)
-    cv_start = _global(ctx, "pool.cv_start", blob)
-    cv_done = _global(ctx, "pool.cv_done", blob)
-    gen = _global(ctx, "pool.gen", I64)
-    job_fn = _global(ctx, "pool.fn", I64)
-    job_args = _global(ctx, "pool.args", I64)
-    job_n = _global(ctx, "pool.n", I64)
-    job_chunk = _global(ctx, "pool.chunk", I64)
-    job_nchunks = _global(ctx, "pool.nchunks", I64)
-    # one chunk counter per thread's range, a cache line apart
-    next_chunk = _global(ctx, "pool.next", ir.ArrayType(I64, (MAX_WORKERS + 1) * COUNTER_STRIDE))
-    job_threads = _global(ctx, "pool.threads", I64)  # threads whose ranges the chunks are in
-    active = _global(ctx, "pool.active", I64)
-    wanted = _global(ctx, "pool.wanted", I64)  # workers that may join the current job
-    is_open = _global(ctx, "pool.open", I64)  # 1 while the caller still accepts helpers
-    nworkers = _global(ctx, "pool.nworkers", I64)
-    jobs = _global(ctx, "pool.jobs", I64)  # jobs the pool ran
-    busy_calls = _global(ctx, "pool.busy", I64)  # calls that found it busy (ran alone)
-    slots = ir.ArrayType(I64, MAX_WORKERS + 1)
-    chunks_by = _global(ctx, "pool.chunks", slots)  # chunks taken: [0] callers, [1 + w] worker w
+    pool = _PoolData(ctx)
+    libc = _Libc(ctx)
+    run_chunks = _emit_run_chunks(ctx.module, pool)
+    worker = _emit_worker(ctx.module, pool, libc, run_chunks)
+    _emit_parallel_for(ctx.module, pool, libc, run_chunks, worker)
+    _emit_stats(ctx.module, pool)
+    _emit_after_fork(ctx.module, pool)
+    return str(ctx.module)
 
-    pause = ctx.declare("llvm.x86.sse2.pause", VOID, []) if _is_x86() else None
-    lock = ctx.declare("pthread_mutex_lock", I32, [PTR])
-    trylock = ctx.declare("pthread_mutex_trylock", I32, [PTR])
-    unlock = ctx.declare("pthread_mutex_unlock", I32, [PTR])
-    wait = ctx.declare("pthread_cond_wait", I32, [PTR, PTR])
-    broadcast = ctx.declare("pthread_cond_broadcast", I32, [PTR])
-    create = ctx.declare("pthread_create", I32, [PTR, PTR, PTR, PTR])
-    detach = ctx.declare("pthread_detach", I32, [I64])
 
-    # run_chunks(me) -> chunks taken. Thread ``me`` (0: the caller, 1 + w: worker w) first takes
-    # the chunks of its own range, in order, then those left in the other threads' ranges, in
-    # the same order (each range has one counter, so a chunk is taken once).
+def _emit_run_chunks(m: ir.Module, pool: _PoolData) -> ir.Function:
+    """``pool.run_chunks(me) -> chunks taken``. Thread ``me`` (0: the caller, 1 + w: worker w)
+    first takes the chunks of its own range, in order, then those left in the other threads'
+    ranges, in the same order (each range has one counter, so a chunk is taken once)."""
     rc = ir.Function(m, ir.FunctionType(I64, [I64]), name="pool.run_chunks")
     rc.linkage = "internal"
     me = rc.args[0]
     b = ir.IRBuilder(rc.append_basic_block("entry"))
     taken = b.alloca(I64)
     b.store(i64(0), taken)
-    fn = b.inttoptr(b.load(job_fn, typ=I64), TASK_FN.as_pointer())
-    args = b.inttoptr(b.load(job_args, typ=I64), PTR)
-    n = b.load(job_n, typ=I64)
-    chunk = b.load(job_chunk, typ=I64)
-    nch = b.load(job_nchunks, typ=I64)
-    nthr = b.load(job_threads, typ=I64)
+    fn = b.inttoptr(b.load(pool.job_fn, typ=I64), TASK_FN.as_pointer())
+    args = b.inttoptr(b.load(pool.job_args, typ=I64), PTR)
+    n = b.load(pool.job_n, typ=I64)
+    chunk = b.load(pool.job_chunk, typ=I64)
+    nch = b.load(pool.job_nchunks, typ=I64)
+    nthr = b.load(pool.job_threads, typ=I64)
     with for_range(b, i64(0), nthr, "range") as r:
         t = b.urem(b.add(me, r), nthr)              # own range first, then the next ones
         first = b.udiv(b.mul(t, nch), nthr)
         end = b.udiv(b.mul(b.add(t, i64(1)), nch), nthr)
-        counter = b.gep(next_chunk, [i64(0), b.mul(t, i64(COUNTER_STRIDE))], inbounds=True)
+        counter = pool.counter(b, t)
         head = rc.append_basic_block("take")
         body = rc.append_basic_block("run")
         done = rc.append_basic_block("range.done")
@@ -160,13 +197,13 @@ def build_pool_module() -> str:
         b.branch(head)
         b.position_at_end(done)
     b.ret(b.load(taken, typ=I64))
+    return rc
 
-    def count_chunks(b, slot, n):  # only the slot's own thread writes it
-        p = b.gep(chunks_by, [i64(0), slot], inbounds=True)
-        b.store(b.add(b.load(p, typ=I64), n), p)
 
-    # worker(arg): index = arg. Sleeps until a new job it may join is open; joins by counting
-    # itself in ``active`` (under the lock), takes chunks, and signals when it was the last.
+def _emit_worker(m: ir.Module, pool: _PoolData, libc: _Libc, run_chunks: ir.Function) -> ir.Function:
+    """``pool.worker(arg)``, the loop of worker ``arg`` (its index): sleeps until a new job it
+    may join is open; joins by counting itself in ``active`` (under the lock), takes chunks,
+    and signals when it was the last."""
     wk = ir.Function(m, ir.FunctionType(PTR, [PTR]), name="pool.worker")
     wk.linkage = "internal"
     b = ir.IRBuilder(wk.append_basic_block("entry"))
@@ -179,13 +216,13 @@ def build_pool_module() -> str:
     work = wk.append_basic_block("work")
     b.branch(loop)
     b.position_at_end(loop)
-    b.call(lock, [mu])
+    b.call(libc.lock, [pool.mu])
     b.branch(check)
     b.position_at_end(check)
-    g = b.load(gen, typ=I64)
+    g = b.load(pool.gen, typ=I64)
     fresh = b.icmp_unsigned("!=", g, b.load(seen, typ=I64))
-    joined = b.icmp_signed("<", my_index, b.load(wanted, typ=I64))
-    opened = b.icmp_unsigned("!=", b.load(is_open, typ=I64), i64(0))
+    joined = b.icmp_signed("<", my_index, b.load(pool.wanted, typ=I64))
+    opened = b.icmp_unsigned("!=", b.load(pool.is_open, typ=I64), i64(0))
     b.cbranch(b.and_(b.and_(fresh, joined), opened), work, waitb)
     b.position_at_end(waitb)
     b.store(g, seen)  # a job this worker did not join is over for it
@@ -193,126 +230,153 @@ def build_pool_module() -> str:
         # watch ``gen`` for a while before sleeping: a program's next parallel kernel usually
         # starts within microseconds, and a sleeping worker takes ~10-50 us to wake
         sleep = wk.append_basic_block("sleep")
-        b.call(unlock, [mu])
-        _watch(b, pause, lambda: b.icmp_unsigned("==", b.load_atomic(gen, "acquire", 8, typ=I64), g))
-        b.call(lock, [mu])
-        b.cbranch(b.icmp_unsigned("!=", b.load(gen, typ=I64), g), check, sleep)
+        b.call(libc.unlock, [pool.mu])
+        _watch(b, libc.pause, lambda: b.icmp_unsigned("==", b.load_atomic(pool.gen, "acquire", 8, typ=I64), g))
+        b.call(libc.lock, [pool.mu])
+        b.cbranch(b.icmp_unsigned("!=", b.load(pool.gen, typ=I64), g), check, sleep)
         b.position_at_end(sleep)
-    b.call(wait, [cv_start, mu])
+    b.call(libc.wait, [pool.cv_start, pool.mu])
     b.branch(check)
     b.position_at_end(work)
     b.store(g, seen)
-    b.atomic_rmw("add", active, i64(1), "seq_cst")
-    b.call(unlock, [mu])
-    count_chunks(b, b.add(my_index, i64(1)), b.call(rc, [b.add(my_index, i64(1))]))
-    left = b.atomic_rmw("sub", active, i64(1), "seq_cst")
+    b.atomic_rmw("add", pool.active, i64(1), "seq_cst")
+    b.call(libc.unlock, [pool.mu])
+    pool.count_chunks(b, b.add(my_index, i64(1)), b.call(run_chunks, [b.add(my_index, i64(1))]))
+    left = b.atomic_rmw("sub", pool.active, i64(1), "seq_cst")
     last = b.icmp_signed("==", left, i64(1))
     with b.if_then(last):
-        b.call(lock, [mu])
-        b.call(broadcast, [cv_done])
-        b.call(unlock, [mu])
+        b.call(libc.lock, [pool.mu])
+        b.call(libc.broadcast, [pool.cv_done])
+        b.call(libc.unlock, [pool.mu])
     b.branch(loop)
+    return wk
 
-    # parallel_for(fn, args, n, nthreads) -> 1 if run here, 0 if the pool was busy
+
+def _emit_parallel_for(m: ir.Module, pool: _PoolData, libc: _Libc, run_chunks: ir.Function,
+                       worker: ir.Function) -> None:
+    """``parallel_for(fn, args, n, nthreads) -> 1 if run here, 0 if the pool was busy``: starts
+    the workers missing, opens the job, takes chunks itself, closes the job and waits for the
+    workers that joined it."""
     pf = ir.Function(m, POOL_FN, name=SYMBOL)
     fn_, args_, n_, nth_ = pf.args
     b = ir.IRBuilder(pf.append_basic_block("entry"))
     busy = pf.append_basic_block("busy")
     go = pf.append_basic_block("go")
-    got = b.call(trylock, [submit_mu])
+    got = b.call(libc.trylock, [pool.submit_mu])
     b.cbranch(b.icmp_signed("!=", got, ir.Constant(I32, 0)), busy, go)
     b.position_at_end(busy)
-    b.atomic_rmw("add", busy_calls, i64(1), "monotonic")
+    b.atomic_rmw("add", pool.busy_calls, i64(1), "monotonic")
     b.ret(ir.Constant(I32, 0))
     b.position_at_end(go)
     want = b.sub(nth_, i64(1))
     want = b.select(b.icmp_signed(">", want, i64(MAX_WORKERS)), i64(MAX_WORKERS), want)
-    # start missing workers
-    have = b.load(nworkers, typ=I64)
+    workers = _spawn_workers(b, pool, libc, worker, want)
+    _open_job(b, pool, libc, fn_, args_, n_, workers)
+    pool.count_chunks(b, i64(0), b.call(run_chunks, [i64(0)]))
+    b.store(b.add(b.load(pool.jobs, typ=I64), i64(1)), pool.jobs)  # under submit_mu
+    _close_job(b, pool, libc)
+    b.call(libc.unlock, [pool.submit_mu])
+    b.ret(ir.Constant(I32, 1))
+
+
+def _spawn_workers(b: ir.IRBuilder, pool: _PoolData, libc: _Libc, worker: ir.Function, want) -> ir.Value:
+    """Start the workers missing of the ``want`` a job asks for; the number that may join it
+    (those that exist, at most ``want``)."""
+    have = b.load(pool.nworkers, typ=I64)
     tid = b.alloca(I64)
     with for_range(b, have, want, "spawn") as w:
         # only spawn worker w if workers 0..w-1 exist (a failed create stops the spawning)
-        with b.if_then(b.icmp_signed("==", b.load(nworkers, typ=I64), w)):
-            r = b.call(create, [tid, ir.Constant(PTR, None), wk, b.inttoptr(w, PTR)])
+        with b.if_then(b.icmp_signed("==", b.load(pool.nworkers, typ=I64), w)):
+            r = b.call(libc.create, [tid, ir.Constant(PTR, None), worker, b.inttoptr(w, PTR)])
             with b.if_then(b.icmp_signed("==", r, ir.Constant(I32, 0))):
-                b.call(detach, [b.load(tid, typ=I64)])
-                b.store(b.add(w, i64(1)), nworkers)
-    workers = b.load(nworkers, typ=I64)
-    workers = b.select(b.icmp_signed("<", workers, want), workers, want)
+                b.call(libc.detach, [b.load(tid, typ=I64)])
+                b.store(b.add(w, i64(1)), pool.nworkers)
+    workers = b.load(pool.nworkers, typ=I64)
+    return b.select(b.icmp_signed("<", workers, want), workers, want)
+
+
+def _open_job(b: ir.IRBuilder, pool: _PoolData, libc: _Libc, fn_, args_, n_, workers) -> None:
+    """Cut [0, n_) into chunks (``CHUNKS_PER_THREAD`` per thread, at most one per element),
+    publish the job for the caller and ``workers`` helpers, and wake the workers."""
     T = b.add(workers, i64(1))
     nch = b.mul(T, i64(CHUNKS_PER_THREAD))
     nch = b.select(b.icmp_signed("<", n_, nch), n_, nch)
     chunk = b.sdiv(b.add(n_, b.sub(nch, i64(1))), nch)
     nch = b.sdiv(b.add(n_, b.sub(chunk, i64(1))), chunk)
-    b.call(lock, [mu])
-    b.store(b.ptrtoint(fn_, I64), job_fn)
-    b.store(b.ptrtoint(args_, I64), job_args)
-    b.store(n_, job_n)
-    b.store(chunk, job_chunk)
-    b.store(nch, job_nchunks)
-    b.store(T, job_threads)
+    b.call(libc.lock, [pool.mu])
+    b.store(b.ptrtoint(fn_, I64), pool.job_fn)
+    b.store(b.ptrtoint(args_, I64), pool.job_args)
+    b.store(n_, pool.job_n)
+    b.store(chunk, pool.job_chunk)
+    b.store(nch, pool.job_nchunks)
+    b.store(T, pool.job_threads)
     with for_range(b, i64(0), T, "reset") as t:
-        b.store(i64(0), b.gep(next_chunk, [i64(0), b.mul(t, i64(COUNTER_STRIDE))], inbounds=True))
-    b.store(i64(0), active)
-    b.store(i64(1), is_open)
-    b.store(workers, wanted)
-    b.store_atomic(b.add(b.load(gen, typ=I64), i64(1)), gen, "release", 8)  # spinning workers read it
-    b.call(broadcast, [cv_start])
-    b.call(unlock, [mu])
-    count_chunks(b, i64(0), b.call(rc, [i64(0)]))
-    b.store(b.add(b.load(jobs, typ=I64), i64(1)), jobs)  # under submit_mu
-    # close the job to late helpers, then wait for the ones that joined (never for a worker
-    # that is still asleep: on a busy machine it may not run for a while)
+        b.store(i64(0), pool.counter(b, t))
+    b.store(i64(0), pool.active)
+    b.store(i64(1), pool.is_open)
+    b.store(workers, pool.wanted)
+    b.store_atomic(b.add(b.load(pool.gen, typ=I64), i64(1)), pool.gen, "release", 8)  # spinning workers read it
+    b.call(libc.broadcast, [pool.cv_start])
+    b.call(libc.unlock, [pool.mu])
+
+
+def _close_job(b: ir.IRBuilder, pool: _PoolData, libc: _Libc) -> None:
+    """Close the job to late helpers, then wait for the ones that joined (never for a worker
+    that is still asleep: on a busy machine it may not run for a while)."""
+    pf = b.function
     wl = pf.append_basic_block("wait")
     wb = pf.append_basic_block("sleep")
     wd = pf.append_basic_block("done")
-    b.call(lock, [mu])
-    b.store(i64(0), is_open)
+    b.call(libc.lock, [pool.mu])
+    b.store(i64(0), pool.is_open)
     if SPIN_ROUNDS:
         # helpers that joined usually finish within microseconds of the caller: watch
         # ``active`` for a while before sleeping on the condition variable
-        b.call(unlock, [mu])
-        _watch(b, pause, lambda: b.icmp_signed(">", b.load_atomic(active, "acquire", 8, typ=I64), i64(0)))
-        b.call(lock, [mu])
+        b.call(libc.unlock, [pool.mu])
+        _watch(b, libc.pause, lambda: b.icmp_signed(">", b.load_atomic(pool.active, "acquire", 8, typ=I64), i64(0)))
+        b.call(libc.lock, [pool.mu])
     b.branch(wl)
     b.position_at_end(wl)
-    a = b.atomic_rmw("add", active, i64(0), "seq_cst")
+    a = b.atomic_rmw("add", pool.active, i64(0), "seq_cst")
     b.cbranch(b.icmp_signed(">", a, i64(0)), wb, wd)
     b.position_at_end(wb)
-    b.call(wait, [cv_done, mu])
+    b.call(libc.wait, [pool.cv_done, pool.mu])
     b.branch(wl)
     b.position_at_end(wd)
-    b.call(unlock, [mu])
-    b.call(unlock, [submit_mu])
-    b.ret(ir.Constant(I32, 1))
+    b.call(libc.unlock, [pool.mu])
 
-    # stats(out, n) -> entries written: [workers, jobs, busy, chunks[0], ..., chunks[workers]]
+
+def _emit_stats(m: ir.Module, pool: _PoolData) -> None:
+    """``stats(out, n) -> entries written``: [workers, jobs, busy, chunks[0], ...,
+    chunks[workers]], at most ``n`` of them (``PoolStats``)."""
     st = ir.Function(m, ir.FunctionType(I64, [PTR, I64]), name=STATS_SYMBOL)
     out, cap = st.args
     b = ir.IRBuilder(st.append_basic_block("entry"))
-    nw = b.load(nworkers, typ=I64)
-    vals = [nw, b.load_atomic(jobs, "monotonic", 8, typ=I64), b.load_atomic(busy_calls, "monotonic", 8, typ=I64)]
+    nw = b.load(pool.nworkers, typ=I64)
+    vals = [nw, b.load_atomic(pool.jobs, "monotonic", 8, typ=I64),
+            b.load_atomic(pool.busy_calls, "monotonic", 8, typ=I64)]
     total = b.add(nw, i64(len(vals) + 1))
     total = b.select(b.icmp_signed("<", total, cap), total, cap)
     for k, v in enumerate(vals):
         with b.if_then(b.icmp_signed("<", i64(k), total)):
             b.store(v, b.gep(out, [i64(k)], source_etype=I64))
     with for_range(b, i64(len(vals)), total, "slot") as k:
-        v = b.load(b.gep(chunks_by, [i64(0), b.sub(k, i64(len(vals)))], inbounds=True), typ=I64)
+        v = b.load(b.gep(pool.chunks_by, [i64(0), b.sub(k, i64(len(vals)))], inbounds=True), typ=I64)
         b.store(v, b.gep(out, [k], source_etype=I64))
     b.ret(total)
 
-    # after_fork(): in a forked child, which has none of the workers: no workers, fresh locks
-    # and condition variables (zero is their default initialization), counters from zero
+
+def _emit_after_fork(m: ir.Module, pool: _PoolData) -> None:
+    """``after_fork()``: in a forked child, which has none of the workers: no workers, fresh
+    locks and condition variables (zero is their default initialization), counters from zero."""
     af = ir.Function(m, ir.FunctionType(VOID, []), name=RESET_SYMBOL)
     b = ir.IRBuilder(af.append_basic_block("entry"))
-    for g in (submit_mu, mu, cv_start, cv_done):
-        b.store(ir.Constant(blob, None), g)
-    for g in (nworkers, active, wanted, is_open, jobs, busy_calls):
+    for g in (pool.submit_mu, pool.mu, pool.cv_start, pool.cv_done):
+        b.store(ir.Constant(pool.blob, None), g)
+    for g in (pool.nworkers, pool.active, pool.wanted, pool.is_open, pool.jobs, pool.busy_calls):
         b.store(i64(0), g)
-    b.store(ir.Constant(slots, None), chunks_by)
+    b.store(ir.Constant(pool.slots, None), pool.chunks_by)
     b.ret_void()
-    return str(m)
 
 
 class _Pool:
@@ -349,6 +413,7 @@ def library_name() -> str:
     library's build id) and the CPU."""
     import hashlib
     import json
+
     from . import code_library
     from .target import host
     digest = hashlib.sha256(json.dumps({"build": code_library.build_id(), "target": host().manifest_entry()},

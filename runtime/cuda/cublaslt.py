@@ -24,7 +24,7 @@ from typing import Dict, Optional, Tuple
 
 from . import cublaslt_tune, driver
 from .errors import CublasError, CudaUnavailableError
-from .matmul_params import Matrix, MatmulParams
+from .matmul_params import MatmulParams, Matrix
 
 # cudaDataType_t (library_types.h)
 CUDA_R_16F = 2

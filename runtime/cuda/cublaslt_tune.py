@@ -16,7 +16,6 @@ costs a few milliseconds a product at load (the first call of a saved executable
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import threading
 from typing import Dict, List, Optional, Sequence

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from typing import Optional, Tuple
+from typing import NoReturn, Optional, Tuple
 
 from .errors import CudaError, CudaOutOfMemoryError, CudaUnavailableError
 
@@ -71,7 +71,7 @@ def result_name(res) -> Tuple[str, str]:
     return name, text
 
 
-def fail(res, call: str, what: str = "", cls=CudaError):
+def fail(res, call: str, what: str = "", cls=CudaError) -> NoReturn:
     """Raise the error for a failed driver call ``call`` (``what``: what it was doing)."""
     name, text = result_name(res)
     if name == "CUDA_ERROR_OUT_OF_MEMORY" and cls is CudaError:

@@ -56,12 +56,13 @@ import base64
 import collections
 import os
 import threading
-from typing import List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
-from hlo.runtime.signature import ArgumentError, Signature, _Sig as _CpuSig, _type_str
 from hlo.runtime.donation import DonationStats, declined_ranges, warn_declined
+from hlo.runtime.signature import ArgumentError, Signature, _type_str
+from hlo.runtime.signature import _Sig as _CpuSig
 from hlo.runtime.steps import Launch, calls_library, steps_from_json, walk_steps, written_inputs
 
 from . import driver, graph, interop, launch
@@ -77,6 +78,8 @@ class _Sig(_CpuSig):
     """An input or output: the CPU runtime's descriptor plus the byte strides of its layout."""
 
     __slots__ = ("strides", "row_major")
+    strides: tuple   # byte strides of the layout
+    row_major: bool
 
 
 class Manifest:
@@ -184,6 +187,10 @@ class _Slot:
     """What one in-flight call owns: an arena, pinned bytes for predicates, and the records."""
 
     __slots__ = ("arena", "host", "records", "env")
+    arena: Any
+    host: Any
+    records: list
+    env: Any
 
 
 class CudaExecutable(Signature):
@@ -353,13 +360,15 @@ class CudaExecutable(Signature):
                 self._slots.append(slot)
         except BaseException:
             for i, p in temps.items():
-                pool.give(p, self._in[i].nbytes) or ctx.free(p, stream)
+                if not pool.give(p, self._in[i].nbytes):
+                    ctx.free(p, stream)
             for a in taken:
                 a._deleted = False  # the call did not happen: the donated array stays usable
             del out_bufs  # gives back what this call allocated (stream-ordered)
             raise
         for i, p in temps.items():  # the stream reads them before any later use
-            pool.give(p, self._in[i].nbytes) or ctx.free(p, stream)
+            if not pool.give(p, self._in[i].nbytes):
+                ctx.free(p, stream)
         done = self._tail
         if done is None or done.recorded:  # one unrecorded completion serves the calls until then
             done = self._tail = Completion(stream, self._m.name, self._events)

@@ -51,6 +51,7 @@ from typing import List
 from . import driver
 from .errors import CudaError, KernelLaunchError
 from .launch import COPY, GRAPH, LAUNCH, MATMUL, SWITCH, WHILE, run
+
 _CHILD_GRAPHS_KEPT = 4  # captured products per node (by addresses)
 CAPTURES_BEFORE_SPLIT = 8
 # A While with a known trip count whose body is all graphable records is unrolled into the

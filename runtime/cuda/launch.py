@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
-from hlo.runtime.steps import BufRef, Copy, KernelCall, LibraryCall, Launch, Switch, While
+from hlo.runtime.steps import BufRef, Copy, KernelCall, Launch, LibraryCall, Switch, While
 
 from . import cublaslt, driver
 from .errors import KernelLaunchError

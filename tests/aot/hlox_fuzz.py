@@ -155,7 +155,7 @@ def load_outcome(data: bytes, path: str) -> Dict:
         if path not in str(e):
             return {"outcome": "error", "why": f"LoadError without the file name: {e}"[:300]}
         return {"outcome": "refused", "why": str(e)[:200]}
-    except Exception as e:  # noqa: BLE001 (the point: nothing else may escape)
+    except Exception as e:
         return {"outcome": "error", "why": f"{type(e).__name__}: {e}"[:300],
                 "trace": traceback.format_exc()[-800:]}
     return {"outcome": "loaded"}
@@ -248,12 +248,10 @@ def run_cases(data: bytes, inputs, expected, n: int, seed: int = 0, jobs: int = 
 
 def prepare_parent() -> None:
     """Import what a case needs before forking (no native code runs, no threads start)."""
-    import hlo.aot  # noqa: F401
-    import hlo.staging.stages  # noqa: F401
-    import hlo.passes.pipeline  # noqa: F401
-    import hlo.backends.cpu  # noqa: F401
-    import hlo.backends.lower  # noqa: F401
-    import hlo.ir.interpreter  # noqa: F401
+    import importlib
+    for name in ("hlo.aot", "hlo.staging.stages", "hlo.passes.pipeline", "hlo.backends.cpu",
+                 "hlo.backends.lower", "hlo.ir.interpreter"):
+        importlib.import_module(name)
     from hlo.backends.cpu.llvm_pipeline import target_machine
     target_machine()
     # the GEMM's f32 library code, compiled (not linked) once here rather than in every case

@@ -75,6 +75,7 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     sys.path.insert(0, str(REPO))
     import numpy as np
+
     import hlo
     import hlo.numpy as hnp
     from bench.workloads import BY_ID, Case, Ops

@@ -11,11 +11,10 @@ import sys
 
 import numpy as np
 import pytest
+from aot_util import REPO, forbidden, run_python
 
 import hlo
 from hlo.runtime import hlox
-
-from aot_util import REPO, forbidden, run_python
 
 DATA = REPO / "tests" / "data"
 V1 = DATA / "hlox_v1_small.hlox"

@@ -10,13 +10,12 @@ import struct
 
 import numpy as np
 import pytest
+from aot_util import LinkCounter, forbidden, run_python
 
 import hlo
 import hlo.numpy as hnp
 from hlo import aot
 from hlo.runtime import hlox
-
-from aot_util import LinkCounter, forbidden, run_python
 
 S = hlo.ShapeDtypeStruct
 

@@ -13,13 +13,12 @@ import sys
 
 import numpy as np
 import pytest
+from aot_util import REPO
 
 import hlo
 import hlo.numpy as hnp
 from hlo.runtime import hlox
 from hlo.runtime.hlox import LoadError
-
-from aot_util import REPO
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 X = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
@@ -244,6 +243,7 @@ def test_malformed_cuda_step_lists_and_manifest_fields_are_load_errors(saved_cud
     # issue 35: a malformed step list raised a bare ValueError / KeyError('steps') from hlo.load.
     # Every edit of the step list (70%) or another manifest field is a LoadError naming the file.
     import random
+
     from hlox_fuzz import load_outcome, manifest_case
     data = saved_cuda.read_bytes()
     rng = random.Random(35)

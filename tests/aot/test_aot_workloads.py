@@ -7,14 +7,13 @@ import sys
 
 import numpy as np
 import pytest
+from aot_util import REPO, forbidden, run_python
 
 import hlo
 import hlo.numpy as hnp
 
-from aot_util import REPO, forbidden, run_python
-
 sys.path.insert(0, str(REPO))  # the repo root holds bench/
-from bench.workloads import Ops, WORKLOADS, Case, flatten, reference  # noqa: E402
+from bench.workloads import WORKLOADS, Case, Ops, flatten, reference
 
 CASES = [Case(w, "quick", dt) for w in WORKLOADS for dt in w.dtypes["quick"]]
 

@@ -3,8 +3,18 @@ import json
 
 import pytest
 
-from hlo.runtime.steps import (BufRef, Copy, KernelCall, LibraryCall, Launch, Switch, While,
-                               describe_steps, steps_from_json, steps_to_json)
+from hlo.runtime.steps import (
+    BufRef,
+    Copy,
+    KernelCall,
+    Launch,
+    LibraryCall,
+    Switch,
+    While,
+    describe_steps,
+    steps_from_json,
+    steps_to_json,
+)
 
 
 def _tree():

@@ -5,9 +5,10 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from hlo.backends.cpu import compile as cpu_compile
+from hlo.backends.cpu import compile_module
 from hlo.ir import parse_module
 from hlo.ir.interpreter import run as interpret
-from hlo.backends.cpu import compile as cpu_compile, compile_module
 from hlo.passes.pipeline import as_written
 
 BF16 = np.dtype(ml_dtypes.bfloat16)

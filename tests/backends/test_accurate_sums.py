@@ -12,16 +12,15 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from cpu_helpers import compile_text
 
 import hlo
 import hlo.numpy as hnp
+from hlo.backends.cpu import compile as cpu_compile
 from hlo.ir import parse_module
 from hlo.ir.interpreter import run as interpret
 from hlo.passes.pipeline import optimize
-from hlo.backends.cpu import compile as cpu_compile
 from hlo.runtime.cpu.target import host
-
-from cpu_helpers import compile_text
 
 RTOL = 1e-6
 

@@ -56,10 +56,10 @@ def test_the_generated_gemm_does_not_open_the_blas(cache, tmp_path):
     core from a program's first calls. With the compilation cache on too (the default), whose
     key names the GEMM (it had opened the BLAS to name it: ~27 ms of every process's first
     compile, and the spinning thread)."""
+    import importlib.util
     import subprocess
     import sys
     import textwrap
-    import importlib.util
     if importlib.util.find_spec("scipy_openblas32") is None:   # (importing it opens it)
         pytest.skip("the optional BLAS is not installed: nothing that could be opened")
     code = textwrap.dedent("""

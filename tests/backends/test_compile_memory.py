@@ -5,7 +5,6 @@ import gc
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 

@@ -3,7 +3,6 @@ in complex128): every elementwise op that takes complex operands, conversions, r
 dot_general, and complex values in and out of compiled code (interleaved like numpy)."""
 import numpy as np
 import pytest
-
 from cpu_helpers import binary_src, check, unary_src
 
 CTYPES = {"c64": (np.complex64, 2e-5), "c128": (np.complex128, 1e-12)}

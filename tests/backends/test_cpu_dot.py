@@ -11,12 +11,13 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from cpu_helpers import assert_close, check, compile_through_pipeline
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from cpu_helpers import check, compile_through_pipeline, assert_close
+from hlo.backends.cpu.blas import find_blas
 from hlo.ir import parse_module
 from hlo.ir.interpreter import run as interpret
-from hlo.backends.cpu.blas import find_blas
 
 
 def _t(dt, shape, layout=None):
@@ -472,10 +473,11 @@ def test_tiled_gemm_fills_panels_in_their_first_tile(monkeypatch, m, panels, fil
     and no separate copy loop is emitted; the products equal those of the copy-first kernel bit
     for bit (the same tiles, the same order of the k loop). N is a whole number of panels of
     this machine's register tile (a column tail would be packed)."""
+    from cpu_helpers import compile_text
+
     import hlo.backends.cpu.gemm_tiled as gt
     from hlo.backends.cpu.dot import vector_lanes
     from hlo.ir.types import f32
-    from cpu_helpers import compile_text
     monkeypatch.setenv("HLO_CPU_GEMM", "generated")
     n = 1024 if panels is None else panels * gt.register_tile()[1] * vector_lanes(f32)
     k = 70
@@ -574,10 +576,11 @@ def test_small_items_keep_their_panels_in_l1(monkeypatch):
     L1, and fills its panels as it computes even with B's rows a page apart (its whole tiles
     prefetching the next panel into L2); a tall product
     keeps the whole contraction (its panel in L2) and copies panels in groups."""
+    from cpu_helpers import compile_text
+
     import hlo.backends.cpu.gemm_tiled as gt
     from hlo.backends.cpu.dot import vector_lanes
     from hlo.ir.types import f32
-    from cpu_helpers import compile_text
     monkeypatch.setenv("HLO_CPU_GEMM", "generated")
     sizes = {1: 32 << 10, 2: 1 << 20}
     monkeypatch.setattr(gt, "cache_bytes", lambda level, default: sizes.get(level, default))

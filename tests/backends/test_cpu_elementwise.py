@@ -1,7 +1,6 @@
 """Elementwise ops on the CPU backend vs the reference interpreter, per element type."""
 import numpy as np
 import pytest
-
 from cpu_helpers import BF16, binary_src, check, int_values, special_floats, unary_src
 
 FLOATS = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": BF16}
@@ -34,7 +33,7 @@ def test_transcendental_unary(op, dt):
 @pytest.mark.parametrize("dt", FLOATS)
 def test_is_finite(dt):
     x = special_floats(FLOATS[dt], 24)
-    check(unary_src("is_finite", f"{dt}[24]", f"pred[24]"), [x])
+    check(unary_src("is_finite", f"{dt}[24]", "pred[24]"), [x])
 
 
 @pytest.mark.parametrize("dt", INTS)

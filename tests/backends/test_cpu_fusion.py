@@ -4,8 +4,8 @@ import threading
 
 import numpy as np
 import pytest
+from cpu_helpers import assert_close, check, compile_text
 
-from cpu_helpers import check, compile_text, assert_close
 from hlo.runtime.signature import ArgumentError
 
 rng = np.random.default_rng(7)

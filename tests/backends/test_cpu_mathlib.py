@@ -5,7 +5,6 @@ import re
 
 import numpy as np
 import pytest
-
 from cpu_helpers import compile_text, unary_src
 
 N = 1 << 16

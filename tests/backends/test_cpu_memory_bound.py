@@ -7,9 +7,8 @@ import re
 
 import numpy as np
 import pytest
-
-from cpu_helpers import check, compile_text, assert_close
-from test_cpu_fusion import SOFTMAX, LAYERNORM
+from cpu_helpers import check, compile_text
+from test_cpu_fusion import LAYERNORM, SOFTMAX
 
 rng = np.random.default_rng(23)
 
@@ -328,6 +327,7 @@ def test_nontemporal_hint_rewrite_only_touches_tagged_aligned_vector_stores():
     assert re.search(r"^!5 = !\{i32 1\}$", out, re.M)
     assert add_nontemporal_hints(text.replace("align 32, !tbaa !3\n  store <8 x float> %v, ptr %p, align 4", "align 4, !tbaa !3\n  store <8 x float> %v, ptr %p, align 4")) is None
     import llvmlite.binding as llvm
+
     from hlo.backends.cpu.llvm_pipeline import _init
     _init()
     llvm.parse_assembly(out).verify()

@@ -4,7 +4,6 @@ bit (sign of zero included) against the interpreter, row by row, over rows built
 case: all -0, -0 and +0 mixed, a NaN anywhere, infinities, ordinary values."""
 import numpy as np
 import pytest
-
 from cpu_helpers import check
 
 

@@ -2,7 +2,6 @@
 the CPU backend vs the reference interpreter."""
 import numpy as np
 import pytest
-
 from cpu_helpers import BF16, check
 
 rng = np.random.default_rng(42)
@@ -326,8 +325,9 @@ func @main(%arg0: f32[3]) -> (f32[3], f32[2], f32[3], f32[3]) {
 
 
 def test_unsupported_construct_names_the_op_and_line():
-    from hlo.backends.scalar_ops import UnsupportedOp
     from cpu_helpers import compile_text
+
+    from hlo.backends.scalar_ops import UnsupportedOp
     # a reduce body that calls a function cannot be evaluated element by element
     src = """module @m
 func private @f(%arg0: f32[], %arg1: f32[]) -> (f32[]) {

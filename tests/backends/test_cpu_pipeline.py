@@ -1,8 +1,7 @@
 """The CPU backend behind the passes' real CPU pipeline (fusion, layout, buffer assignment):
 a representative set of the op tests, compiled through ``hlo.passes.pipeline.optimize``."""
-import pytest
-
 import cpu_helpers as helpers
+import pytest
 import test_cpu_ops as test_ops
 
 CASES = [test_ops.test_broadcast_reshape_transpose, test_ops.test_slices_pad_concat_reverse,
@@ -72,7 +71,9 @@ def test_glue_is_left_unoptimized_and_kernels_are_not():
     keeps their O3 time out of every compile); its kernels are optimized, and the program gives
     the same results as numpy (the entry points run unoptimized)."""
     import re
+
     import numpy as np
+
     import hlo
     from hlo.runtime.cpu import abi
     f = hlo.jit(lambda x, y: np.float32(2) * x + y.sum(axis=1, keepdims=True), target="cpu")

@@ -9,6 +9,7 @@ CPU executable's outputs compared with the reference interpreter's.
   other shapes or layouts).
 * ``bitcast_convert`` with ``pred``: one bit per element, as in StableHLO.
 """
+import cpu_helpers as helpers
 import numpy as np
 import pytest
 
@@ -18,8 +19,6 @@ from hlo.ir.interpreter import run as interpret
 from hlo.passes.buffer_assignment import usable_inplace_pairs
 from hlo.passes.fusion_kinds import inplace_pairs
 from hlo.passes.pipeline import optimize
-
-import cpu_helpers as helpers
 
 
 def run_both(src, args, fusion=False, rtol=0.0):

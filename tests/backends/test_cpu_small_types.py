@@ -6,8 +6,8 @@ ml_dtypes's one-byte layout."""
 import ml_dtypes
 import numpy as np
 import pytest
-
 from cpu_helpers import binary_src, check, compile_text, unary_src
+
 from hlo.ir.types import SMALL_FLOATS
 
 SMALL = [t.name for t in SMALL_FLOATS]

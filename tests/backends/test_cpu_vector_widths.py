@@ -8,10 +8,10 @@ import re
 
 import numpy as np
 import pytest
-
-from hlo.runtime.cpu import target as T
 from cpu_helpers import binary_src, check, compile_text, unary_src
 from test_cpu_fusion import LAYERNORM, SOFTMAX
+
+from hlo.runtime.cpu import target as T
 
 # An AVX2-only x86-64 CPU: Haswell's features, none of AVX-512's.
 AVX2_FEATURES = ("+64bit,+cmov,+cx8,+fxsr,+mmx,+sahf,+sse,+sse2,+sse3,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16,+avx,+avx2,+fma,+f16c,"
@@ -51,12 +51,12 @@ def _gemm_src(m, k, n, bt=False, batch=1, relu=False):
     t = lambda s: f"f32[{','.join(map(str, s))}]"
     out = t(bpre + [m, n])
     nb = len(bpre)
-    dims = (f"lhs_batching_dimensions = [0], rhs_batching_dimensions = [0], " if batch > 1 else "")
+    dims = ("lhs_batching_dimensions = [0], rhs_batching_dimensions = [0], " if batch > 1 else "")
     dims += f"lhs_contracting_dimensions = [{nb + 1}], rhs_contracting_dimensions = [{nb + (1 if bt else 0)}]"
     body = [f"  %0 = dot_general(%a, %b) {{{dims}}} : {out}"]
     res = "%0"
     if relu:
-        body += [f"  %z = constant dense<0.0> : f32[]",
+        body += ["  %z = constant dense<0.0> : f32[]",
                  f"  %zb = broadcast_in_dim(%z) {{broadcast_dimensions = []}} : {out}",
                  f"  %1 = maximum(%0, %zb) : {out}"]
         res = "%1"
@@ -300,8 +300,8 @@ def test_narrow_panels_at_each_vector_width(monkeypatch, which, blocked):
     one shared body); row counts that leave every kind of row tail; 1 and 2 threads;
     ``blocked``: contractions in blocks, each after the first adding to C (gathered for C^T)."""
     import hlo.backends.cpu.gemm_tiled as gt
-    from hlo.backends.cpu.gemm_tiled import register_tile, tile_rows
     from hlo.backends.cpu.gemm_library import core_calls
+    from hlo.backends.cpu.gemm_tiled import register_tile, tile_rows
     monkeypatch.setenv("HLO_CPU_GEMM", "generated")
     if blocked:
         monkeypatch.setattr(gt, "PANEL_BLOCK_L2_FRACTION", 0.0)
@@ -379,6 +379,7 @@ def test_bf16_products_in_pairs(monkeypatch, m, k, n, ta, tb, out, blocked):
     stood in for here when this machine has the feature) against float64 numpy, with a fused
     ReLU; the same program for a CPU without the pairs widens to f32 and agrees."""
     import ml_dtypes
+
     import hlo.backends.cpu.gemm_tiled as gt
     from hlo.backends.cpu.dot import bf16_pairs
     h = T.host()

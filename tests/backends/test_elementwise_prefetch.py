@@ -6,10 +6,10 @@ import re
 
 import numpy as np
 import pytest
+from cpu_helpers import check, compile_text
+from test_cpu_fusion import LAYERNORM, SOFTMAX
 
 import hlo.backends.cpu.kernels as K
-from cpu_helpers import check, compile_text
-from test_cpu_fusion import SOFTMAX, LAYERNORM
 
 rng = np.random.default_rng(61)
 

@@ -7,11 +7,11 @@ import re
 
 import numpy as np
 import pytest
+from cpu_helpers import check, compile_text
+from test_cpu_fusion import SOFTMAX
 
 import hlo
 import hlo.backends.cpu.kernels as K
-from cpu_helpers import check, compile_text
-from test_cpu_fusion import SOFTMAX
 
 rng = np.random.default_rng(97)
 

@@ -12,7 +12,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from cpu_helpers import compile_text
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -43,7 +42,7 @@ def test_every_column_and_row_tail_of_the_generic_body(monkeypatch):
     its lanes known at run time only) and row counts that leave every remainder of the
     register tile (tails in power-of-two tiles), with B contiguous and gathered, 1 and 2 threads:
     all equal numpy (float64)."""
-    from hlo.backends.cpu.gemm_tiled import register_tile, vector_lanes, tile_rows
+    from hlo.backends.cpu.gemm_tiled import register_tile, tile_rows, vector_lanes
     from hlo.ir.types import f32
     monkeypatch.setenv("HLO_CPU_GEMM", "generated")
     MR, NV = register_tile()

@@ -218,6 +218,7 @@ define i32 @twice_abs(i32 %x) {
 @pytest.mark.parametrize("writable", [False, True])
 def test_objects_with_external_calls_link_with_or_without_writable_data(writable):
     import ctypes
+
     from hlo.backends.cpu.llvm_pipeline import compile_ir
     from hlo.runtime.cpu.loader import LoadedObject, one_block_fits
     text = _CALLS_ABS + ("@counter = global i64 0\n" if writable else "")

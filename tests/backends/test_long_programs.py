@@ -3,7 +3,6 @@ elementwise chains without recursion, and walks over nested control flow run wit
 sized for the program's nesting (``hlo.ir.nesting``). The full-size cases of issue 20 (a
 4,500-op chain, a 200-deep ``case`` nest) are ``slow``; smaller ones past the old limits run in
 ``make test``."""
-import os
 import sys
 
 import numpy as np

@@ -3,14 +3,12 @@ no scratch buffer and no copy back every step. Through the CPU pipeline, against
 where a later op of the step still reads the old state, or the state is passed to another slot,
 the copy stays."""
 import numpy as np
-import pytest
+from cpu_helpers import assert_close, compile_through_pipeline
 
 from hlo.backends.lower import state_in_place
 from hlo.ir import parse_module
 from hlo.ir.interpreter import run as interpret
 from hlo.passes.pipeline import optimize
-
-from cpu_helpers import assert_close, compile_through_pipeline
 
 
 def loop(body_ops, outputs, state="%k, %y", extra_types=""):

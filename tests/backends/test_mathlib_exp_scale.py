@@ -5,7 +5,6 @@ scale's edges, where a wrong bias or a lost bit would show (subnormal results fr
 float64; NaN inputs with payload bits in the low 9 bits (the bits the scale reads) stay NaN."""
 import numpy as np
 import pytest
-
 from cpu_helpers import compile_text, unary_src
 
 

@@ -142,9 +142,10 @@ def emit_module(op_name: str, texts) -> str:
     """One NVPTX module with a kernel per case: thread i computes element i (row-major) of
     ``main``'s result with the shared elemental emitter."""
     import llvmlite.ir as ir
-    from hlo.ir import parse_module
+
     from hlo.backends.elemental import BufferSource, ElementalEmitter
     from hlo.backends.llvm_util import I64, PTR, elem_ptr, i64, store_reg
+    from hlo.ir import parse_module
     from hlo.runtime.cuda.target import CudaTarget
     target = CudaTarget.for_arch(ARCH)
     ctx = nvptx.module_context(op_name, target)

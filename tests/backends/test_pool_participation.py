@@ -123,7 +123,7 @@ def test_workers_take_part_in_a_forked_child():
             ok = np.allclose(exe.run([x])[0], np.tanh(x), rtol=1e-6, atol=1e-6)
             msg = json.dumps({"calls": calls, "worker_chunks": took, "workers": s.workers,
                               "jobs": s.jobs, "chunks": s.chunks, "ok": bool(ok)})
-        except BaseException as e:  # noqa: BLE001 - reported to the parent
+        except BaseException as e:  # reported to the parent
             msg = json.dumps({"error": repr(e)})
         os.write(w, msg.encode())
         os._exit(0)

@@ -13,13 +13,12 @@ import pytest
 
 import hlo
 import hlo.numpy as hnp
-from hlo import aot
-from hlo.staging import cache as cc
-from hlo import config
+from hlo import aot, config
 from hlo.errors import UnsupportedError
-from hlo.staging.targets import compile_options
-from hlo.runtime.hlox import CorruptFileError
 from hlo.runtime.cpu.profile import NotProfiledError
+from hlo.runtime.hlox import CorruptFileError
+from hlo.staging import cache as cc
+from hlo.staging.targets import compile_options
 
 RNG = np.random.default_rng(0)
 
@@ -234,6 +233,7 @@ def test_a_saved_profiled_build_profiles_when_loaded():
 
 def test_a_malformed_profile_record_is_a_corrupt_file():
     import json
+
     from hlo.runtime import hlox
     prof, _ = profiled_and_plain(mlp, MLP_ARGS)
     payload = hlox.loads(aot.dumps(prof))

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repo root holds bench/
 
-from bench import coldstart, interop  # noqa: E402
+from bench import coldstart, interop
 
 
 def test_per_call_gives_wall_and_host_time_per_call():

@@ -8,10 +8,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import bench.workloads as W                                   # noqa: E402
-from bench.report import format_table                         # noqa: E402
-from bench.run import derive                                  # noqa: E402
-from bench.systems import product_rate                        # noqa: E402
+import bench.workloads as W
+from bench.report import format_table
+from bench.run import derive
+from bench.systems import product_rate
 
 
 def _lowered(wid):

@@ -14,11 +14,20 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repo root holds bench/
 
-from bench import workloads as W                               # noqa: E402
-from bench.check import check_outputs                          # noqa: E402
-from bench.run import main, run_one                            # noqa: E402
-from bench.systems import (Bound, HloSystem, IreeSystem, JaxSystem, NumpySystem, System,  # noqa: E402
-                           TorchCompileSystem, TorchSystem, xla_entry_opcodes)
+from bench import workloads as W
+from bench.check import check_outputs
+from bench.run import main, run_one
+from bench.systems import (
+    Bound,
+    HloSystem,
+    IreeSystem,
+    JaxSystem,
+    NumpySystem,
+    System,
+    TorchCompileSystem,
+    TorchSystem,
+    xla_entry_opcodes,
+)
 
 QUICK = W.select(None, "quick")
 SEED = W.select(None, "quick", ["seed"])

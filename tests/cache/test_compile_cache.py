@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import hlo
-from hlo.runtime import hlox
 import hlo.numpy as hnp
-from hlo.staging import cache as cc
 from hlo import config
+from hlo.runtime import hlox
+from hlo.staging import cache as cc
 
 
 @pytest.fixture
@@ -115,6 +115,7 @@ def test_key_parts_name_what_differs(cache, monkeypatch):
 
 def test_recompile_log_names_the_differing_part(cache, caplog):
     import logging
+
     from hlo.passes.buffer_assignment import DonationWarning
     hlo.jit(f).lower(X, W).compile()
     with config.override(log_recompiles=True), caplog.at_level(logging.WARNING, logger="hlo.cache"):

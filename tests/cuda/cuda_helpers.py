@@ -2,16 +2,14 @@
 run it and compare with the reference interpreter."""
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pytest
 
+from hlo.backends.cuda import compile as cuda_compile
+from hlo.backends.nvptx import find_ptxas as ptxas_path
 from hlo.ir import parse_module
 from hlo.ir.interpreter import run as interpret
 from hlo.passes.pipeline import optimize
-from hlo.backends.cuda import compile as cuda_compile
-from hlo.backends.nvptx import find_ptxas as ptxas_path
 from hlo.staging.targets import has_usable_nvidia_gpu
 
 HAVE_GPU = has_usable_nvidia_gpu()

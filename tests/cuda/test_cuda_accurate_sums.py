@@ -10,11 +10,10 @@ import re
 
 import numpy as np
 import pytest
+from cuda_helpers import compile_src, gpu
 
 import hlo
 import hlo.numpy as hnp
-
-from cuda_helpers import compile_src, gpu
 
 RTOL = 1e-6
 

@@ -189,6 +189,7 @@ def test_a_buffer_dropped_after_its_module_was_torn_down_frees_without_an_error(
     print "Exception ignored ... 'NoneType' object is not callable" (it did, once per array)."""
     import gc
     import sys
+
     from hlo.runtime.cuda import array as array_mod
     freed = []
 

@@ -9,16 +9,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cuda_helpers import gpu
 
 import hlo
 import hlo.numpy as hnp
 from hlo.backends.cuda import compile as cuda_compile
 from hlo.passes.pipeline import optimize
 
-from cuda_helpers import gpu
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.workloads import WORKLOADS, Case, Ops, flatten, reference  # noqa: E402
+from bench.workloads import WORKLOADS, Case, Ops, flatten, reference
 
 TOL = {"f32": 1e-4, "bf16": 5e-2}  # bench/cuda_check.py's relative errors against float64
 LAYER = next(w for w in WORKLOADS if w.id == "transformer_layer")

@@ -14,7 +14,6 @@ import pytest
 from hlo.runtime.cuda import driver, interop
 from hlo.runtime.cuda.executable import ArgumentError, CudaExecutable, Manifest
 
-
 # -- a fake driver and a bare executable ------------------------------------------------------
 
 class _Driver:

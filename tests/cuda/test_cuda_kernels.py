@@ -6,11 +6,11 @@ position, by update element with atomic adds, and on one thread. Compiled to PTX
 against the reference interpreter."""
 import numpy as np
 import pytest
-
 from cuda_helpers import HAVE_GPU, ROW_SOFTMAX, check, compile_src, row_src
+
 from hlo.backends.cuda import compile as cuda_compile
-from hlo.passes.pipeline import optimize
 from hlo.backends.cuda.kernels import MAX_BLOCK, ROW_REGS, WARP, row_group
+from hlo.passes.pipeline import optimize
 
 rng = np.random.default_rng(7)
 

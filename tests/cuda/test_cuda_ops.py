@@ -2,32 +2,52 @@
 (``tests/backends``: elementwise ops over every element type, shape ops, reductions, dots,
 convolutions, windows, sort, scatter, control flow, fusions) compiled to PTX that ptxas accepts;
 with a CUDA device, also run and compared with the reference interpreter."""
+import cuda_helpers
 import numpy as np
 import pytest
-
-import cuda_helpers
 import test_cpu_complex
 import test_cpu_elementwise
 import test_cpu_ops
-from hlo.ir.ops import OPS
+from test_cpu_complex import test_binary as test_complex_binary
+from test_cpu_complex import test_complex_real_imag_and_conversions
+from test_cpu_complex import test_reduce_and_dot_general as test_complex_reduce_and_dot
+from test_cpu_complex import test_unary as test_complex_unary
+from test_cpu_elementwise import (
+    test_bitcast_convert,
+    test_compare,
+    test_convert,
+    test_exact_float_unary,
+    test_float_binary,
+    test_float_binary_transcendental,
+    test_int_binary,
+    test_int_unary,
+    test_is_finite,
+    test_pred_binary,
+    test_reduce_precision,
+    test_select_clamp,
+    test_transcendental_unary,
+)
+from test_cpu_ops import (
+    test_broadcast_reshape_transpose,
+    test_convolution_2d,
+    test_convolution_groups_and_lhs_dilation,
+    test_dot_general,
+    test_dot_mixed_precision_result,
+    test_gather,
+    test_gather_batching,
+    test_reduce_f32,
+    test_reduce_types,
+    test_reduce_variadic_argmax,
+    test_reduce_window,
+    test_scatter_add_with_out_of_bounds,
+    test_slices_pad_concat_reverse,
+    test_sort_dim0,
+    test_sort_stable_multi_operand,
+    test_while_if_case_call,
+    test_while_swapping_state,
+)
 
-from test_cpu_elementwise import (test_bitcast_convert, test_compare, test_convert,  # noqa: F401
-                                  test_exact_float_unary, test_float_binary,
-                                  test_float_binary_transcendental, test_int_binary, test_int_unary,
-                                  test_is_finite, test_pred_binary, test_reduce_precision,
-                                  test_select_clamp, test_transcendental_unary)
-from test_cpu_complex import (test_binary as test_complex_binary,  # noqa: F401
-                              test_complex_real_imag_and_conversions,
-                              test_reduce_and_dot_general as test_complex_reduce_and_dot,
-                              test_unary as test_complex_unary)
-from test_cpu_ops import (test_broadcast_reshape_transpose, test_convolution_2d,  # noqa: F401
-                          test_convolution_groups_and_lhs_dilation, test_dot_general,
-                          test_dot_mixed_precision_result, test_gather, test_gather_batching,
-                          test_reduce_f32, test_reduce_types, test_reduce_variadic_argmax,
-                          test_reduce_window, test_scatter_add_with_out_of_bounds,
-                          test_slices_pad_concat_reverse, test_sort_dim0,
-                          test_sort_stable_multi_operand, test_while_if_case_call,
-                          test_while_swapping_state)
+from hlo.ir.ops import OPS
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ from hlo.runtime.cuda import driver, launch
 from hlo.runtime.cuda.errors import CudaError, CudaOutOfMemoryError, CudaUnavailableError
 from hlo.runtime.cuda.executable import Manifest, encode_constants
 from hlo.runtime.cuda.target import arch_runs_on
-from hlo.runtime.steps import BufRef, Copy, KernelCall, LibraryCall, Launch, Switch, While, steps_to_json
+from hlo.runtime.steps import BufRef, Copy, KernelCall, Launch, LibraryCall, Switch, While, steps_to_json
 
 
 def test_import_hlo_loads_no_cuda_bindings():
@@ -129,7 +129,7 @@ class FakeDriver:
 
     def cuLaunchKernel(self, func, gx, gy, gz, bx, by, bz, shm, stream, params, extra):
         argv = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
-        ptr = lambda j: ctypes.c_uint64.from_address(argv[j]).value  # noqa: E731
+        ptr = lambda j: ctypes.c_uint64.from_address(argv[j]).value
         self.launches.append(func)
         if func == "add_one":
             n = ctypes.c_int32.from_address(argv[2]).value
@@ -247,10 +247,10 @@ def test_graphs_unroll_a_counted_loop_into_the_segment_around_it_or_into_a_repea
     UNROLL_NODES // records steps launched trip_count // that times, the rest joining the next
     segment. A loop without a trip count keeps its condition and a segment per step."""
     from hlo.runtime.cuda import graph
-    rec = lambda name: (launch.LAUNCH, None, None, (), name, "")  # noqa: E731
+    rec = lambda name: (launch.LAUNCH, None, None, (), name, "")
     cond, where = [rec("lt")], (None, "arena", 0, 0)
     body = [rec("f"), rec("g")]
-    names = lambda seg: [r[4] for r in seg.records]  # noqa: E731
+    names = lambda seg: [r[4] for r in seg.records]
 
     out = graph.graphify([rec("a"), (launch.WHILE, cond, where, body, 3), rec("b")], None, 1)
     assert len(out) == 1 and out[0][0] == launch.GRAPH
@@ -380,7 +380,7 @@ def _kinds(records):
 def _graph_program(n):
     cnt, pred, t = BufRef("arena", 0, 0, 4), BufRef("arena", 0, 64, 1), BufRef("arena", 0, 128, 16)
     x, k, out = BufRef("input", 0, 0, 16), BufRef("input", 1, 0, 4), BufRef("output", 0, 0, 16)
-    add = lambda a, b: Launch("add_one", [a, b], [False, True], (1, 1, 1), (32, 1, 1), 0, [("i32", n)])  # noqa: E731
+    add = lambda a, b: Launch("add_one", [a, b], [False, True], (1, 1, 1), (32, 1, 1), 0, [("i32", n)])
     zero = Launch("zero_i32", [cnt], [True], (1, 1, 1), (1, 1, 1))
     return [
         add(x, t), Copy(out, t, 16), add(out, out),       # a segment of 3 (the copy: arena -> result)
@@ -469,6 +469,7 @@ def test_an_event_finalized_in_a_cycle_never_comes_back_from_its_pool(monkeypatc
     completion's (handing the event back to a pool that outlives the cycle). The pool must not
     give that event out again (on the GPU: CUDA_ERROR_CONTEXT_IS_DESTROYED at cuEventRecord)."""
     import gc
+
     from hlo.runtime.cuda import array
     fake = _EventDriver()
     monkeypatch.setattr(driver, "cu", fake)

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from cuda_helpers import check, compile_src
 
 from hlo.backends.cuda.kernels import SPLIT_MIN_ELEMENTS
-
-from cuda_helpers import check, compile_src
 
 RNG = np.random.default_rng(0)
 

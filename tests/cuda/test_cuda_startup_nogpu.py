@@ -19,7 +19,7 @@ from hlo.runtime.cuda import cublaslt, driver
 from hlo.runtime.cuda.errors import CudaUnavailableError
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "aot"))
-from aot_util import forbidden, run_python  # noqa: E402
+from aot_util import forbidden, run_python
 
 S = hlo.ShapeDtypeStruct
 

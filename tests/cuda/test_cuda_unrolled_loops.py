@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from cuda_helpers import gpu
 
 import hlo
 import hlo.numpy as hnp
 from hlo import lax
 from hlo.backends.cuda import compile as cuda_compile
 from hlo.passes.pipeline import optimize
-
-from cuda_helpers import gpu
 
 RNG = np.random.default_rng(0)
 H, W, U, XS = ((32, 512), (512, 512), (128, 512), (16, 32, 128))

@@ -15,8 +15,8 @@ import re
 import ml_dtypes
 import numpy as np
 import pytest
-
 from cuda_helpers import ROW_LAYERNORM, ROW_SOFTMAX, compile_src, gpu, row_src
+
 from hlo.backends.cuda import kernels as K
 from hlo.backends.cuda.device import launch_device
 

@@ -8,17 +8,17 @@ import sys
 
 import numpy as np
 import pytest
+from cuda_helpers import HAVE_GPU, gpu
 
 import hlo
 import hlo.numpy as hnp
-
-from cuda_helpers import HAVE_GPU, gpu
 from hlo.backends.nvptx import find_ptxas as ptxas_path
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "aot"))
-from aot_util import forbidden, run_python  # noqa: E402
-from bench.workloads import Ops, WORKLOADS, Case, flatten, reference  # noqa: E402
+from aot_util import forbidden, run_python
+
+from bench.workloads import WORKLOADS, Case, Ops, flatten, reference
 
 CASES = [Case(w, "quick", dt) for w in WORKLOADS for dt in w.dtypes["quick"]]
 # relative error (norm) against float64 numpy: float32 math, and the narrow types' rounding

@@ -12,11 +12,10 @@ import zlib
 import ml_dtypes
 import numpy as np
 import pytest
+from cuda_helpers import HAVE_GPU
 
 import hlo
 import hlo.numpy as hnp
-
-from cuda_helpers import HAVE_GPU
 
 NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 TOL = {"f32": 2e-5, "f16": 4e-3, "bf16": 3e-2}  # relative error (norm) against float64
@@ -152,7 +151,7 @@ def test_batched_products_with_unmergeable_batch_strides_are_relaid_out():
 def test_tf32_precision_is_the_compute_type():
     from hlo.backends.cuda.gemm import plan_dot
     from hlo.ir.types import BY_NAME, TensorType
-    t = lambda s: TensorType(s, BY_NAME["f32"])  # noqa: E731
+    t = lambda s: TensorType(s, BY_NAME["f32"])
     d = {"lhs_contracting_dimensions": (1,), "rhs_contracting_dimensions": (0,)}
     assert plan_dot(t((8, 4)), t((4, 2)), t((8, 2)), d).params.compute == "32F"
     assert plan_dot(t((8, 4)), t((4, 2)), t((8, 2)), d, precision="tf32").params.compute == "32F_FAST_TF32"

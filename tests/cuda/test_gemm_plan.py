@@ -4,8 +4,8 @@ physical buffers, and the result read back through the result's layout must equa
 dot_general computed by numpy in float64."""
 import numpy as np
 import pytest
-
 from cuda_gemm_model import gelu_tanh, lt_matmul
+
 from hlo.backends.cuda.gemm import Declined, GemmPlan, plan_dot, strides_of
 from hlo.ir.types import BY_NAME, TensorType
 from hlo.runtime.steps import BufRef, steps_from_json, steps_to_json

@@ -39,6 +39,7 @@ def sig(dtype, shape, layout=None):
 
 def make_exe(code, steps, inputs, outputs, arena=0, consts=(), aliases=(), kernels=None, graphs=None):
     from cuda_test_kernels import NAMES
+
     from hlo.runtime.cuda import CudaExecutable, encode_constants
     m = {"format": 1, "target": {"name": "cuda", "arch": "sm_90"}, "name": "test executable",
          "inputs": inputs, "outputs": outputs, "arena_size": arena,
@@ -293,7 +294,9 @@ def test_cublaslt_matmul(ptx, case):
 
 def test_cublaslt_enums_match_the_header():
     import re
+
     from cuda.pathfinder import find_nvidia_header_directory, load_nvidia_dynamic_lib
+
     from hlo.runtime.cuda import cublaslt
     dirs = [os.path.join(os.path.dirname(os.path.dirname(load_nvidia_dynamic_lib("cublasLt").abs_path)), "include"),
             "/usr/local/cuda/include"]
@@ -513,7 +516,7 @@ def test_two_threads_calling_one_graph_executable(ptx):
             x = rng.standard_normal(N).astype(np.float32)
             dx = exe(x)[0]  # device input, fed back in: args at new addresses every call
             pending.append((x, exe(dx)[0]))
-        f = lambda v: (v + np.float32(1)) * np.float32(3) + v  # noqa: E731
+        f = lambda v: (v + np.float32(1)) * np.float32(3) + v
         for x, r in pending:
             want = f(f(x))
             if not np.array_equal(np.asarray(r), want.astype(np.float32)):

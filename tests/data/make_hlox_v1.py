@@ -13,11 +13,11 @@ os.environ["HLO_CPU_GEMM"] = "generated"   # no BLAS symbol whose name depends o
 os.environ["HLO_CACHE"] = "0"
 os.environ["HLO_CPU_THREADS"] = "1"
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import hlo  # noqa: E402
-import hlo.runtime.cpu.target as target  # noqa: E402
-import hlo.numpy as hnp  # noqa: E402
+import hlo
+import hlo.numpy as hnp
+import hlo.runtime.cpu.target as target
 
 BASELINE = {"x86_64": "x86-64", "aarch64": "generic", "arm64": "generic"}
 

@@ -143,7 +143,7 @@ def _scatter_case(x_shape, idx, u_shape, body, jax_ok=True, **a):
             scatter_indices_batching_dims=tuple(a.get("scatter_indices_batching_dims", ())))
         f = lax.scatter_add if body == "add" else lax.scatter
         return f(x, i, u, dn, mode=lax.GatherScatterMode.FILL_OR_DROP)
-    inputs = lambda r: _normal(*x_shape)(r) + _ints(idx)(r) + _normal(*u_shape)(r)  # noqa: E731
+    inputs = lambda r: _normal(*x_shape)(r) + _ints(idx)(r) + _normal(*u_shape)(r)
     return fn, (jfn if jax_ok else None), inputs
 
 
@@ -424,7 +424,7 @@ def test_every_rule_is_exercised():
 # The API on hlo.numpy programs
 # --------------------------------------------------------------------------------------------
 
-import hlo.numpy as hnp  # noqa: E402
+import hlo.numpy as hnp
 
 
 def _program(np_, idx):
@@ -498,12 +498,12 @@ def test_only_arguments_are_differentiated():
 
 def test_stop_gradient():
     x = np.arange(1, 5, dtype=f32)
-    f = lambda x: hnp.sum(x * hlo.autodiff.stop_gradient(x))  # noqa: E731
+    f = lambda x: hnp.sum(x * hlo.autodiff.stop_gradient(x))
     np.testing.assert_allclose(interp(hlo.grad(f))(x), x)
     # second order: the stop survives being differentiated again (grad f is the stopped x)
-    h = lambda x: hnp.sum(hlo.grad(f)(x) * x * x)  # noqa: E731
-    jf = lambda x: jnp.sum(x * jax.lax.stop_gradient(x))  # noqa: E731
-    jh = lambda x: jnp.sum(jax.grad(jf)(x) * x * x)  # noqa: E731
+    h = lambda x: hnp.sum(hlo.grad(f)(x) * x * x)
+    jf = lambda x: jnp.sum(x * jax.lax.stop_gradient(x))
+    jh = lambda x: jnp.sum(jax.grad(jf)(x) * x * x)
     np.testing.assert_allclose(interp(hlo.grad(h))(x), jax.grad(jh)(x))
 
 
@@ -565,7 +565,7 @@ def test_grad_and_vjp_inside_a_branch():
 
     def f(np_, lax_, grad):
         def g(x, p):
-            inner = lambda v: grad(lambda u: np_.sum(np_.sin(u) * u))(v)  # noqa: E731
+            inner = lambda v: grad(lambda u: np_.sum(np_.sin(u) * u))(v)
             return np_.sum(lax_.cond(p, inner, lambda v: v * 2.0, x) ** 2)
         return g
     np.testing.assert_allclose(interp(hlo.grad(f(hnp, hlo.lax, hlo.grad)))(x, True),
@@ -594,7 +594,7 @@ def test_grad_through_fori_loop_and_scan():
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
     # second order through a loop
-    h = lambda np_, lax_, grad: lambda x: np_.sum(grad(lambda v: lax_.fori_loop(0, 3, lambda i, u: np_.sin(u) * u, v).sum())(x) ** 2)  # noqa: E501,E731
+    h = lambda np_, lax_, grad: lambda x: np_.sum(grad(lambda v: lax_.fori_loop(0, 3, lambda i, u: np_.sin(u) * u, v).sum())(x) ** 2)
     np.testing.assert_allclose(interp(hlo.grad(h(hnp, hlo.lax, hlo.grad)))(x),
                                jax.grad(h(jnp, lax, jax.grad))(x), rtol=1e-4, atol=1e-5)
 

@@ -267,8 +267,8 @@ def test_passes_keep_order_and_never_merge_drop_or_fold_callbacks(capsys):
         hlo.debug.print("a {}", x)
         hlo.debug.print("a {}", x)  # identical: not merged
         c = hlo.pure_callback(lambda: np.float32(7), hlo.ShapeDtypeStruct((), np.float32))  # constant operands: not folded
-        unused = hlo.pure_callback(lambda v: (print("unused ran"), v)[1],
-                                   hlo.ShapeDtypeStruct((2,), np.float32), x)  # noqa: F841
+        hlo.pure_callback(lambda v: (print("unused ran"), v)[1],
+                          hlo.ShapeDtypeStruct((2,), np.float32), x)  # result unused: not dropped
         hlo.lax.fori_loop(0, 2, lambda i, v: (hlo.debug.print("loop {}", i), v)[1], x)  # result unused
         hlo.debug.print("b {}", c)
         return x + c

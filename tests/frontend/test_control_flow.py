@@ -8,12 +8,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from frontend_util import BF16, assert_same, compare, rand, stable_seed
 
 import hlo
 import hlo.numpy as hnp
 from hlo import lax
 from hlo.errors import ArgumentTypeError, DTypeError, ShapeError
-from frontend_util import BF16, assert_same, compare, rand, stable_seed
 
 DTYPES = [np.dtype(np.float32), np.dtype(np.float16), BF16, np.dtype(np.int32),
           np.dtype(np.uint8), np.dtype(np.float64), np.dtype(np.int64)]

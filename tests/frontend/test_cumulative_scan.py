@@ -116,7 +116,7 @@ def test_jax_running_reductions_imported_are_scans_on_every_target(target, name,
     x = RNG.standard_normal((40, 70)).astype(np.float32)
     if name == "cumprod":
         x = 1 + 0.01 * x
-    f = lambda x: getattr(jax.lax, name)(x, axis=axis, reverse=reverse)   # noqa: E731
+    f = lambda x: getattr(jax.lax, name)(x, axis=axis, reverse=reverse)
     low = hlo.load_stablehlo(jax.jit(f).lower(x).as_text())
     o = optimize(low.ir, "cpu")
     assert not any(op.name == "reduce_window" for op in o.module.main.walk()), o.decisions

@@ -3,7 +3,6 @@ executable's signature; control flow nested 300 deep (jax's depth at its default
 nested 5,000 deep refused with a ParseError naming the depth (and parsed when under the limit),
 also through ``hlo opt``."""
 import collections
-import os
 import random
 import subprocess
 import sys

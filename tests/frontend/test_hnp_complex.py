@@ -6,11 +6,11 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
+from frontend_util import compare
 
 import hlo
 import hlo.numpy as hnp
 from hlo import dtypes
-from frontend_util import compare
 
 
 def _z(rng, shape, dt=np.complex64):

@@ -8,9 +8,9 @@ import math
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from frontend_util import BF16, assert_same, compare, hlo_run, jax_run, rand, stable_seed
 
 import hlo.numpy as hnp
-from frontend_util import BF16, assert_same, compare, hlo_run, jax_run, rand, stable_seed
 
 SPECIALS = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1.0, -1.0, 0.5, -0.5, 2.5])
 
@@ -270,4 +270,4 @@ def test_erf_based_functions_match_float64_reference(target):
     assert np.isnan(hlo_run(lambda a: hlo.lax.erf(a), (np.array([np.nan]),), target)).all()
 
 
-import hlo  # noqa: E402  (used above through hlo.lax)
+import hlo  # used above through hlo.lax

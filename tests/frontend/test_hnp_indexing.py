@@ -4,10 +4,10 @@ integer arrays (gather), static boolean masks, traced indices."""
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from frontend_util import assert_same, compare, hlo_run, jax_run, rand
 
 import hlo
 import hlo.numpy as hnp
-from frontend_util import assert_same, compare, hlo_run, jax_run, rand
 
 I = np.array
 

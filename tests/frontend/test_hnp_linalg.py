@@ -4,11 +4,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from frontend_util import assert_same, compare, hlo_run, jax_run
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import hlo
 import hlo.numpy as hnp
-from frontend_util import assert_same, compare, hlo_run, jax_run
 
 TOL = {np.float32: 2e-5, np.float64: 1e-11}
 

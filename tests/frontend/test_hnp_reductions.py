@@ -3,9 +3,9 @@ tuple and keepdims, over float, integer and boolean dtypes (result dtypes includ
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from frontend_util import BF16, assert_same, compare, hlo_run, jax_run, rand, stable_seed
 
 import hlo.numpy as hnp
-from frontend_util import BF16, assert_same, compare, hlo_run, jax_run, rand, stable_seed
 
 AXES = [None, -1, (0, 2)]
 
@@ -95,7 +95,7 @@ def test_empty_reductions(target):
     got = hlo_run(lambda x: (hnp.sum(x, axis=0), hnp.prod(x), hnp.max(x, axis=0, initial=-1.0),
                              hnp.any(x), hnp.all(x)), (x,), target)
     np.testing.assert_array_equal(got[0], np.zeros(3))
-    assert got[1] == 1 and got[3] == False and got[4] == True  # noqa: E712
+    assert got[1] == 1 and got[3] == False and got[4] == True
     np.testing.assert_array_equal(got[2], -np.ones(3))
     with pytest.raises(ValueError, match="zero-size"):
         hlo_run(lambda x: hnp.max(x, axis=0), (x,), target)

@@ -3,11 +3,12 @@ numpy and jax.numpy, on every target."""
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from frontend_util import assert_same, compare, hlo_run, jax_run
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import hlo
 import hlo.numpy as hnp
-from frontend_util import assert_same, compare, hlo_run, jax_run
 
 
 def _sorted_with_ties(rng, n, dtype):

@@ -2,9 +2,9 @@
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from frontend_util import BF16, assert_same, compare, hlo_run, jax_run, rand, stable_seed
 
 import hlo.numpy as hnp
-from frontend_util import BF16, assert_same, compare, hlo_run, jax_run, rand, stable_seed
 
 
 def _shape_table(np_, x, y):

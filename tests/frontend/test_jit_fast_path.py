@@ -9,13 +9,12 @@ import threading
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from frontend_util import outcome, same
 
 import hlo
 import hlo.numpy as hnp
 from hlo import errors
 from hlo.tracing.abstract import c_strides
-
-from frontend_util import outcome, same
 
 CacheInfo = hlo.jit.__globals__["CacheInfo"]  # (``import hlo.jit`` would shadow the function)
 targets = sys.modules["hlo.staging.targets"]

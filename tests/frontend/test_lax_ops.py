@@ -4,11 +4,11 @@ import jax.lax as jlax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from frontend_util import compare, rand, stable_seed
 
 import hlo
 import hlo.lax as hlax
 import hlo.numpy as hnp
-from frontend_util import compare, rand, stable_seed
 
 
 def test_dot_general(target):

@@ -3,10 +3,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from frontend_util import BF16, assert_same, hlo_run, jax_run, rand, stable_seed
 
 import hlo
 import hlo.numpy as hnp
-from frontend_util import BF16, assert_same, hlo_run, jax_run, rand, stable_seed
 
 
 def _jax_layer_norm(x, gamma=None, beta=None, axis=-1, eps=1e-5):
@@ -137,7 +137,7 @@ def _params(rng, d, f):
 
 def _workload_cases():
     rng = np.random.default_rng(2024)
-    r = lambda *s: rand(rng, s, "float32")  # noqa: E731
+    r = lambda *s: rand(rng, s, "float32")
     return {
         "tinyops": (tinyops, (r(8, 32),)),
         "ln_linear_gelu_res": (ln_linear_gelu_res, (r(8, 32), r(32, 32) / 6, r(32))),

@@ -11,11 +11,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given, settings, HealthCheck
+from frontend_util import BF16, hlo_run
+from hypothesis import HealthCheck, given, settings
 
 import hlo
 import hlo.numpy as hnp
-from frontend_util import BF16, hlo_run
 
 DTYPES = [np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
                                 np.uint32, np.uint64, np.float16, np.float32, np.float64)] + [BF16]

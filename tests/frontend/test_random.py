@@ -7,11 +7,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from frontend_util import BF16
 
 import hlo
 import hlo.random as hr
 from hlo.errors import DTypeError, ScalarOverflowError, ShapeError
-from frontend_util import BF16
 
 KEYS = [np.asarray(jax.random.PRNGKey(s)) for s in (0, 1, 42, 2 ** 31 + 7)] + \
     [np.asarray(jax.random.split(jax.random.PRNGKey(3))[1])]

@@ -78,7 +78,7 @@ def test_jacobians(argnums, has_aux, target):
 
 def test_jacrev_of_jacfwd(target):
     x = np.linspace(-1, 1, 4).astype(f32)
-    f = lambda np_: lambda x: np_.sin(x) * x.sum()  # noqa: E731
+    f = lambda np_: lambda x: np_.sin(x) * x.sum()
     _same(hlo.jit(hlo.jacrev(hlo.jacfwd(f(hnp))), target=target)(x), jax.jacrev(jax.jacfwd(f(jnp)))(x))
 
 
@@ -125,7 +125,7 @@ def test_custom_vjp_under_grad_vmap_jit(target):
     _same(hlo.jit(hlo.grad(lambda x: hlo.vmap(lambda r: hf(r, y).sum())(x).sum()), target=target)(x[:, None]),
           jax.grad(lambda x: jax.vmap(lambda r: jf(r, y).sum())(x).sum())(x[:, None]))
     hc, jc = _custom_vjp(hnp, hlo.custom_vjp), _custom_vjp(jnp, jax.custom_vjp)
-    g = lambda c, np_: lambda x: (c(-0.1, 0.1, x) * 5.0).sum()  # noqa: E731
+    g = lambda c, np_: lambda x: (c(-0.1, 0.1, x) * 5.0).sum()
     _same(hlo.jit(hlo.grad(g(hc, hnp)), target=target)(x), jax.grad(g(jc, jnp))(x))
 
 

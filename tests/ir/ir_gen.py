@@ -15,8 +15,17 @@ import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
 
-from hlo.ir import (ALL_ELEMENT_TYPES, Builder, Function, Location, Module, Region, TensorType,
-                    VerifyError, scalar)
+from hlo.ir import (
+    ALL_ELEMENT_TYPES,
+    Builder,
+    Function,
+    Location,
+    Module,
+    Region,
+    TensorType,
+    VerifyError,
+    scalar,
+)
 from hlo.ir.ops import BINARY_ELEMENTWISE, COMPARE_TYPES, COMPARISON_DIRECTIONS, UNARY_ELEMENTWISE
 
 ETYPES = list(ALL_ELEMENT_TYPES)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from interp_helpers import assert_same, one_op_module
 
 from hlo.ir import IRError, VerifyError, parse_module
 from hlo.ir.interp import HANDLERS
 from hlo.ir.interpreter import InterpreterError, run
 from hlo.ir.ops import OPS
-from interp_helpers import assert_same, one_op_module
 
 TEXT = """module @example
 

@@ -8,9 +8,7 @@ import zlib
 
 import numpy as np
 import pytest
-
-from interp_helpers import (ALL, BF16, FLOATS, INTS, SINTS, UINTS, assert_same, jax_x64, run_op,
-                            sample)
+from interp_helpers import ALL, BF16, FLOATS, INTS, SINTS, UINTS, assert_same, jax_x64, run_op, sample
 
 jax = pytest.importorskip("jax")
 lax = jax.lax

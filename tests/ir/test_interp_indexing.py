@@ -7,9 +7,9 @@ import itertools
 
 import numpy as np
 import pytest
+from interp_helpers import assert_same, body, region, run_op
 
 from hlo.ir import tensor
-from interp_helpers import assert_same, body, region, run_op
 
 jax = pytest.importorskip("jax")
 lax = jax.lax

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from interp_helpers import BF16, assert_same, jax_x64, run_op
 
 from hlo.ir import tensor
-from interp_helpers import BF16, assert_same, jax_x64, run_op
 
 jax = pytest.importorskip("jax")
 lax = jax.lax
@@ -106,8 +106,8 @@ def _conv(lhs, rhs, dn, strides, padding, lhs_dil, rhs_dil, fgc=1, bgc=1, revers
     }
     if reversal is not None:
         attrs["window_reversal"] = reversal
-    from hlo.ir.ops import OPS
     from hlo.ir import TensorType, element_type
+    from hlo.ir.ops import OPS
     lt, rt = tensor(lhs.shape, lhs.dtype), tensor(rhs.shape, rhs.dtype)
     inferred = OPS["convolution"].infer([lt, rt], OPS["convolution"].normalize_attrs(attrs), [])[0]
     rts = [TensorType(inferred.shape, element_type(out_dt or lhs.dtype))]

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from interp_helpers import BF16, FLOATS, INTS, assert_same, body, module_from, region, run_op, sample
 
 from hlo.ir import scalar, tensor
 from hlo.ir.interpreter import run
-from interp_helpers import (BF16, FLOATS, INTS, assert_same, body, module_from, region, run_op,
-                            sample)
 
 jax = pytest.importorskip("jax")
 lax = jax.lax

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from interp_helpers import ALL, BF16, assert_same, run_op, sample
 
 from hlo.ir import tensor
-from interp_helpers import ALL, BF16, assert_same, run_op, sample
 
 jax = pytest.importorskip("jax")
 lax = jax.lax

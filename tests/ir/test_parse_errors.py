@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ir_gen import build_module
 
 from hlo.ir import ParseError, parse_module, print_module
-from ir_gen import build_module
 
 GOOD = """module @example
 
@@ -167,8 +167,9 @@ def test_integer_literals_with_leading_zeros():
 
 
 def test_location_with_newline_roundtrips():
-    from hlo.ir import Builder, Function, Location, Module
     import numpy as np
+
+    from hlo.ir import Builder, Function, Location, Module
     m = Module("m")
     fn = m.add(Function("main", loc=Location('a\nb"c\\d.py', 3)))
     fn.body.outputs = [Builder(fn.body, Location("x\ty.py", 1)).value(

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ir_gen import build_module
 
 from hlo.ir import parse_module, print_module, verify_module
-from ir_gen import build_module
 
 
 @st.composite

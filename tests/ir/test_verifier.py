@@ -7,8 +7,18 @@ import re
 import numpy as np
 import pytest
 
-from hlo.ir import (Builder, Function, Location, Module, Operation, Region, VerifyError, scalar,
-                    tensor, verify_module)
+from hlo.ir import (
+    Builder,
+    Function,
+    Location,
+    Module,
+    Operation,
+    Region,
+    VerifyError,
+    scalar,
+    tensor,
+    verify_module,
+)
 
 LOC = Location("model.py", 12)
 
@@ -84,6 +94,26 @@ CASES = [
      {"offset_dims": [1], "collapsed_slice_dims": [0], "start_index_map": [0, 1], "index_vector_dim": 1,
       "slice_sizes": [1, 5]}, [tensor((3, 5), np.float32)], (),
      r"'gather' \(operands: f32\[4,5\], s32\[3,1\]\) at model.py:12: start_index_map has 2 entries, index vector has 1"),
+    # gather's and scatter's batching dimensions pair up (they had gone unchecked: the
+    # interpreter then failed with an IndexError, or gathered along a dimension of another size)
+    ("gather batching count", [tensor((3, 5), np.float32), tensor((3, 1), np.int32)], "gather", [0, 1],
+     {"offset_dims": [], "collapsed_slice_dims": [1], "operand_batching_dims": [0], "start_index_map": [1],
+      "index_vector_dim": 1, "slice_sizes": [1, 1]}, [tensor((3,), np.float32)], (),
+     r"'gather' .*start_indices_batching_dims \[\] must have one entry per operand_batching_dims entry \(\[0\]\)"),
+    ("gather batching sizes", [tensor((3, 5), np.float32), tensor((2, 1), np.int32)], "gather", [0, 1],
+     {"offset_dims": [], "collapsed_slice_dims": [1], "operand_batching_dims": [0],
+      "start_indices_batching_dims": [0], "start_index_map": [1], "index_vector_dim": 1, "slice_sizes": [1, 1]},
+     [tensor((2,), np.float32)], (), r"'gather' .*batching dimension sizes differ: operand 0 is 3, start_indices 0 is 2"),
+    ("gather batching index vector", [tensor((3, 5), np.float32), tensor((3, 1), np.int32)], "gather", [0, 1],
+     {"offset_dims": [], "collapsed_slice_dims": [1], "operand_batching_dims": [0],
+      "start_indices_batching_dims": [1], "start_index_map": [1], "index_vector_dim": 1, "slice_sizes": [1, 1]},
+     [tensor((3,), np.float32)], (), r"'gather' .*index_vector_dim 1 cannot be one of start_indices_batching_dims \[1\]"),
+    ("scatter batching sizes", [tensor((3, 5), np.float32), tensor((2, 1), np.int32), tensor((2,), np.float32)],
+     "scatter", [0, 1, 2],
+     {"update_window_dims": [], "inserted_window_dims": [1], "input_batching_dims": [0],
+      "scatter_indices_batching_dims": [0], "scatter_dims_to_operand_dims": [1], "index_vector_dim": 1},
+     [tensor((3, 5), np.float32)], lambda: [_scalar_body(np.float32, name="update")],
+     r"'scatter' .*batching dimension sizes differ: input 0 is 3, scatter_indices 0 is 2"),
     ("conv groups", [tensor((1, 3, 8), np.float32), tensor((4, 2, 3), np.float32)], "convolution", [0, 1],
      {"input_batch_dimension": 0, "input_feature_dimension": 1, "input_spatial_dimensions": [2],
       "kernel_input_feature_dimension": 1, "kernel_output_feature_dimension": 0, "kernel_spatial_dimensions": [2],

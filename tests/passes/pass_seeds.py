@@ -108,6 +108,7 @@ def xla_figures(f, args):
     """(kernels, temp bytes) of XLA:CPU for ``f``: instructions of the optimized ENTRY other
     than parameter, constant, tuple, get-tuple-element and bitcast."""
     import re
+
     import jax
     c = jax.jit(f).lower(*args).compile()
     text = c.as_text()

@@ -11,10 +11,10 @@ from hlo.ir import parse_module, print_module
 from hlo.ir.clone import clone_op
 from hlo.ir.core import Function, Module, Operation, Value
 from hlo.ir.interpreter import run
-from hlo.passes.registry import create_pass
 from hlo.passes.layout import is_bitcast
 from hlo.passes.options import Options, PassConfig
 from hlo.passes.pipeline import verify
+from hlo.passes.registry import create_pass
 
 
 def run_passes(src: str, passes: Sequence[str], target: str = "cpu", options=None,

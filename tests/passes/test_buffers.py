@@ -2,15 +2,19 @@
 checker, and the buffer-level simulation of whole programs."""
 import numpy as np
 import pytest
+from pass_testing import filecheck, random_args, simulate
 
 from hlo.ir import parse_module
 from hlo.ir.interpreter import run
-from hlo.passes.buffer_assignment import (BufferAssignment, BufferAssignmentError, DonationWarning,
-                                          Slice, _clash)
+from hlo.passes.buffer_assignment import (
+    BufferAssignment,
+    BufferAssignmentError,
+    DonationWarning,
+    Slice,
+    _clash,
+)
 from hlo.passes.pipeline import optimize
 from hlo.passes.scheduling import schedule_region
-
-from pass_testing import filecheck, random_args, simulate
 
 
 def plan(src, donate=(), warn=True):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pass_testing import assert_ir, rewritten, run_passes
 
 import hlo
 import hlo.numpy as hnp
@@ -16,10 +17,8 @@ from hlo.ir import parse_module
 from hlo.ir.interpreter import run
 from hlo.passes.pipeline import optimize
 
-from pass_testing import assert_ir, rewritten, run_passes
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.workloads import WORKLOADS, Case, Ops, flatten, reference  # noqa: E402
+from bench.workloads import WORKLOADS, Case, Ops, reference
 
 DOT = "{lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [0]}"
 
@@ -88,20 +87,20 @@ def test_large_products_stay_apart():
 
 
 def test_bare_products_merge_and_feed_their_readers_through_slices():
-    src = f"""
-    func @main(%x: f32[3,5], %a: f32[5,4], %b: f32[5,4], %c: f32[5,2]) -> (f32[3], f32[4,3], f32[3,2]) {{
-      %p = dot_general(%x, %a) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]}} : f32[3,4]
-      %q = dot_general(%x, %b) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]}} : f32[3,4]
-      %r = dot_general(%x, %c) {{lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]}} : f32[3,2]
+    src = """
+    func @main(%x: f32[3,5], %a: f32[5,4], %b: f32[5,4], %c: f32[5,2]) -> (f32[3], f32[4,3], f32[3,2]) {
+      %p = dot_general(%x, %a) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[3,4]
+      %q = dot_general(%x, %b) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[3,4]
+      %r = dot_general(%x, %c) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[3,2]
       %z = constant dense<0.0> : f32[]
-      %s = reduce(%p, %z) {{dimensions = [1]}} : f32[3] {{
+      %s = reduce(%p, %z) {dimensions = [1]} : f32[3] {
         ^body(%u: f32[], %w: f32[]):
           %o = add(%u, %w) : f32[]
           return(%o)
-      }}
-      %t = transpose(%q) {{permutation = [1, 0]}} : f32[4,3]
+      }
+      %t = transpose(%q) {permutation = [1, 0]} : f32[4,3]
       return(%s, %t, %r)
-    }}
+    }
     """
     out, log = merged(src)
     assert len(dots(out)) == 1 and "merged 3 products" in log and "BIAS" not in log

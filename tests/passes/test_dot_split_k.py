@@ -10,7 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pass_testing import assert_ir, rewritten, run_passes
 
 import hlo.numpy as hnp
 from hlo.ir import parse_module
@@ -19,10 +21,8 @@ from hlo.passes import dot_split_k
 from hlo.passes.options import Options
 from hlo.passes.pipeline import optimize
 
-from pass_testing import assert_ir, rewritten, run_passes
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.workloads import WORKLOADS, Case, Ops  # noqa: E402
+from bench.workloads import WORKLOADS, Case, Ops
 
 ON = {"dot_split_k": 2, "dot_split_k_min_rhs_bytes": 0}
 

@@ -2,12 +2,11 @@
 is also run on the interpreter against the unfused program."""
 import numpy as np
 import pytest
+from pass_testing import assert_ir, filecheck, random_args, run_passes
 
 from hlo.ir import parse_module
 from hlo.ir.interpreter import run
 from hlo.passes.fusion_kinds import NotFusible, analyze, inplace_pairs
-
-from pass_testing import assert_ir, filecheck, random_args, run_passes
 
 FUSE = ["layout-assignment", "fusion", "multi-output-fusion", "horizontal-fusion", "dce"]
 

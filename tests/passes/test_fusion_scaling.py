@@ -7,6 +7,8 @@ import time
 
 import numpy as np
 import pytest
+from large_programs import _add_body, large_program
+from pass_testing import random_args
 
 from hlo.ir import parse_module, print_module
 from hlo.ir.builder import Builder
@@ -14,14 +16,11 @@ from hlo.ir.core import Function, Module
 from hlo.ir.interpreter import run
 from hlo.ir.types import TensorType, f32
 from hlo.passes.fusion import RECOMPUTE_LIMIT, recompute_factor
-from hlo.passes.registry import create_pass
 from hlo.passes.fusion_build import TopLevel
 from hlo.passes.options import Options, PassConfig
 from hlo.passes.pipeline import optimize, verify
+from hlo.passes.registry import create_pass
 from hlo.passes.util import top_users
-
-from large_programs import _add_body, large_program
-from pass_testing import random_args
 
 SIMPLIFY = ["canonicalize", "algebraic-simplifier", "constant-folding", "cse", "dce"]
 FUSE = ["layout-assignment", "fusion", "multi-output-fusion", "horizontal-fusion"]

@@ -1,8 +1,8 @@
 """Layout assignment: layouts in the text form, free transposes and reshapes, dot operands."""
+from pass_testing import assert_ir, filecheck, run_passes
+
 from hlo.ir import parse_module
 from hlo.passes.layout import is_bitcast
-
-from pass_testing import assert_ir, filecheck, run_passes
 
 
 def test_parameters_and_results_are_row_major_in_the_text():

@@ -7,17 +7,16 @@ import sys
 
 import numpy as np
 import pytest
+from pass_testing import random_args, simulate
 
 from hlo.ir import parse_module, print_module
 from hlo.ir.interpreter import run
+from hlo.passes.analysis import cost_analysis, memory_analysis
 from hlo.passes.base import Pass
-from hlo.passes.registry import create_pass, registered_passes
+from hlo.passes.dump import add_backend_times
 from hlo.passes.options import Options, PassConfig
 from hlo.passes.pipeline import PipelineError, Runner, optimize, pipeline_passes
-from hlo.passes.analysis import cost_analysis, memory_analysis
-from hlo.passes.dump import add_backend_times
-
-from pass_testing import random_args, simulate
+from hlo.passes.registry import create_pass, registered_passes
 
 SRC = """
 module @mlp

@@ -8,7 +8,9 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pass_testing import random_args, simulate
 
 from hlo.ir.builder import Builder
 from hlo.ir.core import Function, Module, Region
@@ -17,8 +19,6 @@ from hlo.ir.types import TensorType, f32
 from hlo.passes.buffer_assignment import DonationWarning
 from hlo.passes.options import Options
 from hlo.passes.pipeline import optimize, pipeline_passes
-
-from pass_testing import random_args, simulate
 
 UNARY = ["negate", "abs", "tanh", "exponential", "sine", "floor", "logistic"]
 BINARY = ["add", "subtract", "multiply", "maximum", "minimum", "divide"]

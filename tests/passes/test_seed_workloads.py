@@ -10,12 +10,12 @@ import pytest
 
 jax = pytest.importorskip("jax")
 
+import pass_seeds
+from pass_testing import simulate
+
 from hlo.ir.interpreter import run
 from hlo.ir.stablehlo import import_module
 from hlo.passes.pipeline import optimize
-
-import pass_seeds
-from pass_testing import simulate
 
 NAMES = list(pass_seeds.ISSUE_XLA)
 

@@ -1,11 +1,10 @@
 """Simplification passes: IR text in, expected IR text out."""
 import numpy as np
 import pytest
+from pass_testing import assert_ir, filecheck, random_args, rewritten, run_passes
 
 from hlo.ir import parse_module
 from hlo.ir.interpreter import run
-
-from pass_testing import assert_ir, filecheck, random_args, rewritten, run_passes
 
 
 def test_dce_removes_unused_ops_and_private_functions():

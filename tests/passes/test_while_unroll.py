@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pass_testing import assert_ir, random_args, rewritten, run_passes
 
 import hlo
 import hlo.numpy as hnp
@@ -14,10 +15,8 @@ from hlo import lax
 from hlo.ir import parse_module
 from hlo.ir.interpreter import run
 from hlo.passes import while_unroll
-from hlo.passes.pipeline import optimize, pipeline_passes
 from hlo.passes.options import Options
-
-from pass_testing import assert_ir, random_args, rewritten, run_passes
+from hlo.passes.pipeline import optimize, pipeline_passes
 
 ON = {"while_unroll": True}
 

@@ -7,6 +7,7 @@ over its outputs. Checked by counts (kernels, widths, rounds, the entry's size) 
 numpy and the interpreter; the times are in ``bench/compile_scaling.py``, never asserted."""
 import numpy as np
 import pytest
+from pass_testing import assert_ir, random_args, run_passes
 
 import hlo
 import hlo.numpy as hnp
@@ -16,8 +17,6 @@ from hlo.passes import multi_output
 from hlo.passes.fusion import unit_concat_operands
 from hlo.passes.options import Options
 from hlo.passes.pipeline import optimize
-
-from pass_testing import assert_ir, random_args, run_passes
 
 
 def _kernels(module):

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pass_testing import filecheck, rewritten
 
 from hlo.ir import parse_module
 from hlo.ir.interpreter import run
-
-from pass_testing import filecheck, rewritten
 
 RNG = np.random.default_rng(0)
 

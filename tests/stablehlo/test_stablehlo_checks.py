@@ -4,10 +4,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from hlo.ir.stablehlo import import_with_checks
+from hlo.ir.stablehlo import import_with_checks, mlir_bridge
 from hlo.ir.stablehlo.check_syntax import rewrite_check_ops
 from hlo.ir.stablehlo.checks import Check, ulp_difference
-from hlo.ir.stablehlo import mlir_bridge
 
 FORMS = [
     ("check.expect_eq %a, %b : tensor<2xi32>",

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 jax = pytest.importorskip("jax")
-import jax.numpy as jnp  # noqa: E402
-from jax import lax  # noqa: E402
+import jax.numpy as jnp
+from jax import lax
 
-import hlo  # noqa: E402
-from hlo.ir import print_module  # noqa: E402
-from hlo.ir.stablehlo import export_module, import_module  # noqa: E402
+import hlo
+from hlo.ir import print_module
+from hlo.ir.stablehlo import export_module, import_module
 
 TARGETS = ["interpreter", "cpu"]
 

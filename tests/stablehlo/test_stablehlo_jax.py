@@ -4,13 +4,12 @@ import numpy as np
 import pytest
 
 jax = pytest.importorskip("jax")
-import jax.numpy as jnp  # noqa: E402
-from jax import lax  # noqa: E402
+import jax.numpy as jnp
+from jax import lax
 
-import hlo  # noqa: E402
-from hlo.ir import print_module  # noqa: E402
-from hlo.ir.stablehlo import export_module, import_module  # noqa: E402
-from hlo.ir.stablehlo import mlir_bridge  # noqa: E402
+import hlo
+from hlo.ir import print_module
+from hlo.ir.stablehlo import export_module, import_module, mlir_bridge
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((4, 6)).astype(np.float32)

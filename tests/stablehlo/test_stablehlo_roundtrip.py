@@ -5,8 +5,7 @@ import pytest
 
 from hlo.ir import Builder, Function, Location, Module, Region, print_module, tensor, verify_module
 from hlo.ir.interpreter import run
-from hlo.ir.stablehlo import StableHLOError, UnsupportedError, export_module, import_module
-from hlo.ir.stablehlo import mlir_bridge
+from hlo.ir.stablehlo import StableHLOError, UnsupportedError, export_module, import_module, mlir_bridge
 
 # One function per family of ops; the dynamic, deprecated and composite spellings at the end
 # have static equivalents that the importer uses.
