@@ -9,8 +9,10 @@ Settings and the environment variables that seed them:
 - ``target`` (str or None; ``HLO_TARGET``): the target used when ``hlo.jit`` is not given one,
   and by hlo.numpy functions called outside ``hlo.jit``. None means: "cuda" when the CUDA backend
   exists and a usable NVIDIA GPU is present, else "cpu".
-- ``traceback_filtering`` (bool, default True): hide hlo's own frames from the tracebacks of hlo
-  errors, so the user's lines are what remains.
+- ``traceback_filtering`` (bool; ``HLO_TRACEBACK=full`` (or ``off``) sets it False, default
+  True): hide hlo's own frames from the tracebacks of exceptions leaving hlo's API (``hlo.jit``
+  calls and ``lower``, ``grad``, ``vmap``, ...), hlo's errors and plain Python ones raised while
+  tracing the user's function alike, so the user's lines are what remains.
 - ``cache`` (bool or None; ``HLO_CACHE``, ``0`` turns it off): the persistent compilation cache
   (``hlo.staging.cache``). None means: on unless ``HLO_CACHE`` says 0/false/off.
 - ``cache_dir`` (str or None; ``HLO_CACHE_DIR``): where the persistent cache lives. None means:
@@ -70,7 +72,7 @@ def _env_log_flags() -> set:
 _DEFAULTS: Dict[str, Any] = {
     "log_recompiles": "recompiles" in _env_log_flags(),
     "target": os.environ.get("HLO_TARGET") or None,
-    "traceback_filtering": True,
+    "traceback_filtering": os.environ.get("HLO_TRACEBACK", "").strip().lower() not in ("full", "off", "0", "none"),
     "cache": None,
     "cache_dir": None,
     "cache_max_bytes": None,
