@@ -1,0 +1,283 @@
+"""What a user meets (issue 34): tracebacks that end in the user's code, a clear message for a
+missing API name, ShapeDtypeStruct's dimension errors, and jax interop (jax-registered pytrees,
+``jax.ShapeDtypeStruct``, numpy dtype names in the CLI). Compared with jax where they overlap."""
+import inspect
+import os
+import subprocess
+import sys
+import traceback
+
+import numpy as np
+import pytest
+
+import hlo
+import hlo.nn
+import hlo.numpy as hnp
+import hlo.random
+from hlo.base.source_info import is_internal_file
+
+jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
+
+X = np.arange(4, dtype=np.float32)
+HERE = os.path.abspath(__file__)
+
+
+# ------------------------------------------------------------------------------------------------
+# Tracebacks: plain Python exceptions raised while tracing lose hlo's frames
+# ------------------------------------------------------------------------------------------------
+
+def _wrong_count(x, y):
+    return x + y
+
+
+def _setitem(x):
+    x[0] = 1.0  # MARK
+    return x
+
+
+def _missing_attr(x):
+    return hnp.no_such_function(x)  # MARK
+
+
+def _bad_broadcast(x):
+    return x + hnp.ones((3,))  # MARK
+
+
+MISTAKES = {
+    "argument count": (_wrong_count, TypeError),
+    "setitem": (_setitem, TypeError),
+    "missing attribute": (_missing_attr, AttributeError),
+    "broadcast": (_bad_broadcast, ValueError),
+}
+
+
+def _marked_line(fn):
+    src, start = inspect.getsourcelines(fn)
+    return next((start + i for i, s in enumerate(src) if "# MARK" in s), None)
+
+
+def _raise(fn, jit=hlo.jit):
+    try:
+        jit(fn)(X)  # the user's call
+    except Exception as e:  # noqa: BLE001
+        return e
+    raise AssertionError("no exception")
+
+
+@pytest.mark.parametrize("name", sorted(MISTAKES))
+def test_traceback_of_a_mistake_keeps_only_the_users_frames(name):
+    fn, kind = MISTAKES[name]
+    e = _raise(fn)
+    assert isinstance(e, kind)
+    frames = traceback.extract_tb(e.__traceback__)
+    internal = [f for f in frames if is_internal_file(f.filename)]
+    # the only hlo frame left is the API boundary's re-raise (as jax keeps traceback_util's)
+    assert all(f.name == "wrapper" and f.filename.endswith("boundary.py") for f in internal), internal
+    user = [(f.filename, f.lineno) for f in frames if f.filename == HERE]
+    assert (HERE, inspect.getsourcelines(_raise)[1] + 2) in user, frames
+    mark = _marked_line(fn)
+    if mark is not None:  # the user's own line that went wrong is there
+        assert (HERE, mark) == user[-1], frames
+    text = "".join(traceback.format_exception(e))
+    assert "HLO_TRACEBACK=full" in text  # the note says how to see everything
+    assert len(text.splitlines()) <= 14, text  # jax's own: 7-14 lines
+    # jax raises the same kind of exception for the same mistake
+    je = _raise(fn, jax.jit)
+    assert isinstance(je, (TypeError, AttributeError, ValueError))
+    if name != "broadcast":  # jax: TypeError for shapes, hlo: ShapeError (a ValueError)
+        assert type(je) is type(e) or isinstance(e, type(je))
+
+
+@pytest.mark.parametrize("name", sorted(MISTAKES))
+def test_full_tracebacks_on_request(name):
+    fn, _ = MISTAKES[name]
+    with hlo.config.override(traceback_filtering=False):
+        e = _raise(fn)
+    frames = traceback.extract_tb(e.__traceback__)
+    internal = {os.path.basename(f.filename) for f in frames if is_internal_file(f.filename)}
+    assert {"jit.py", "tracer.py"} <= internal, frames
+    assert "HLO_TRACEBACK" not in "".join(traceback.format_exception(e))
+
+
+def test_hlo_traceback_full_environment_variable(tmp_path):
+    script = tmp_path / "user.py"
+    script.write_text("import numpy as np, hlo\n"
+                      "def f(x):\n"
+                      "    x[0] = 1.0\n"
+                      "    return x\n"
+                      "hlo.jit(f, target='interpreter')(np.ones(3, np.float32))\n")
+    out = {}
+    for mode in ("", "full"):
+        env = dict(os.environ, HLO_TRACEBACK=mode)
+        r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                           timeout=120)
+        assert r.returncode == 1 and "traced arrays are immutable" in r.stderr, r.stderr
+        out[mode] = r.stderr
+    hlo_dir = os.path.dirname(os.path.dirname(hlo.base.source_info.__file__))
+    frames = lambda text: [ln for ln in text.splitlines() if ln.strip().startswith("File ")]  # noqa
+    assert [f for f in frames(out[""]) if hlo_dir in f and "boundary.py" not in f] == []
+    assert 'user.py", line 3' in out[""] and 'user.py", line 5' in out[""]
+    assert len([f for f in frames(out["full"]) if hlo_dir in f]) >= 5
+    assert 'user.py", line 3' in out["full"]
+
+
+def test_hlo_errors_still_start_at_the_users_line():
+    # hlo's own errors are filtered as before: the message names the user's line
+    def f(x):
+        return x.reshape(5)  # MARK
+    with pytest.raises(hlo.errors.HloError) as e:
+        hlo.jit(f)(X)
+    assert str(e.value).startswith(f"{HERE}:{_marked_line(f)}")
+    frames = traceback.extract_tb(e.value.__traceback__)
+    assert frames[-1].filename == HERE and frames[-1].lineno == _marked_line(f)
+
+
+# ------------------------------------------------------------------------------------------------
+# Missing names
+# ------------------------------------------------------------------------------------------------
+
+def test_numpy_functions_in_numpy_submodules_run_as_hlo_numpy():
+    # (jax refuses numpy's functions on its tracers; hlo runs them as hlo.numpy's)
+    for f, ref, jref in [(lambda x: np.linalg.norm(x), np.linalg.norm, jnp.linalg.norm),
+                         (lambda x: np.fft.fft(x), np.fft.fft, jnp.fft.fft)]:
+        np.testing.assert_allclose(hlo.jit(f)(X), ref(X.astype(np.float64)), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(hlo.jit(f)(X), jax.jit(jref)(X), rtol=1e-5, atol=1e-5)
+    with pytest.raises(hlo.errors.TracerArrayConversionError,
+                       match="hlo.numpy has no function percentile"):
+        hlo.jit(lambda x: np.percentile(x, 30))(X)
+
+
+@pytest.mark.parametrize("module, name, suggestion, in_jax", [
+    ("hlo.numpy", "sine", "hlo.numpy.sin", False),
+    ("hlo.numpy", "percentile", None, True),
+    ("hlo.numpy.linalg", "nrm", "hlo.numpy.linalg.norm", False),
+    ("hlo.lax", "cosh_", "hlo.lax.cosh", False),
+    ("hlo.lax", "top_k", None, True),
+    ("hlo.nn", "rellu", "hlo.nn.relu", False),
+    ("hlo.nn", "selu", None, True),
+    ("hlo.random", "normall", "hlo.random.normal", False),
+    ("hlo.random", "categorical", None, True),
+])
+def test_a_missing_name_suggests_the_nearest_and_says_whether_jax_has_it(module, name, suggestion,
+                                                                         in_jax):
+    mod = sys.modules[module]
+    with pytest.raises(AttributeError) as e:
+        getattr(mod, name)
+    msg = str(e.value)
+    assert msg.startswith(f"module {module!r} has no attribute {name!r}")
+    if suggestion:
+        assert f"did you mean {suggestion}" in msg
+    jax_module = module.replace("hlo.", "jax.", 1)
+    assert (f"{jax_module}.{name} exists in jax; hlo does not have it yet" in msg) == in_jax
+    assert hasattr(sys.modules.get(jax_module) or __import__(jax_module, fromlist=["x"]), name) == in_jax
+    assert not hasattr(mod, name)  # and hasattr / getattr(..., None) keep working
+
+
+def test_the_list_of_jax_names_is_jaxs():
+    from hlo.base import jax_names, missing
+    for jm, names in jax_names.JAX_NAMES.items():
+        assert sorted(names) == missing.jax_public_names(jm), (
+            f"{jm} changed in jax {jax.__version__}: python -m hlo.base.missing rewrites the list")
+
+
+def test_asking_for_a_missing_name_imports_no_jax():
+    code = ("import sys, hlo, hlo.numpy as hnp\n"
+            "assert not hasattr(hnp, 'percentile')\n"
+            "try:\n    hnp.percentile\nexcept AttributeError as e:\n    assert 'jax.numpy' in str(e)\n"
+            "assert 'jax' not in sys.modules, 'jax imported'\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# ShapeDtypeStruct
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape, kind, text", [
+    ((None, 4), TypeError, "dimension 0 of shape (None, 4) is None: dynamic (unknown) dimensions are "
+                           "not supported yet"),
+    ((3, "a"), TypeError, "dimension 1 of shape (3, 'a') is 'a' of type str, not an int"),
+    ((3, 2.5), TypeError, "dimension 1 of shape (3, 2.5) is 2.5 of type float"),
+    ((-1,), ValueError, "dimension 0 of shape (-1,) is negative"),
+    (None, TypeError, "shape must be a tuple of ints, got None"),
+])
+def test_shape_dtype_struct_names_the_bad_dimension(shape, kind, text):
+    with pytest.raises(kind) as e:
+        hlo.ShapeDtypeStruct(shape, np.float32)
+    assert text in str(e.value)
+
+
+def test_shape_dtype_struct_accepts_numpy_ints_and_a_bare_int():
+    assert hlo.ShapeDtypeStruct((np.int64(3), 4), np.float32).shape == (3, 4)
+    assert hlo.ShapeDtypeStruct(5, np.float32).shape == (5,)
+
+
+# ------------------------------------------------------------------------------------------------
+# jax interop
+# ------------------------------------------------------------------------------------------------
+
+@jax.tree_util.register_pytree_node_class
+class Pair:
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+    def tree_flatten(self):
+        return (self.a, self.b), "meta"
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        assert aux == "meta"
+        return cls(*children)
+
+
+class Point:
+    def __init__(self, x, scale):
+        self.x, self.scale = x, scale
+
+
+jax.tree_util.register_pytree_node(Point, lambda p: ((p.x,), p.scale),
+                                   lambda scale, ch: Point(ch[0], scale))
+
+
+def test_jax_registered_pytrees_are_pytrees_for_hlo():
+    def f(p, q):
+        return Pair(p.a * q.scale + q.x, p.a - p.b), Point(p.b, q.scale)
+    args = (Pair(X, X * 3), Point(X + 1, 2.0))
+    for _ in range(2):  # the second call runs the cached executable
+        (r, s), (jr, js) = hlo.jit(f)(*args), jax.jit(f)(*args)
+        assert type(r) is Pair and type(s) is Point and s.scale == 2.0
+        for a, b in [(r.a, jr.a), (r.b, jr.b), (s.x, js.x)]:
+            np.testing.assert_allclose(a, np.asarray(b))
+    leaves, td = hlo.tree_util.tree_flatten(args)
+    assert len(leaves) == 3
+    assert hlo.tree_util.tree_unflatten(td, leaves)[1].scale == 2.0
+    g = hlo.grad(lambda p: (p.a * p.b).sum())(Pair(X, X + 1))
+    assert type(g) is Pair
+    np.testing.assert_allclose(g.a, X + 1)
+
+
+def test_jax_shape_dtype_struct_stands_in_for_an_array():
+    f = lambda x: x * 2  # noqa: E731
+    a = hlo.jit(f).lower(jax.ShapeDtypeStruct((3, 4), jnp.bfloat16)).as_text()
+    b = hlo.jit(f).lower(hlo.ShapeDtypeStruct((3, 4), jnp.bfloat16)).as_text()
+    assert a == b and "bf16[3,4]" in a
+    c = hlo.jit(f).lower(jax.ShapeDtypeStruct((2,), np.float32)).compile()
+    np.testing.assert_array_equal(c(np.ones(2, np.float32)), [2, 2])
+    with pytest.raises(hlo.errors.ArgumentTypeError, match="only in f.lower"):
+        hlo.jit(f)(jax.ShapeDtypeStruct((2,), np.float32))
+
+
+@pytest.mark.parametrize("spec, short", [("float32[4,8]", "f32[4,8]"), ("bfloat16[2]", "bf16[2]"),
+                                         ("int8[3,1]", "s8[3,1]"), ("bool[]", "pred[]"),
+                                         ("float8_e4m3fn[2]", "f8e4m3fn[2]")])
+def test_cli_accepts_numpy_dtype_names(spec, short):
+    from hlo.tools.cli import parse_spec
+    a, b = parse_spec(spec), parse_spec(short)
+    assert a == b
+
+
+def test_cli_names_both_spellings_for_an_unknown_dtype():
+    from hlo.tools.cli import CliError, parse_spec
+    with pytest.raises(CliError, match="unknown element type 'floot32'.*float32"):
+        parse_spec("floot32[4]")
