@@ -59,6 +59,7 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, profil
     from .blas import find_blas
     from .llvm_pipeline import compile_ir
     from hlo.runtime.steps import written_inputs
+    from hlo.passes import stage_hook
     from .gemm_library import describe as describe_core, object_code as core_object
     import hashlib
     from hlo.runtime.cpu.target import default_threads, host
@@ -95,6 +96,7 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, profil
     # the library code it calls (defined elsewhere: the dump says where)
     ir_text = "".join(describe_core(sym) + "\n" for sym in sorted(cg.cores)) + str(ctx.module)
     t_emit = time.perf_counter() - t_start
+    stage_hook.stage("llvm")
     obj, _, times = compile_ir(ir_text, opt_level)
     times["emit"] = t_emit
     t_cores = time.perf_counter()
@@ -126,6 +128,7 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, profil
     if cg.uses_blas:
         b = find_blas()
         manifest["blas_symbols"] = [b.sgemm, b.dgemm]
+    stage_hook.stage("load")
     t_load = time.perf_counter()
     exe = Executable(obj, manifest, ir_text=ir_text, steps_text="\n".join(describe_steps(steps)),
                      threads=threads, cores=cores)

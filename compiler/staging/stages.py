@@ -22,6 +22,7 @@ from ..base.signature import flatten_inputs, plain_name
 from ..errors import SignatureMismatchError
 from ..tracing.abstract import ShapedArray, array_key, aval_of_type, c_strides, concrete_arg
 from ..tracing.tracer import abstractify
+from . import progress
 from ..tree_util import PyTreeDef, native_finish, positional_treedef, tree_unflatten, unflattener
 from .targets import Artifact, compile_module, resolve_target
 
@@ -59,8 +60,9 @@ class Lowered:
         read it with ``Compiled.profile()`` / ``profile_report()``. Its code differs from the
         unprofiled build's (two clock reads a step), and so does its cache entry."""
         t = resolve_target(target if target is not None else self.target)
-        return Compiled(self, compile_module(self.ir, t, donated=self.donated, dump_dir=dump_dir,
-                                             profile=profile))
+        with progress.compiling(f"hlo.jit({self.fun_name})"):
+            return Compiled(self, compile_module(self.ir, t, donated=self.donated,
+                                                 dump_dir=dump_dir, profile=profile))
 
     def signature_text(self) -> str:
         """``f(x: f32[4,8], y: f32[8])``."""

@@ -281,3 +281,81 @@ def test_cli_names_both_spellings_for_an_unknown_dtype():
     from hlo.tools.cli import CliError, parse_spec
     with pytest.raises(CliError, match="unknown element type 'floot32'.*float32"):
         parse_spec("floot32[4]")
+
+
+# ------------------------------------------------------------------------------------------------
+# Feedback: the compile's stages in the log, and a progress line for long compiles
+# ------------------------------------------------------------------------------------------------
+
+def _chain(x):
+    for i in range(3):
+        x = hnp.tanh(x @ x.T) + i
+    return x
+
+
+def _stages(records, what):
+    return [r.getMessage().split(": ", 1)[1].split(" ")[0]
+            for r in records if r.name == "hlo.compile" and r.getMessage().startswith(what)]
+
+
+def test_compile_stages_are_logged_as_they_end(caplog):
+    import logging
+    x = np.ones((4, 4), np.float32)
+    with caplog.at_level(logging.INFO, logger="hlo"), hlo.config.override(cache=False):
+        hlo.jit(_chain, target="cpu")(x)
+    assert _stages(caplog.records, "hlo.jit(_chain)") == [
+        "trace", "cache", "passes", "codegen", "llvm", "load", "compiled"]
+    last = caplog.records[-1].getMessage()
+    assert "compiled in" in last and "llvm" in last and "passes" in last
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="hlo"):
+        lowered = hlo.jit(_chain).lower(x)  # lowering alone, then compiling: two entries
+        lowered.compile(target="interpreter")
+    assert _stages(caplog.records, "hlo.jit(_chain)") == ["trace", "traced", "passes", "compiled"]
+
+
+def test_a_failed_compile_says_so_in_the_log(caplog):
+    import logging
+    with caplog.at_level(logging.INFO, logger="hlo"), pytest.raises(ValueError):
+        hlo.jit(_bad_broadcast)(X)
+    assert _stages(caplog.records, "hlo.jit(_bad_broadcast)") == ["trace", "failed"]
+
+
+def test_no_compile_log_unless_asked(caplog):
+    import logging
+    with caplog.at_level(logging.WARNING, logger="hlo"):
+        hlo.jit(_chain, target="interpreter")(np.ones((2, 2), np.float32))
+    assert not [r for r in caplog.records if r.name == "hlo.compile"]
+
+
+def test_hlo_log_compile_prints_stages_to_stderr():
+    code = ("import numpy as np, hlo, hlo.numpy as hnp\n"
+            "hlo.jit(lambda x: hnp.sin(x) * 2, target='interpreter')(np.ones(3, np.float32))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, HLO_LOG="compile"))
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("hlo.compile: hlo.jit(<lambda>): trace ")
+    assert lines[-1].startswith("hlo.compile: hlo.jit(<lambda>): compiled in ")
+    assert "hlo: compiling" not in r.stderr  # the log replaces the progress line
+
+
+def test_progress_line_for_long_compiles(monkeypatch):
+    import io
+    from hlo.staging import progress
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setattr(progress, "PROGRESS_AFTER_S", 0.0)  # every compile counts as long here
+    monkeypatch.setattr(progress, "TICK_S", 0.01)
+    with hlo.config.override(compile_progress=True, cache=False):
+        hlo.jit(_chain, target="cpu")(np.ones((4, 4), np.float32))
+    text = err.getvalue()
+    assert text.startswith("\rhlo: compiling hlo.jit(_chain): "), text
+    assert text.endswith("\n") and text.count("\n") == 1
+    assert "\rhlo: hlo.jit(_chain) compiled in " in text and "llvm" in text
+    # not a terminal (as here), and not forced: no line and no timer thread
+    err.truncate(0), err.seek(0)
+    monkeypatch.setattr(progress.threading, "Timer", None)  # would fail if one were started
+    with hlo.config.override(cache=False):
+        hlo.jit(_chain, target="cpu")(np.ones((5, 5), np.float32))
+    assert err.getvalue() == ""
