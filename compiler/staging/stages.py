@@ -137,16 +137,27 @@ class Compiled(ProfileMethods):
         return self.lowered.out_avals
 
     def as_text(self, dialect: str = "hlo") -> str:
-        """The optimized IR (``dialect="hlo"``), or, for target cuda, the generated ``"ptx"``."""
+        """The optimized IR (``dialect="hlo"``); for target cpu the optimized LLVM IR
+        (``"llvm"``) or the machine code as assembly (``"asm"``), made again from the LLVM IR
+        the executable keeps (absent from one loaded from the cache or a ``.hlox``: an error
+        says so); for target cuda the generated ``"ptx"``."""
         if dialect == "hlo":
             return self._artifact.module_text()
+        if dialect in ("llvm", "asm"):
+            if self.target != "cpu":
+                raise ValueError(f"as_text({dialect!r}) is for target 'cpu'; an executable for "
+                                 f"target {self.target!r} has "
+                                 + ("'ptx'" if self.target == "cuda" else "only 'hlo'"))
+            from hlo.backends.cpu import listing
+            return listing(getattr(self._artifact, "executable", None), dialect)
         if dialect == "ptx":
             ptx = getattr(getattr(self._artifact, "executable", None), "ptx", None)
             if ptx is None:
                 raise ValueError(f"as_text('ptx'): an executable for target {self.target!r} has no "
                                  "PTX; compile it for target='cuda'")
             return ptx
-        raise ValueError(f"as_text: unknown dialect {dialect!r}; expected 'hlo' or 'ptx'")
+        raise ValueError(f"as_text: unknown dialect {dialect!r}; expected 'hlo', 'llvm' or 'asm' "
+                         "(cpu), or 'ptx' (cuda)")
 
     @api_boundary
     def cost_analysis(self) -> Dict[str, Any]:

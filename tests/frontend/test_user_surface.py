@@ -359,3 +359,39 @@ def test_progress_line_for_long_compiles(monkeypatch):
     with hlo.config.override(cache=False):
         hlo.jit(_chain, target="cpu")(np.ones((5, 5), np.float32))
     assert err.getvalue() == ""
+
+
+# ------------------------------------------------------------------------------------------------
+# LLVM IR and assembly of a cpu executable
+# ------------------------------------------------------------------------------------------------
+
+def test_llvm_ir_and_assembly_of_a_cpu_executable(tmp_path):
+    from hlo.runtime.cpu.abi import ENTRY
+    f = hlo.jit(lambda x: hnp.tanh(x) * 2)
+    x = np.ones(64, np.float32)
+    with hlo.config.override(cache=False):
+        c = f.lower(x).compile(target="cpu")
+    llvm, asm = c.as_text("llvm"), c.as_text("asm")
+    assert "define" in llvm and ENTRY in llvm
+    assert ".text" in asm and f"{ENTRY}:" in asm
+    assert c.as_text("llvm") == llvm  # the same pipeline again: the same text
+    d = tmp_path / "dump"
+    c2 = f.lower(x).compile(target="cpu", dump_dir=str(d))  # (a compile with a dump is not cached)
+    assert (d / "asm.s").read_text() == c2.as_text("asm") == asm
+    assert (d / "llvm.opt.ll").read_text() == llvm
+    assert ENTRY in (d / "llvm.ll").read_text()  # as emitted, before LLVM's passes
+    np.testing.assert_allclose(c2(x), np.tanh(x) * 2, rtol=1e-6)
+
+
+def test_llvm_listing_is_refused_clearly_where_there_is_none(tmp_path):
+    c = hlo.jit(lambda x: x + 1).lower(X).compile(target="interpreter")
+    with pytest.raises(ValueError, match=r"as_text\('llvm'\) is for target 'cpu'"):
+        c.as_text("llvm")
+    with pytest.raises(ValueError, match="unknown dialect 'sass'"):
+        c.as_text("sass")
+    with hlo.config.override(cache=True, cache_dir=str(tmp_path / "cache")):
+        hlo.jit(lambda x: x + 1).lower(X).compile(target="cpu")
+        cached = hlo.jit(lambda x: x + 1).lower(X).compile(target="cpu")
+    assert cached.from_cache
+    with pytest.raises(ValueError, match="loaded .from the compilation cache or a .hlox file"):
+        cached.as_text("asm")
