@@ -80,7 +80,8 @@ def test_traceback_of_a_mistake_keeps_only_the_users_frames(name):
     if mark is not None:  # the user's own line that went wrong is there
         assert (HERE, mark) == user[-1], frames
     text = "".join(traceback.format_exception(e))
-    assert "HLO_TRACEBACK=full" in text  # the note says how to see everything
+    if sys.version_info >= (3, 11):  # (exception notes are new in 3.11)
+        assert "HLO_TRACEBACK=full" in text  # the note says how to see everything
     assert len(text.splitlines()) <= 14, text  # jax's own: 7-14 lines
     # jax raises the same kind of exception for the same mistake
     je = _raise(fn, jax.jit)
