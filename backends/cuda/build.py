@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
+from hlo.passes import stage_hook
 from hlo.runtime.cuda.artifact import FORMAT, CudaProgram, describe_constant
 from hlo.runtime.steps import describe_steps, steps_to_json, written_inputs
-from hlo.passes import stage_hook
 
 from .. import nvptx
 from ..lower import Lowering

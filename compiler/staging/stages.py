@@ -22,8 +22,8 @@ from ..base.signature import flatten_inputs, plain_name
 from ..errors import SignatureMismatchError
 from ..tracing.abstract import ShapedArray, array_key, aval_of_type, c_strides, concrete_arg
 from ..tracing.tracer import abstractify
-from . import progress
 from ..tree_util import PyTreeDef, native_finish, positional_treedef, tree_unflatten, unflattener
+from . import progress
 from .targets import Artifact, compile_module, resolve_target
 
 

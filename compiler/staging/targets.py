@@ -33,9 +33,9 @@ from hlo.ir.targets import info
 
 from .. import config
 from ..base import gc_pause
-from . import progress
 from ..config import check_target_name  # the target names (settings check them too)
 from ..errors import UnsupportedError, cuda_runner
+from . import progress
 
 
 @lru_cache(maxsize=1)

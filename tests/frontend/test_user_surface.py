@@ -60,7 +60,7 @@ def _marked_line(fn):
 def _raise(fn, jit=hlo.jit):
     try:
         jit(fn)(X)  # the user's call
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return e
     raise AssertionError("no exception")
 
@@ -116,7 +116,7 @@ def test_hlo_traceback_full_environment_variable(tmp_path):
         assert r.returncode == 1 and "traced arrays are immutable" in r.stderr, r.stderr
         out[mode] = r.stderr
     hlo_dir = os.path.dirname(os.path.dirname(hlo.base.source_info.__file__))
-    frames = lambda text: [ln for ln in text.splitlines() if ln.strip().startswith("File ")]  # noqa
+    frames = lambda text: [ln for ln in text.splitlines() if ln.strip().startswith("File ")]
     assert [f for f in frames(out[""]) if hlo_dir in f and "boundary.py" not in f] == []
     assert 'user.py", line 3' in out[""] and 'user.py", line 5' in out[""]
     assert len([f for f in frames(out["full"]) if hlo_dir in f]) >= 5
@@ -259,7 +259,7 @@ def test_jax_registered_pytrees_are_pytrees_for_hlo():
 
 
 def test_jax_shape_dtype_struct_stands_in_for_an_array():
-    f = lambda x: x * 2  # noqa: E731
+    f = lambda x: x * 2
     a = hlo.jit(f).lower(jax.ShapeDtypeStruct((3, 4), jnp.bfloat16)).as_text()
     b = hlo.jit(f).lower(hlo.ShapeDtypeStruct((3, 4), jnp.bfloat16)).as_text()
     assert a == b and "bf16[3,4]" in a
@@ -343,6 +343,7 @@ def test_hlo_log_compile_prints_stages_to_stderr():
 
 def test_progress_line_for_long_compiles(monkeypatch):
     import io
+
     from hlo.staging import progress
     err = io.StringIO()
     monkeypatch.setattr(sys, "stderr", err)
