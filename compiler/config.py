@@ -6,11 +6,20 @@ Settings and the environment variables that seed them:
 - ``log_recompiles`` (bool; ``HLO_LOG=recompiles``): when an ``hlo.jit`` function compiles again
   for a new signature, log (logger ``hlo.recompiles``, level WARNING) which argument changed and
   how.
+- ``log_compiles`` (bool; ``HLO_LOG=compile``): log each compile's stages (trace, cache, passes,
+  codegen, and the backend's: llvm, load on cpu) and their times as they end, and the total
+  (logger ``hlo.compile``, level INFO; printed to stderr when nothing else handles it). Without
+  it the logger still logs when Python's ``logging`` enables INFO for ``hlo``.
+- ``compile_progress`` (bool or None): the progress line on stderr for a compile running longer
+  than a few seconds (``hlo.staging.progress``). None means: on when stderr is a terminal,
+  unless ``HLO_LOG`` has ``compile`` or ``noprogress``.
 - ``target`` (str or None; ``HLO_TARGET``): the target used when ``hlo.jit`` is not given one,
   and by hlo.numpy functions called outside ``hlo.jit``. None means: "cuda" when the CUDA backend
   exists and a usable NVIDIA GPU is present, else "cpu".
-- ``traceback_filtering`` (bool, default True): hide hlo's own frames from the tracebacks of hlo
-  errors, so the user's lines are what remains.
+- ``traceback_filtering`` (bool; ``HLO_TRACEBACK=full`` (or ``off``) sets it False, default
+  True): hide hlo's own frames from the tracebacks of exceptions leaving hlo's API (``hlo.jit``
+  calls and ``lower``, ``grad``, ``vmap``, ...), hlo's errors and plain Python ones raised while
+  tracing the user's function alike, so the user's lines are what remains.
 - ``cache`` (bool or None; ``HLO_CACHE``, ``0`` turns it off): the persistent compilation cache
   (``hlo.staging.cache``). None means: on unless ``HLO_CACHE`` says 0/false/off.
 - ``cache_dir`` (str or None; ``HLO_CACHE_DIR``): where the persistent cache lives. None means:
@@ -69,8 +78,10 @@ def _env_log_flags() -> set:
 
 _DEFAULTS: Dict[str, Any] = {
     "log_recompiles": "recompiles" in _env_log_flags(),
+    "log_compiles": "compile" in _env_log_flags(),
+    "compile_progress": None,
     "target": os.environ.get("HLO_TARGET") or None,
-    "traceback_filtering": True,
+    "traceback_filtering": os.environ.get("HLO_TRACEBACK", "").strip().lower() not in ("full", "off", "0", "none"),
     "cache": None,
     "cache_dir": None,
     "cache_max_bytes": None,
@@ -80,6 +91,8 @@ _DEFAULTS: Dict[str, Any] = {
 
 _CHECKS = {
     "log_recompiles": lambda v: isinstance(v, bool),
+    "log_compiles": lambda v: isinstance(v, bool),
+    "compile_progress": lambda v: v is None or isinstance(v, bool),
     "target": lambda v: v is None or isinstance(v, str),
     "traceback_filtering": lambda v: isinstance(v, bool),
     "cache": lambda v: v is None or isinstance(v, bool),

@@ -301,3 +301,11 @@ def randint(key, shape, minval, maxval, dtype=None) -> Tracer:
         hi = clamp(scalar_const(info.min, i32), convert(hi, i32), scalar_const(info.max + 1, i32))
         return convert(_randint(what, k, lo, hi, shape, i32), dt)
     return _randint(what, k, lo, hi, shape, dt)
+
+
+def _install_missing_names():  # hnp.foo: "did you mean ...?", and whether jax has it
+    from hlo.base import missing
+    missing.install(__name__)
+
+
+_install_missing_names()

@@ -13,6 +13,7 @@ import collections
 import dataclasses
 import functools
 import operator
+import sys
 from typing import Any, Callable, Hashable, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 
@@ -249,12 +250,44 @@ def _flatten_node(x, with_keys: bool = True):
                 [DictKey(k) for k in ks] if with_keys else None)
     if _is_namedtuple(x):
         return t, None, tuple(x), [GetAttrKey(f) for f in t._fields] if with_keys else None
+    if "jax" in sys.modules and t not in _NEVER_JAX:
+        return _jax_node(x, t, with_keys)
     return None
+
+
+# Leaf types hlo knows: never worth asking jax about (the common leaves stay fast).
+_NEVER_JAX = frozenset({int, float, bool, complex, str, bytes})
+
+
+class _JaxAux(NamedTuple):
+    """The aux data of a node that jax's pytree registry flattened: jax's one-level treedef."""
+    treedef: Any
+
+
+def _jax_node(x, t, with_keys: bool):
+    """A class registered as a pytree with jax (``jax.tree_util.register_pytree_node`` and
+    friends) is a node here too, flattened one level by jax's registry. Asked only when the user
+    has imported jax (``sys.modules``): hlo never imports jax for it."""
+    if (getattr(t, "__module__", None) or "").startswith(("hlo.", "numpy", "jax", "jaxlib", "ml_dtypes")):
+        return None
+    jtu = sys.modules.get("jax.tree_util")
+    if jtu is None:
+        return None
+    try:
+        children, treedef = jtu.tree_flatten(x, is_leaf=lambda y: y is not x)
+    except Exception:  # jax could not flatten it: not a jax pytree either
+        return None
+    if jtu.treedef_is_leaf(treedef):
+        return None
+    keys = [FlattenedIndexKey(i) for i in range(len(children))] if with_keys else None
+    return t, _JaxAux(treedef), children, keys
 
 
 def _rebuild(kind, aux, children):
     if kind is type(None):
         return None
+    if type(aux) is _JaxAux:
+        return sys.modules["jax.tree_util"].tree_unflatten(aux.treedef, children)
     if kind is tuple:
         return tuple(children)
     if kind is list:

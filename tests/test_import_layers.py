@@ -35,7 +35,8 @@ FRONTEND_LAYERS = (
     ("trace", "hlo/tracing/: abstract values, the tracer, api_function (eager hook registry)",
      ("hlo.tracing.*",)),
     ("compile", "targets, the persistent cache, Lowered / Compiled, device placement (device_put)",
-     ("hlo.staging.targets", "hlo.staging.cache", "hlo.staging.stages", "hlo.staging.placement")),
+     ("hlo.staging.targets", "hlo.staging.cache", "hlo.staging.stages", "hlo.staging.placement",
+      "hlo.staging.progress")),
     ("lax", "hlo.lax's op wrappers and what builds on them only (PRNG bits, erf_inv); host "
      "callbacks (pure_callback, debug.print)",
      ("hlo.lax.*", "hlo.debug")),

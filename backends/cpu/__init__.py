@@ -59,6 +59,7 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, profil
     from .blas import find_blas
     from .llvm_pipeline import compile_ir
     from hlo.runtime.steps import written_inputs
+    from hlo.passes import stage_hook
     from .gemm_library import describe as describe_core, object_code as core_object
     import hashlib
     from hlo.runtime.cpu.target import default_threads, host
@@ -95,7 +96,10 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, profil
     # the library code it calls (defined elsewhere: the dump says where)
     ir_text = "".join(describe_core(sym) + "\n" for sym in sorted(cg.cores)) + str(ctx.module)
     t_emit = time.perf_counter() - t_start
-    obj, _, times = compile_ir(ir_text, opt_level)
+    stage_hook.stage("llvm")
+    obj, opt_mod, times = compile_ir(ir_text, opt_level)
+    if getattr(optimized, "dump_dir", None):  # the LLVM IR (as emitted, optimized) and assembly
+        _dump_listings(optimized.dump_dir, ir_text, opt_mod)
     times["emit"] = t_emit
     t_cores = time.perf_counter()
     cores = {sym: core_object(spec) for sym, spec in sorted(cg.cores.items())}
@@ -126,16 +130,43 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, profil
     if cg.uses_blas:
         b = find_blas()
         manifest["blas_symbols"] = [b.sgemm, b.dgemm]
+    stage_hook.stage("load")
     t_load = time.perf_counter()
     exe = Executable(obj, manifest, ir_text=ir_text, steps_text="\n".join(describe_steps(steps)),
                      threads=threads, cores=cores)
     times["load"] = time.perf_counter() - t_load
     exe.compile_times = times
+    exe.llvm_opt_level = opt_level  # (``Compiled.as_text("llvm"/"asm")`` runs the pipeline again)
     if getattr(optimized, "dump_dir", None):  # the dump's summary.txt shows where time went
         from hlo.passes.dump import add_backend_times
         opt_times = getattr(optimized, "compile_times", {})
         exe.compile_times = add_backend_times(optimized.dump_dir, opt_times.get("optimize", 0.0), times)
     return exe
+
+
+def _dump_listings(dump_dir: str, ir_text: str, opt_mod) -> None:
+    """``llvm.ll`` (the LLVM IR the backend emitted), ``llvm.opt.ll`` (after LLVM's optimization)
+    and ``asm.s`` (the machine code) in the dump directory."""
+    import os
+    from .llvm_pipeline import optimized_listing
+    os.makedirs(dump_dir, exist_ok=True)
+    for name, text in (("llvm.ll", ir_text), ("llvm.opt.ll", optimized_listing(opt_mod, "llvm")),
+                       ("asm.s", optimized_listing(opt_mod, "asm"))):
+        with open(os.path.join(dump_dir, name), "w") as f:
+            f.write(text)
+
+
+def listing(exe, dialect: str) -> str:
+    """``Compiled.as_text("llvm")`` / ``("asm")`` of a cpu ``Executable``: the optimized LLVM IR or
+    the assembly, made again from the LLVM IR the executable keeps."""
+    from .llvm_pipeline import listing as make
+    text = getattr(exe, "ir_text", "")
+    if not text:
+        raise ValueError(
+            f"as_text({dialect!r}): this executable was loaded (from the compilation cache or a "
+            ".hlox file), which keeps no LLVM IR; compile it again with the cache off "
+            "(hlo.config.update('cache', False)) or with a dump_dir to see it")
+    return make(text, dialect, getattr(exe, "llvm_opt_level", 3))
 
 
 def compile_module(module: Module, threads: Optional[int] = None, opt_level: int = 3,

@@ -74,3 +74,20 @@ def compile_ir(ir_text: str, opt_level: int = 3):
     obj = tm.emit_object(mod)
     times["llvm_codegen"] = time.perf_counter() - t0
     return obj, mod, times
+
+
+def listing(ir_text: str, dialect: str, opt_level: int = 3) -> str:
+    """What ``compile_ir(ir_text, opt_level)`` makes of ``ir_text``, as text: ``"llvm"`` the
+    optimized LLVM IR, ``"asm"`` the machine code as assembly (the same pipeline again: the
+    compile itself keeps neither, so it costs nothing unless asked)."""
+    _, mod, _ = compile_ir(ir_text, opt_level)
+    return optimized_listing(mod, dialect)
+
+
+def optimized_listing(mod, dialect: str) -> str:
+    """``"llvm"`` / ``"asm"`` text of a module ``compile_ir`` optimized."""
+    if dialect == "llvm":
+        return str(mod)
+    if dialect == "asm":
+        return target_machine().emit_assembly(mod)
+    raise ValueError(f"unknown listing {dialect!r}; expected 'llvm' or 'asm'")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from hlo.passes import stage_hook
 from hlo.runtime.cuda.artifact import FORMAT, CudaProgram, describe_constant
 from hlo.runtime.steps import describe_steps, steps_to_json, written_inputs
 
@@ -35,7 +36,9 @@ def build(optimized, opt_level: int = 3) -> CudaProgram:
     steps = lw.lower_main()
     ir_text = str(ctx.module)
     t1 = time.perf_counter()
+    stage_hook.stage("ptx")
     ptx, times = nvptx.compile_ptx(ir_text, dev.target, opt_level)
+    stage_hook.stage("ptxas")
     t2 = time.perf_counter()
     cubin = nvptx.assemble(ptx, dev.arch) if cg.kernels and nvptx.find_ptxas() else None
     t3 = time.perf_counter()

@@ -1,7 +1,12 @@
 """Where calls enter hlo from the user's code.
 
-``api_boundary``: hlo errors leaving the decorated function lose hlo's own frames from their
-traceback (``hlo.config.traceback_filtering``), so what remains is the user's code.
+``api_boundary``: exceptions leaving the decorated function lose hlo's own frames from their
+traceback (``hlo.config.traceback_filtering``; ``HLO_TRACEBACK=full`` keeps them), so what remains
+is the user's code: hlo's errors, and also plain Python exceptions raised while tracing the user's
+function (a wrong argument count, ``x[i] = v`` on a traced array, a missing ``hlo.numpy`` name),
+as jax's ``traceback_util`` does. One hlo frame stays: the boundary's own re-raise (a frame
+re-raising an exception is always part of its traceback; jax keeps its ``traceback_util`` frame
+the same way), and the exception gets a note saying how many frames went and how to see them.
 
 ``native_first`` does the same for the ``__call__`` of an object that may have a native entry
 (``hlo.jit`` functions, ``Compiled``, a loaded ``.hlox``): a call without keyword arguments goes
@@ -22,7 +27,7 @@ from hlo.runtime.cpu import pycall
 
 from .. import config
 from ..errors import HloError, ShapeError
-from .source_info import SourceLocation, filter_traceback, user_frame, user_location_in
+from .source_info import SourceLocation, filter_traceback, note_filtered, user_frame, user_location_in
 
 
 def api_boundary(fn: Callable) -> Callable:
@@ -31,12 +36,18 @@ def api_boundary(fn: Callable) -> Callable:
         __tracebackhide__ = True  # pytest hides this frame
         try:
             return fn(*args, **kwargs)
-        except HloError as e:
-            if not config.read("traceback_filtering"):
-                raise
-            raise e.with_traceback(filter_traceback(e.__traceback__)) from None
         except ShapeOverflowError as e:
             raise _shape_error(e) from None
+        except Exception as e:
+            if not config.read("traceback_filtering"):
+                raise
+            tb = e.__traceback__
+            e = e.with_traceback(filter_traceback(tb))
+            note_filtered(e, tb)
+            if isinstance(e, HloError):
+                e.__suppress_context__ = True
+            del tb
+            raise e  # (hlo's own frames removed: HLO_TRACEBACK=full keeps them)
     return wrapper
 
 
@@ -63,12 +74,18 @@ def native_first(fn: Callable) -> Callable:
             return native(*args)
         try:
             return fn(self, args, kwargs)
-        except HloError as e:  # (as api_boundary; not a shared helper: it would show as a frame)
-            if not config.read("traceback_filtering"):
-                raise
-            raise e.with_traceback(filter_traceback(e.__traceback__)) from None
         except ShapeOverflowError as e:
             raise _shape_error(e) from None
+        except Exception as e:  # (as api_boundary; not a shared helper: it would show as a frame)
+            if not config.read("traceback_filtering"):
+                raise
+            tb = e.__traceback__
+            e = e.with_traceback(filter_traceback(tb))
+            note_filtered(e, tb)
+            if isinstance(e, HloError):
+                e.__suppress_context__ = True
+            del tb
+            raise e  # (hlo's own frames removed: HLO_TRACEBACK=full keeps them)
     return wrapper
 
 

@@ -131,3 +131,22 @@ def filter_traceback(tb: Optional[types.TracebackType]) -> Optional[types.Traceb
     for frame, lasti, lineno in reversed(frames):
         out = types.TracebackType(out, frame, lasti, lineno)
     return out
+
+
+_NOTE_PREFIX = "(hlo removed "
+
+
+def note_filtered(exc: BaseException, tb: Optional[types.TracebackType]) -> None:
+    """Say on ``exc`` (a note, printed under its message) how many of hlo's frames
+    ``filter_traceback`` took out of ``tb``, and how to keep them; once per exception (nested
+    API boundaries filter again, and the first count stays: later boundaries see fewer frames)."""
+    n = 0
+    while tb is not None:
+        n += is_internal_file(tb.tb_frame.f_code.co_filename)
+        tb = tb.tb_next
+    if n == 0 or not hasattr(exc, "add_note"):
+        return
+    if any(str(x).startswith(_NOTE_PREFIX) for x in getattr(exc, "__notes__", ())):
+        return
+    exc.add_note(f"{_NOTE_PREFIX}{n} of its own frames from this traceback; "
+                 "HLO_TRACEBACK=full or hlo.config.update('traceback_filtering', False) keeps them)")

@@ -47,7 +47,10 @@ def __getattr__(name):
     if name == "linalg":  # hlo.lax.linalg: lu, cholesky, qr, eigh, svd, triangular_solve
         import importlib
         return importlib.import_module(f"{__name__}.linalg")
-    raise AttributeError(f"module 'hlo.lax' has no attribute {name!r}")
+    if name.startswith("__"):
+        raise AttributeError(f"module 'hlo.lax' has no attribute {name!r}")
+    from ..base.missing import missing_name  # "did you mean ...?", and whether jax has it
+    raise missing_name(__name__, name, __dir__())
 
 
 def __dir__():

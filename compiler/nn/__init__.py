@@ -5,3 +5,11 @@ from .activations import (relu, relu6, leaky_relu, elu, sigmoid, silu, swish, lo
                           gelu, softmax, log_softmax, logsumexp, standardize, one_hot)
 from .normalization import layer_norm, rms_norm
 from .dropout import dropout
+
+
+def _install_missing_names():  # hnp.foo: "did you mean ...?", and whether jax has it
+    from hlo.base import missing
+    missing.install(__name__)
+
+
+_install_missing_names()

@@ -99,3 +99,11 @@ def issubdtype(arg1, arg2) -> bool:
 
 def can_cast(from_, to, casting="safe") -> bool:
     return _np.can_cast(from_, to, casting)
+
+
+def _install_missing_names():  # hnp.foo: "did you mean ...?", and whether jax has it
+    from hlo.base import missing
+    missing.install(__name__)
+
+
+_install_missing_names()

@@ -119,6 +119,23 @@ _PROPERTIES = {
 }
 
 
+def _hnp_module(hnp, numpy_module: str):
+    """The hlo.numpy module that mirrors numpy's ``numpy_module`` (a function's ``__module__``:
+    ``numpy`` -> hlo.numpy, ``numpy.linalg`` (or ``numpy.linalg._linalg``) -> hlo.numpy.linalg,
+    ``numpy.fft`` -> hlo.numpy.fft), or None for a module that is not numpy's."""
+    parts = numpy_module.split(".")
+    if parts[0] != "numpy":
+        return None
+    mod = hnp
+    for part in parts[1:]:
+        if part.startswith("_") or part in ("core", "lib"):  # numpy's private implementation
+            break
+        mod = getattr(mod, part, None) if part in ("linalg", "fft") else None
+        if mod is None:
+            return None
+    return mod
+
+
 def _numpy_protocols(hnp):
     """``__array_ufunc__`` / ``__array_function__``: numpy's functions applied to traced values
     run as the function of the same name in ``hnp`` (the hlo.numpy namespace)."""
@@ -134,11 +151,14 @@ def _numpy_protocols(hnp):
 
     def __array_function__(self, func, types, args, kwargs):
         """``numpy.concatenate([tracer, ...])`` and friends run as hlo.numpy when it has them."""
-        fn = getattr(hnp, func.__name__, None)
-        if fn is not None and getattr(func, "__module__", "").startswith("numpy"):
+        where = _hnp_module(hnp, getattr(func, "__module__", None) or "")
+        fn = getattr(where, func.__name__, None) if where is not None else None
+        if fn is not None:
             return fn(*args, **kwargs)
+        public = "numpy" if where is None or where is hnp else where.__name__.replace("hlo.", "", 1)
+        hlo_name = "hlo.numpy" if where is None else where.__name__
         raise TracerArrayConversionError(concretization_message(
-            self, f"numpy.{func.__name__}", "hlo.numpy has no function of that name; "
+            self, f"{public}.{func.__name__}", f"{hlo_name} has no function {func.__name__}; "
             "write it with hlo.numpy functions"))
     return {"__array_ufunc__": __array_ufunc__, "__array_function__": __array_function__}
 

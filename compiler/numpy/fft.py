@@ -280,3 +280,11 @@ def ifftshift(x, axes=None) -> Tracer:
     t = as_tracer(x, what="ifftshift")
     axes = list(range(t.ndim)) if axes is None else canonical_axes("ifftshift", axes, t.ndim)
     return roll(t, [-(t.shape[a] // 2) for a in axes], axes)
+
+
+def _install_missing_names():  # hnp.foo: "did you mean ...?", and whether jax has it
+    from hlo.base import missing
+    missing.install(__name__)
+
+
+_install_missing_names()

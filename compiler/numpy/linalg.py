@@ -512,3 +512,11 @@ tensorinv = _missing("tensorinv", "reshape to a matrix and use hnp.linalg.inv")
 
 class LinAlgError(ValueError):
     """numpy.linalg.LinAlgError's place; hlo reports failures as NaNs instead (see above)."""
+
+
+def _install_missing_names():  # hnp.foo: "did you mean ...?", and whether jax has it
+    from hlo.base import missing
+    missing.install(__name__)
+
+
+_install_missing_names()

@@ -63,6 +63,7 @@ from ..tree_util import (
     tree_unflatten,
     unflattener,
 )
+from . import progress
 from .stages import Compiled, Lowered
 from .targets import default_target, resolve_target
 
@@ -276,7 +277,8 @@ class JitFunction:
         from ..numpy import array_methods  # noqa: F401  (loads hlo.numpy: Tracer's operators)
         desc = f"hlo.jit({self._name})"
         fn_loc = self._loc.ir() if self._loc is not None else None
-        with gc_pause.paused():
+        with progress.compiling(desc, "traced"), gc_pause.paused():
+            progress.stage("trace")  # (hlo compile prints its own "tracing")
             traced = trace_function(self._flat_fun(sig), sig.avals, None, description=desc,
                                     arg_names=sig.names, arg_params=sig.params,
                                     module_name=f"jit_{self._name}", fn_loc=fn_loc)
@@ -450,7 +452,8 @@ class JitFunction:
             self._misses += 1
         if previous and not self._eager and config.read("log_recompiles"):
             log.warning(self._explain_miss(sig, previous))
-        compiled = self._lower(sig).compile()  # both stages hold the collector off
+        with progress.compiling(f"hlo.jit({self._name})"):  # one log / progress line for both
+            compiled = self._lower(sig).compile()  # both stages hold the collector off
         limit = config.read("jit_cache_size")
         with self._lock:
             self._native_recency()

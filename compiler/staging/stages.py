@@ -23,6 +23,7 @@ from ..errors import SignatureMismatchError
 from ..tracing.abstract import ShapedArray, array_key, aval_of_type, c_strides, concrete_arg
 from ..tracing.tracer import abstractify
 from ..tree_util import PyTreeDef, native_finish, positional_treedef, tree_unflatten, unflattener
+from . import progress
 from .targets import Artifact, compile_module, resolve_target
 
 
@@ -59,8 +60,9 @@ class Lowered:
         read it with ``Compiled.profile()`` / ``profile_report()``. Its code differs from the
         unprofiled build's (two clock reads a step), and so does its cache entry."""
         t = resolve_target(target if target is not None else self.target)
-        return Compiled(self, compile_module(self.ir, t, donated=self.donated, dump_dir=dump_dir,
-                                             profile=profile))
+        with progress.compiling(f"hlo.jit({self.fun_name})"):
+            return Compiled(self, compile_module(self.ir, t, donated=self.donated,
+                                                 dump_dir=dump_dir, profile=profile))
 
     def signature_text(self) -> str:
         """``f(x: f32[4,8], y: f32[8])``."""
@@ -135,16 +137,27 @@ class Compiled(ProfileMethods):
         return self.lowered.out_avals
 
     def as_text(self, dialect: str = "hlo") -> str:
-        """The optimized IR (``dialect="hlo"``), or, for target cuda, the generated ``"ptx"``."""
+        """The optimized IR (``dialect="hlo"``); for target cpu the optimized LLVM IR
+        (``"llvm"``) or the machine code as assembly (``"asm"``), made again from the LLVM IR
+        the executable keeps (absent from one loaded from the cache or a ``.hlox``: an error
+        says so); for target cuda the generated ``"ptx"``."""
         if dialect == "hlo":
             return self._artifact.module_text()
+        if dialect in ("llvm", "asm"):
+            if self.target != "cpu":
+                raise ValueError(f"as_text({dialect!r}) is for target 'cpu'; an executable for "
+                                 f"target {self.target!r} has "
+                                 + ("'ptx'" if self.target == "cuda" else "only 'hlo'"))
+            from hlo.backends.cpu import listing
+            return listing(getattr(self._artifact, "executable", None), dialect)
         if dialect == "ptx":
             ptx = getattr(getattr(self._artifact, "executable", None), "ptx", None)
             if ptx is None:
                 raise ValueError(f"as_text('ptx'): an executable for target {self.target!r} has no "
                                  "PTX; compile it for target='cuda'")
             return ptx
-        raise ValueError(f"as_text: unknown dialect {dialect!r}; expected 'hlo' or 'ptx'")
+        raise ValueError(f"as_text: unknown dialect {dialect!r}; expected 'hlo', 'llvm' or 'asm' "
+                         "(cpu), or 'ptx' (cuda)")
 
     @api_boundary
     def cost_analysis(self) -> Dict[str, Any]:

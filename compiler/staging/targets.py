@@ -20,7 +20,6 @@ it.
 """
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import importlib
 import importlib.util
@@ -36,6 +35,7 @@ from .. import config
 from ..base import gc_pause
 from ..config import check_target_name  # the target names (settings check them too)
 from ..errors import UnsupportedError, cuda_runner
+from . import progress
 
 
 @lru_cache(maxsize=1)
@@ -164,12 +164,13 @@ def _optimize(module: Module, target: str, options: Optional[dict], dump_dir: Op
     return optimize(module, target, dump_dir=dump_dir, options=options or None)
 
 
-_progress: "contextvars.ContextVar[Optional[Callable[[str], None]]]" = contextvars.ContextVar(
-    "hlo_compile_progress", default=None)
+_progress = progress.listener  # (hlo compile's stage printer; it lives with the progress line)
 
 
 def report_progress(stage: str) -> None:
-    """Tell a listener (``hlo compile`` prints stage names and times) that ``stage`` begins."""
+    """Tell a listener (``hlo compile`` prints stage names and times) and the compile's log and
+    progress line (``progress``) that ``stage`` begins."""
+    progress.stage(stage)
     cb = _progress.get()
     if cb is not None:
         cb(stage)
@@ -242,6 +243,7 @@ def _compile_module(module, target, donated, options, dump_dir, profile=False) -
     key_opts = {**opts, **backend_opts}
     if not info(target).compiled:  # the reference interpreter runs the optimized IR
         from hlo.ir import interpreter
+        report_progress("passes")
         res = _optimize(module, target, opts, dump_dir)
         mod = res.module
 

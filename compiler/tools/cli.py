@@ -49,19 +49,23 @@ class _Parser(argparse.ArgumentParser):
 # Argument specs: f32[16,64,512]
 # ----------------------------------------------------------------------------------------------
 
-_SPEC = re.compile(r"^\s*([A-Za-z][A-Za-z0-9]*)\s*\[(.*)\]\s*$")
+_SPEC = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*)\s*\[(.*)\]\s*$")
 
 
 def parse_spec(text: str):
-    """``f32[16,64,512]`` (or ``f32[]`` for a scalar) -> ``hlo.ShapeDtypeStruct``."""
+    """``f32[16,64,512]`` (or ``f32[]`` for a scalar; numpy's dtype names too:
+    ``float32[16,64,512]``, ``bfloat16[8]``, ``int8[4]``) -> ``hlo.ShapeDtypeStruct``."""
     from hlo.ir.types import BY_NAME
     m = _SPEC.match(text)
     if not m:
         raise CliError(f"bad --arg {text!r}: expected a type like f32[16,64,512] (element type, then "
                        "the dimensions in brackets; f32[] for a scalar)", 2)
     dt, dims = m.group(1), m.group(2).strip()
+    numpy_names = {t.np_dtype.name: name for name, t in BY_NAME.items()}  # float32 -> f32, ...
+    dt = numpy_names.get(dt, dt)
     if dt not in BY_NAME:
-        raise CliError(f"bad --arg {text!r}: unknown element type {dt!r} (known: {', '.join(BY_NAME)})", 2)
+        raise CliError(f"bad --arg {text!r}: unknown element type {m.group(1)!r} (known: "
+                       f"{', '.join(BY_NAME)}, or numpy's names: {', '.join(numpy_names)})", 2)
     shape = []
     if dims:
         for d in dims.split(","):

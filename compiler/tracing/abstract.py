@@ -12,7 +12,7 @@ copies them to the host.
 from __future__ import annotations
 
 import operator
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -79,13 +79,47 @@ def aval_of_type(t: TensorType, weak_type: bool = False) -> ShapedArray:
     return ShapedArray(t.shape, t.np_dtype, weak_type)
 
 
+def _static_shape(shape) -> Tuple[int, ...]:
+    """``shape`` as a tuple of non-negative ints, or a TypeError / ValueError naming the
+    dimension that is not one (dynamic dimensions, ``None``, are not supported)."""
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise TypeError(f"ShapeDtypeStruct: shape must be a tuple of ints, got {shape!r}") from None
+    out = []
+    for i, d in enumerate(dims):
+        if d is None:
+            raise TypeError(
+                f"ShapeDtypeStruct: dimension {i} of shape {shape!r} is None: dynamic (unknown) "
+                "dimensions are not supported yet; hlo compiles for static shapes (give the size, "
+                "and lower again for each size you need)")
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise TypeError(f"ShapeDtypeStruct: dimension {i} of shape {shape!r} is {d!r} of type "
+                            f"{type(d).__name__}, not an int")
+        if d < 0:
+            raise ValueError(f"ShapeDtypeStruct: dimension {i} of shape {shape!r} is negative")
+        out.append(int(d))
+    return tuple(out)
+
+
+def from_foreign_struct(x) -> Optional["ShapeDtypeStruct"]:
+    """jax's ``jax.ShapeDtypeStruct`` as hlo's (shape, dtype, weak_type), or None for anything
+    else. Recognised by its class, without importing jax."""
+    t = type(x)
+    if t.__name__ == "ShapeDtypeStruct" and (t.__module__ or "").startswith("jax"):
+        return ShapeDtypeStruct(x.shape, x.dtype, bool(getattr(x, "weak_type", False)))
+    return None
+
+
 class ShapeDtypeStruct:
     """A stand-in for an array in ``f.lower(...)``: only its shape and dtype matter."""
 
     __slots__ = ("shape", "dtype", "weak_type")
 
     def __init__(self, shape, dtype, weak_type: bool = False):
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = _static_shape(shape)
         self.dtype = dtypes.canonicalize(dtype)
         self.weak_type = bool(weak_type)
 

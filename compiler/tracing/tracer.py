@@ -58,7 +58,14 @@ from ..errors import (
     TracerLeakError,
 )
 from ..tree_util import PyTreeDef, keystr, tree_flatten_with_path, tree_unflatten
-from .abstract import ShapedArray, ShapeDtypeStruct, aval_of_type, gpu_array_type, to_numpy
+from .abstract import (
+    ShapedArray,
+    ShapeDtypeStruct,
+    aval_of_type,
+    from_foreign_struct,
+    gpu_array_type,
+    to_numpy,
+)
 
 
 class Trace:
@@ -484,6 +491,8 @@ def abstractify(x, what: str = "argument", allow_struct: bool = False) -> Shaped
         dt, weak = dtypes.scalar_type(x)
         dtypes.check_scalar_fits(x, dt, what)
         return ShapedArray((), dt, weak)
+    if not isinstance(x, ShapeDtypeStruct):
+        x = from_foreign_struct(x) or x  # jax.ShapeDtypeStruct stands in as hlo's does
     if isinstance(x, ShapeDtypeStruct):
         if not allow_struct:
             raise ArgumentTypeError(

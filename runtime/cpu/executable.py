@@ -119,6 +119,7 @@ class Executable(Signature):
     """A compiled program for the host CPU."""
 
     compile_times: dict   # seconds per compile phase (set by the backend that built it)
+    llvm_opt_level: int   # the LLVM pipeline it was built with (as_text("llvm"/"asm") runs it again)
 
     def __init__(self, object_code: bytes, manifest: dict, ir_text: str = "", steps_text: str = "",
                  threads: Optional[int] = None, cores: Optional[dict] = None,
