@@ -175,6 +175,20 @@ def float_sum_types(op):
     return (F64_T if et.bits == 64 else F32_T), F64_T
 
 
+def block_sum_hooks(b: ir.IRBuilder, blk, blk_ty, wide, wide_ty):
+    """``(start_block, end_block)`` for ``blocked_loops`` of a scalar blocked sum: the block's
+    accumulator ``blk`` starts at -0.0 (the identity that keeps a sum of -0.0s -0.0), and its
+    total is widened and added to the wide accumulator ``wide`` (see ``SUM_BLOCK``)."""
+    def start_block():
+        b.store(ir.Constant(blk_ty, -0.0), blk)
+
+    def end_block():
+        tot = b.load(blk, typ=blk_ty)
+        tot = b.fpext(tot, wide_ty) if blk_ty != wide_ty else tot
+        b.store(b.fadd(b.load(wide, typ=wide_ty), tot), wide)
+    return start_block, end_block
+
+
 def blocked_loops(b: ir.IRBuilder, levels, block: int, start_block, end_block, element,
                   interleave: Optional[int] = None) -> None:
     """Nested loops over ``levels`` [(key, lo, hi, extent)] (outermost first; ``lo``/``hi`` ints
@@ -711,13 +725,7 @@ class ElementalEmitter:
             b.store(b.fadd(b.load(blk, typ=blk_ty), x, flags=("reassoc",)), blk)
             self.pop()
 
-        def start_block():
-            b.store(ir.Constant(blk_ty, -0.0), blk)
-
-        def end_block():
-            tot = b.load(blk, typ=blk_ty)
-            tot = b.fpext(tot, wide_ty) if blk_ty != wide_ty else tot
-            b.store(b.fadd(b.load(wide, typ=wide_ty), tot), wide)
+        start_block, end_block = block_sum_hooks(b, blk, blk_ty, wide, wide_ty)
 
         levels = [(d, 0, n, n) for d, n in loops]
         self.push()
@@ -844,13 +852,7 @@ class ElementalEmitter:
         wide = entry_alloca(b, wide_ty)
         b.store(ir.Constant(wide_ty, 0.0), wide)
 
-        def start_block():
-            b.store(ir.Constant(acc_ty, -0.0), acc)
-
-        def end_block():
-            tot = b.load(acc, typ=acc_ty)
-            tot = b.fpext(tot, wide_ty) if acc_ty != wide_ty else tot
-            b.store(b.fadd(b.load(wide, typ=wide_ty), tot), wide)
+        start_block, end_block = block_sum_hooks(b, acc, acc_ty, wide, wide_ty)
 
         self.push()
         try:

@@ -37,7 +37,7 @@ from hlo.ir.types import TensorType
 from hlo.runtime.steps import BufRef, KernelCall
 
 from .. import llvm_util as U
-from ..elemental import BufferSource, ElementalEmitter, blocked_loops, float_sum_types
+from ..elemental import BufferSource, ElementalEmitter, block_sum_hooks, blocked_loops, float_sum_types
 from ..kernel_emitter import Root, fused_ops, is_column_reduce, kernel_buffers, physical_order, root_values
 from ..llvm_util import I64, PTR, SCALAR_LOOP, VOID, ModuleContext, for_range, i64, prefer_vector_width
 from .entry import TASK_FN
@@ -1070,13 +1070,7 @@ def _emit_split_sum(cg: Codegen, lw, op, dests: Sequence[BufRef], env: Dict[Valu
             b.store(b.fadd(b.load(blk, typ=blk_ty), x, flags=("reassoc",)), blk)
             em.pop()
 
-        def start_block():
-            b.store(ir.Constant(blk_ty, -0.0), blk)
-
-        def end_block():
-            t = b.load(blk, typ=blk_ty)
-            t = b.fpext(t, wide_ty) if blk_ty != wide_ty else t
-            b.store(b.fadd(b.load(wide, typ=wide_ty), t), wide)
+        start_block, end_block = block_sum_hooks(b, blk, blk_ty, wide, wide_ty)
 
         def over_kept(level):
             if level == len(kept_order):
