@@ -587,6 +587,12 @@ class LoadedExecutable(ProfileMethods):
         raise LoadError(f"{self._where} was opened for its description only (hlo.aot.describe): "
                         "its code is not loaded; use hlo.load to run it")
 
+    def export_c(self, folder, name: Optional[str] = None):
+        """Write ``lib<name>.so`` and ``<name>.h`` into ``folder``: this program as a C library
+        (``Compiled.export_c``; what ``hlo export-c`` runs)."""
+        from .export_c import export_c
+        return export_c(self, folder, name)
+
     # -- description ---------------------------------------------------------------------------
 
     def as_text(self) -> str:
