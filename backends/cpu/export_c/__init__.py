@@ -99,7 +99,7 @@ def export(exe, folder: str, name: str, arg_names: Optional[Sequence[str]] = Non
         out = os.path.join(tmp, f"lib{name}.so")
         cmd = cc.split() + ["-shared", "-fPIC", "-O2", "-std=c11", "-Wall", "-Werror",
                             "-o", out, "runtime.c", *sorted(o for o in objs),
-                            "-Wl,--version-script=exports.map", "-Wl,-z,nodelete", "-Wl,-z,defs",
+                            "-Wl,--version-script=exports.map", "-Wl,-Bsymbolic", "-Wl,-z,nodelete", "-Wl,-z,defs",
                             "-Wl,-z,noexecstack", "-lpthread", "-lm"]
         if sanitize:
             cmd[1:1] = ["-fsanitize=address", "-fno-omit-frame-pointer"]
