@@ -33,6 +33,9 @@ def export_c(executable_owner, folder: str, name: Optional[str] = None):
         raise UnsupportedError(f"export_c: target {target!r} has no native code to export; "
                                "compile for target='cpu'")
     exe = executable_owner._runtime_executable()
+    recompiled = getattr(executable_owner, "_recompiled", None)  # hlo.load(..., recompile=True)
+    if exe is None and recompiled is not None:
+        exe = recompiled._runtime_executable()
     if exe is None:
         raise UnsupportedError("export_c: this executable's native code was not loaded "
                                "(hlo.aot.describe); load it with hlo.load")

@@ -513,6 +513,7 @@ class LoadedExecutable(ProfileMethods):
         if recompile is not None:  # the stored native code is never read
             compiled = recompile(ir, where)
             self.executable = None
+            self._recompiled = compiled  # its fresh code (what export_c links)
             self._cost = compiled.cost_analysis()
             self._mem = compiled.memory_analysis()
             self._run = compiled.run_flat

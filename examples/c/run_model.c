@@ -8,7 +8,8 @@
  * inputs.bin holds the inputs one after the other, in argument order, each as its raw bytes
  * (row-major, little-endian: what numpy's a.tobytes() writes), exactly the sizes layer.h lists;
  * examples/c/write_inputs.py makes one. --output writes the outputs the same way. --repeat N
- * runs N more calls and prints the time per call and how the process's resident memory changed.
+ * runs N more calls and prints the time per call and how the process's anonymous resident
+ * memory (heap and stacks: what a leak would grow) changed.
  *
  * The functions are <MODEL>_create, <MODEL>_run, ...: F(run) below spells layer_run for
  * MODEL=layer, so this one file builds against any exported library.
@@ -30,13 +31,15 @@ static double now(void) {
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-static long rss_kib(void) {  /* resident set size (Linux), 0 where unknown */
-    long pages = 0, resident = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
+static long rss_kib(void) {  /* anonymous resident memory (heap, stacks; Linux), 0 where unknown */
+    char line[256];
+    long kib = 0;
+    FILE *f = fopen("/proc/self/status", "r");
     if (!f) return 0;
-    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "RssAnon: %ld kB", &kib) == 1) break;
     fclose(f);
-    return resident * 4;
+    return kib;
 }
 
 static float half_to_float(unsigned h, int bf16) {
@@ -172,7 +175,7 @@ int main(int argc, char **argv) {
                 return 1;
             }
         double t3 = now();
-        printf("%ld calls: %.3f us per call, resident memory %+ld KiB\n", repeat,
+        printf("%ld calls: %.3f us per call, anonymous memory %+ld KiB\n", repeat,
                (t3 - t2) / repeat * 1e6, rss_kib() - rss0);
     }
     if (out_path) {

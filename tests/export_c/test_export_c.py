@@ -207,7 +207,7 @@ def test_error_paths_and_calls_under_address_sanitizer(exported, tmp_path):
 
 
 def _rss_growth(stdout: str) -> int:
-    m = re.search(r"(\d+) calls: ([\d.]+) us per call, resident memory ([+-]\d+) KiB", stdout)
+    m = re.search(r"(\d+) calls: ([\d.]+) us per call, anonymous memory ([+-]\d+) KiB", stdout)
     assert m, stdout
     return int(m.group(3))
 
@@ -215,10 +215,10 @@ def _rss_growth(stdout: str) -> int:
 def test_many_calls_do_not_grow_memory(exported):
     it = exported["dispatch"]
     stdout, _ = it.run(it.threads, "--repeat", "100000", "--quiet")
-    assert _rss_growth(stdout) <= 16, stdout
+    assert _rss_growth(stdout) <= 32, stdout  # a leak of one malloc a call: >= 3 MiB
     it = exported["transformer_layer"]
-    stdout, _ = it.run(it.threads, "--repeat", "2000", "--quiet")
-    assert _rss_growth(stdout) <= 16, stdout
+    stdout, _ = it.run(it.threads, "--repeat", "20000", "--quiet")
+    assert _rss_growth(stdout) <= 32, stdout
 
 
 def test_library_needs_only_libc(exported):
@@ -312,3 +312,10 @@ def test_readme_five_commands(tmp_path):
     want = np.asarray(loaded(*ins))
     assert np.array_equal(np.fromfile(build / "out.bin", np.float32).reshape(want.shape), want)
     assert main(["export-c", str(model), "-o", str(build), "--name", "void"]) == 1
+    # a file one does not trust: its IR compiled afresh (hlo.load(recompile=True)), then exported
+    fresh = tmp_path / "fresh"
+    hlo.load(model, recompile=True).export_c(fresh, "layer")
+    assert " *   [1] wqkv: f32[64,192], float, 49152 bytes" in (fresh / "layer.h").read_text()
+    binary = _build_example(fresh, "layer")
+    _run([binary, build / "inputs.bin", "--threads", threads, "--output", fresh / "out.bin"])
+    assert np.array_equal(np.fromfile(fresh / "out.bin", np.float32).reshape(want.shape), want)

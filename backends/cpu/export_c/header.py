@@ -74,10 +74,10 @@ def header(spec: LibrarySpec) -> str:
  * (scratch memory, {p}_workspace_size() bytes) and its thread count. The library keeps one
  * process-wide pool of worker threads, started on the first call that splits work (at most
  * the largest thread count asked for, minus one), shared by its contexts: while one context's
- * call uses it, another context's call runs its loops on its own thread alone (same results
- * as far as the thread count allows, see below). That pool, the status strings and the
- * signature tables are the library's only global state. The library stays loaded once
- * loaded (dlclose does not unmap it: its workers may be waiting).
+ * call uses it, another context's call runs its parallel loops on its own thread. That pool
+ * (reset in a child after fork) and the read-only signature tables are the library's only
+ * global state. The library stays loaded once loaded (dlclose does not unmap it: its workers
+ * may be waiting).
  *
  * Results: bit for bit those of hlo.jit in Python for the same thread count; a different
  * thread count may change how float sums are split, within float rounding.
