@@ -319,3 +319,62 @@ def test_readme_five_commands(tmp_path):
     binary = _build_example(fresh, "layer")
     _run([binary, build / "inputs.bin", "--threads", threads, "--output", fresh / "out.bin"])
     assert np.array_equal(np.fromfile(fresh / "out.bin", np.float32).reshape(want.shape), want)
+
+
+def test_cpu_check_agrees_with_llvm_on_this_cpu(tmp_path):
+    """The library's own CPU check (cpuid and XCR0 in C, ``runtime_c.X86_FEATURES``) against
+    LLVM's view of this host (``host().features``): every feature of the table that LLVM says
+    this CPU has, the check finds; every one it says it lacks, the check reports missing."""
+    from hlo.backends.cpu.export_c.runtime_c import X86_FEATURES, _cpu_check
+    from hlo.runtime.cpu.target import host
+    if not host().triple.startswith("x86_64"):
+        pytest.skip("the CPU check is x86-64's")
+    feats = host().features.split(",")
+    parts = ["#include <stdio.h>", "#include <cpuid.h>"]
+    names = [f[0] for f in X86_FEATURES]
+    for k, n in enumerate(names):
+        parts.append(_cpu_check([n]).replace("cpu_missing", f"missing_{k}").replace("feature_names", f"names_{k}"))
+    parts.append("int main(void) {")
+    parts += [f'    printf("%s %d\\n", "{n}", missing_{k}() >= 0);' for k, n in enumerate(names)]
+    parts.append("    return 0;\n}")
+    src = tmp_path / "check.c"
+    src.write_text("\n".join(parts) + "\n")
+    exe = tmp_path / "check"
+    r = subprocess.run(["cc", "-O1", "-Wall", "-o", str(exe), str(src)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    missing = dict(line.split() for line in _run([exe]).stdout.splitlines())
+    checked = 0
+    for n in names:
+        if f"+{n}" in feats:
+            assert missing[n] == "0", f"LLVM says this CPU has {n}; the library's check says it lacks it"
+            checked += 1
+        elif f"-{n}" in feats:
+            assert missing[n] == "1", f"LLVM says this CPU lacks {n}; the library's check finds it"
+            checked += 1
+    assert checked >= 10
+
+
+def test_generated_c_compiles_without_warnings(tmp_path):
+    """The runtime and header an export writes, for programs of several shapes (one output,
+    several, a donated input, no workspace), under -Wall -Wextra -Werror as C11 and the header as
+    C++ too (the export itself does not stop on a warning of another compiler version)."""
+    from hlo.backends.cpu.export_c.header import header
+    from hlo.backends.cpu.export_c.runtime_c import source
+    from hlo.backends.cpu.export_c.spec import from_executable
+    progs = {"one": (hlo.jit(lambda x: x + 1), (np.ones(8, np.float32),)),
+             "two": (hlo.jit(lambda x, y: (x @ y, x.sum())), (np.ones((4, 4), np.float32),) * 2),
+             "don": (hlo.jit(lambda x: x * 2, donate_argnums=0), (np.ones(8, np.float32),))}
+    for name, (f, args) in progs.items():
+        spec = from_executable(f.lower(*args).compile()._runtime_executable(), name)
+        for pool in (False, True):
+            spec.uses_pool = pool
+            (tmp_path / f"{name}.h").write_text(header(spec))
+            (tmp_path / "runtime.c").write_text(source(spec))
+            r = subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", "runtime.c"],
+                               cwd=tmp_path, capture_output=True, text=True)
+            assert r.returncode == 0, f"{name}: {r.stderr}"
+        if shutil.which("c++"):
+            (tmp_path / "use.cpp").write_text(f'#include "{name}.h"\nint main() {{ return {name}_api_version(); }}\n')
+            r = subprocess.run(["c++", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", "use.cpp"],
+                               cwd=tmp_path, capture_output=True, text=True)
+            assert r.returncode == 0, f"{name}: {r.stderr}"

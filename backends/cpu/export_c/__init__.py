@@ -97,7 +97,7 @@ def export(exe, folder: str, name: str, arg_names: Optional[Sequence[str]] = Non
         with open(os.path.join(tmp, "exports.map"), "w") as f:
             f.write(f"{{ global: {name}_*; local: *; }};\n")
         out = os.path.join(tmp, f"lib{name}.so")
-        cmd = cc.split() + ["-shared", "-fPIC", "-O2", "-std=c11", "-Wall", "-Werror",
+        cmd = cc.split() + ["-shared", "-fPIC", "-O2", "-std=c11",
                             "-o", out, "runtime.c", *sorted(o for o in objs),
                             "-Wl,--version-script=exports.map", "-Wl,-Bsymbolic", "-Wl,-z,nodelete", "-Wl,-z,defs",
                             "-Wl,-z,noexecstack", "-lpthread", "-lm"]

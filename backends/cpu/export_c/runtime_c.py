@@ -149,8 +149,8 @@ def source(spec: LibrarySpec) -> str:
 #define NOUT {nout}
 #define MAGIC 0x{MAGIC:016X}ULL
 #define MAX_THREADS {MAX_THREADS}
-#define WORKSPACE_BYTES ((size_t){spec.arena_size}u)
 #define WORKSPACE_ALIGN 64
+static const size_t WORKSPACE_BYTES = {spec.arena_size}u;  /* a variable: no "always false" warnings */
 
 extern void hlo_run(const void *const *inputs, void *const *outputs, void *arena, int64_t nthreads);
 {pool_decls}
