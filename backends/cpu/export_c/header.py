@@ -24,6 +24,9 @@ STATUS = (
     ("HLO_ERR_MISALIGNED", 8, "a buffer is not aligned to its element type's size"),
     ("HLO_ERR_OVERLAP", 9, "an output buffer overlaps an input or another output (except a "
      "donated input passed as its own result)"),
+    ("HLO_ERR_NO_GPU", 10, "CUDA libraries: no NVIDIA driver (libcuda.so.1) or no such device"),
+    ("HLO_ERR_CUDA", 11, "CUDA libraries: a driver call failed (the message names it and its error)"),
+    ("HLO_ERR_UNSUPPORTED_GPU", 12, "CUDA libraries: the GPU's architecture cannot run the code"),
 )
 
 
@@ -41,10 +44,33 @@ def _arg_line(i: int, a: ArgSpec, written: bool = False, alias: int = -1) -> str
     return line
 
 
-def header(spec: LibrarySpec) -> str:
-    p, P = spec.name, spec.name.upper()
+def status_enum() -> str:
+    """The shared status codes, defined once per translation unit."""
     status = "\n".join(f"    {n} = {v},{' ' * max(1, 28 - len(n) - len(str(v)))}/* {_comment(d)} */"
                        for n, v, d in STATUS)
+    return (f"#ifndef HLO_EXPORT_C_API\n#define HLO_EXPORT_C_API {C_API_VERSION}\n"
+            f"/* Status codes (every exported library's): */\nenum {{\n{status}\n}};\n#endif")
+
+
+def signature_queries(p: str) -> str:
+    return f"""/* The signature above, for programs that read it at run time (i outside the range: NULL / -1 / 0).
+   dtype names are hlo's: f32, f64, f16, bf16, s32, u8, pred, c64, ... */
+int {p}_num_inputs(void);
+int {p}_num_outputs(void);
+const char *{p}_input_name(int i);
+const char *{p}_input_dtype(int i);
+int {p}_input_rank(int i);
+const int64_t *{p}_input_shape(int i);
+size_t {p}_input_bytes(int i);
+const char *{p}_output_name(int i);
+const char *{p}_output_dtype(int i);
+int {p}_output_rank(int i);
+const int64_t *{p}_output_shape(int i);
+size_t {p}_output_bytes(int i);"""
+
+
+def header(spec: LibrarySpec) -> str:
+    p, P = spec.name, spec.name.upper()
     ins = "\n".join(_arg_line(i, a, i in spec.written) for i, a in enumerate(spec.inputs)) or " *   (none)"
     outs = "\n".join(_arg_line(o, a, alias=spec.aliases.get(o, -1)) for o, a in enumerate(spec.outputs)) \
         or " *   (none)"
@@ -92,13 +118,7 @@ def header(spec: LibrarySpec) -> str:
 extern "C" {{
 #endif
 
-#ifndef HLO_EXPORT_C_API
-#define HLO_EXPORT_C_API {C_API_VERSION}
-/* Status codes (every exported library's): */
-enum {{
-{status}
-}};
-#endif
+{status_enum()}
 
 #define {P}_NUM_INPUTS {len(spec.inputs)}
 #define {P}_NUM_OUTPUTS {len(spec.outputs)}
@@ -142,20 +162,7 @@ int {p}_api_version(void);
 /* The target the code was compiled for: "cpu <triple> <cpu name>". */
 const char *{p}_target(void);
 
-/* The signature above, for programs that read it at run time (i outside the range: NULL / -1 / 0).
-   dtype names are hlo's: f32, f64, f16, bf16, s32, u8, pred, c64, ... */
-int {p}_num_inputs(void);
-int {p}_num_outputs(void);
-const char *{p}_input_name(int i);
-const char *{p}_input_dtype(int i);
-int {p}_input_rank(int i);
-const int64_t *{p}_input_shape(int i);
-size_t {p}_input_bytes(int i);
-const char *{p}_output_name(int i);
-const char *{p}_output_dtype(int i);
-int {p}_output_rank(int i);
-const int64_t *{p}_output_shape(int i);
-size_t {p}_output_bytes(int i);
+{signature_queries(p)}
 
 #ifdef __cplusplus
 }}

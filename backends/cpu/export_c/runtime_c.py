@@ -95,16 +95,39 @@ def _cpu_check(features: List[str]) -> str:
     return "\n".join(lines)
 
 
-def source(spec: LibrarySpec) -> str:
-    """The C source of the library's runtime for ``spec``."""
-    p = spec.name
+# what ``<name>_status_string`` says, per status code (the header's enum, ``header.STATUS``)
+STATUS_TEXT = (
+    ("HLO_OK", "ok"),
+    ("HLO_ERR_NULL_ARGUMENT", "a required pointer is NULL"),
+    ("HLO_ERR_ARGUMENT_COUNT", "wrong number of input or output buffers"),
+    ("HLO_ERR_FOREIGN_CONTEXT", "the context was not made by this library (or was destroyed)"),
+    ("HLO_ERR_CONTEXT_BUSY", "the context is in use by another call (one context per thread)"),
+    ("HLO_ERR_OUT_OF_MEMORY", "out of memory"),
+    ("HLO_ERR_UNSUPPORTED_CPU", "this CPU lacks an instruction set the library was compiled for"),
+    ("HLO_ERR_INVALID_ARGUMENT", "invalid argument"),
+    ("HLO_ERR_MISALIGNED", "a buffer is not aligned to its element type"),
+    ("HLO_ERR_OVERLAP", "an output buffer overlaps another buffer"),
+    ("HLO_ERR_NO_GPU", "no NVIDIA driver or no such CUDA device"),
+    ("HLO_ERR_CUDA", "a CUDA driver call failed"),
+    ("HLO_ERR_UNSUPPORTED_GPU", "the GPU cannot run this code (its architecture)"),
+)
+
+
+def status_function(p: str) -> str:
+    """C for ``const char *<p>_status_string(int status)``."""
+    cases = "\n".join(f"    case {n}: return {_c_string(t)};" for n, t in STATUS_TEXT)
+    return (f"const char *{p}_status_string(int status) {{\n    switch (status) {{\n{cases}\n"
+            f"    default: return \"unknown status\";\n    }}\n}}")
+
+
+def signature_tables(spec: LibrarySpec) -> str:
+    """C tables of the signature (sizes, alignment, names, dtypes, shapes, aliases)."""
     nin, nout = len(spec.inputs), len(spec.outputs)
-    feats = [f[1:] for f in spec.features.split(",") if f.startswith("+")]
     dims_decls = []
     for kind, args in (("in", spec.inputs), ("out", spec.outputs)):
         for i, a in enumerate(args):
             dims_decls.append(_array("int64_t", f"{kind}_dims{i}", [str(d) for d in a.shape]))
-    tables = "\n".join([
+    return "\n".join([
         _array("size_t", "in_bytes", [f"{a.nbytes}u" for a in spec.inputs]),
         _array("size_t", "in_align", [str(a.align) for a in spec.inputs]),
         _array("char *const", "in_names", [_c_string(a.name) for a in spec.inputs]),
@@ -121,6 +144,30 @@ def source(spec: LibrarySpec) -> str:
         _array("int64_t *const", "in_dims", [f"in_dims{i}" for i in range(nin)]),
         _array("int64_t *const", "out_dims", [f"out_dims{i}" for i in range(nout)]),
     ])
+
+
+def signature_functions(p: str) -> str:
+    """C of the signature's query functions (over ``signature_tables``)."""
+    return f"""int {p}_num_inputs(void) {{ return NIN; }}
+int {p}_num_outputs(void) {{ return NOUT; }}
+const char *{p}_input_name(int i) {{ return i >= 0 && i < NIN ? in_names[i] : NULL; }}
+const char *{p}_input_dtype(int i) {{ return i >= 0 && i < NIN ? in_dtypes[i] : NULL; }}
+int {p}_input_rank(int i) {{ return i >= 0 && i < NIN ? in_rank[i] : -1; }}
+const int64_t *{p}_input_shape(int i) {{ return i >= 0 && i < NIN ? in_dims[i] : NULL; }}
+size_t {p}_input_bytes(int i) {{ return i >= 0 && i < NIN ? in_bytes[i] : 0; }}
+const char *{p}_output_name(int i) {{ return i >= 0 && i < NOUT ? out_names[i] : NULL; }}
+const char *{p}_output_dtype(int i) {{ return i >= 0 && i < NOUT ? out_dtypes[i] : NULL; }}
+int {p}_output_rank(int i) {{ return i >= 0 && i < NOUT ? out_rank[i] : -1; }}
+const int64_t *{p}_output_shape(int i) {{ return i >= 0 && i < NOUT ? out_dims[i] : NULL; }}
+size_t {p}_output_bytes(int i) {{ return i >= 0 && i < NOUT ? out_bytes[i] : 0; }}"""
+
+
+def source(spec: LibrarySpec) -> str:
+    """The C source of the library's runtime for ``spec``."""
+    p = spec.name
+    nin, nout = len(spec.inputs), len(spec.outputs)
+    feats = [f[1:] for f in spec.features.split(",") if f.startswith("+")]
+    tables = signature_tables(spec)
     pool = spec.uses_pool
     pool_decls = ("extern int64_t hlo_pool_ptr;\n"
                   "extern int32_t hlo_pool_parallel_for(void *, void *, int64_t, int64_t);\n"
@@ -185,38 +232,13 @@ static int fail(struct {p}_context *ctx, int status, const char *fmt, ...) {{
     return status;
 }}
 
-const char *{p}_status_string(int status) {{
-    switch (status) {{
-    case HLO_OK: return "ok";
-    case HLO_ERR_NULL_ARGUMENT: return "a required pointer is NULL";
-    case HLO_ERR_ARGUMENT_COUNT: return "wrong number of input or output buffers";
-    case HLO_ERR_FOREIGN_CONTEXT: return "the context was not made by this library (or was destroyed)";
-    case HLO_ERR_CONTEXT_BUSY: return "the context is in use by another call (one context per thread)";
-    case HLO_ERR_OUT_OF_MEMORY: return "out of memory";
-    case HLO_ERR_UNSUPPORTED_CPU: return "this CPU lacks an instruction set the library was compiled for";
-    case HLO_ERR_INVALID_ARGUMENT: return "invalid argument";
-    case HLO_ERR_MISALIGNED: return "a buffer is not aligned to its element type";
-    case HLO_ERR_OVERLAP: return "an output buffer overlaps another buffer";
-    default: return "unknown status";
-    }}
-}}
+{status_function(p)}
 
 int {p}_api_version(void) {{ return {C_API_VERSION}; }}
 const char *{p}_version(void) {{ return {_c_string(f"hlo {spec.hlo_version}, C API {C_API_VERSION}")}; }}
 const char *{p}_target(void) {{ return {_c_string(spec.target_text)}; }}
 size_t {p}_workspace_size(void) {{ return WORKSPACE_BYTES; }}
-int {p}_num_inputs(void) {{ return NIN; }}
-int {p}_num_outputs(void) {{ return NOUT; }}
-const char *{p}_input_name(int i) {{ return i >= 0 && i < NIN ? in_names[i] : NULL; }}
-const char *{p}_input_dtype(int i) {{ return i >= 0 && i < NIN ? in_dtypes[i] : NULL; }}
-int {p}_input_rank(int i) {{ return i >= 0 && i < NIN ? in_rank[i] : -1; }}
-const int64_t *{p}_input_shape(int i) {{ return i >= 0 && i < NIN ? in_dims[i] : NULL; }}
-size_t {p}_input_bytes(int i) {{ return i >= 0 && i < NIN ? in_bytes[i] : 0; }}
-const char *{p}_output_name(int i) {{ return i >= 0 && i < NOUT ? out_names[i] : NULL; }}
-const char *{p}_output_dtype(int i) {{ return i >= 0 && i < NOUT ? out_dtypes[i] : NULL; }}
-int {p}_output_rank(int i) {{ return i >= 0 && i < NOUT ? out_rank[i] : -1; }}
-const int64_t *{p}_output_shape(int i) {{ return i >= 0 && i < NOUT ? out_dims[i] : NULL; }}
-size_t {p}_output_bytes(int i) {{ return i >= 0 && i < NOUT ? out_bytes[i] : 0; }}
+{signature_functions(p)}
 
 static int64_t cpus_available(void) {{
     cpu_set_t set;
