@@ -80,7 +80,7 @@ def export(exe, folder: str, name: str, arg_names: Optional[Sequence[str]] = Non
     import hlo.runtime.cpu.executable as cpu_exe
     if not isinstance(exe, cpu_exe.Executable):
         raise ExportError(f"export to C takes a CPU executable, not {type(exe).__name__}")
-    spec = from_executable(exe, name, arg_names, function, _hlo_version())
+    spec = from_executable(exe, name, arg_names, function, hlo_version())
     objs = _objects(exe, spec)
     cc = find_cc()
     os.makedirs(folder, exist_ok=True)
@@ -115,7 +115,7 @@ def export(exe, folder: str, name: str, arg_names: Optional[Sequence[str]] = Non
     return Exported(library=lib_path, header=h_path, name=name)
 
 
-def _hlo_version() -> str:
+def hlo_version() -> str:
     try:
         from importlib.metadata import version
         return version("hlo")

@@ -1,0 +1,137 @@
+"""Export to C for target cuda (``hlo.backends.cuda.export_c``): the seed workloads whose steps
+are launches (no cuBLASLt products yet) export and build with ``cc``; their PTX passes ptxas;
+the generated runtime compiles warning-free; a library loaded on a machine without a GPU says
+so with ``HLO_ERR_NO_GPU``; the others are refused naming the product. On a GPU (marker
+``gpu``): run from C with device buffers (tests/export_c/cuda_harness.c), equal to
+``hlo.jit(..., target="cuda")`` bit for bit."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hlo
+import hlo.numpy as hnp
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+from bench.workloads import WORKLOADS, Case, Ops, flatten
+
+pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC") or "cc") is None,
+                                reason="export to C needs a C compiler (cc)")
+
+HARNESS = REPO / "tests" / "export_c" / "cuda_harness.c"
+CASES = [Case(w, "quick", dt) for w in WORKLOADS for dt in w.dtypes["quick"]]
+NO_GPU = 10
+
+
+def _jit(case):
+    body = case.workload.fn
+
+    def fn(*a):
+        return body(Ops(hnp, hlo.grad, hlo.vmap), *a)
+    fn.__name__ = fn.__qualname__ = case.workload.id
+    return hlo.jit(fn, target="cuda")
+
+
+def _name(case) -> str:
+    return case.name.replace("[", "_").replace("]", "")
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    from hlo.backends.cpu.export_c import ExportError
+    root = tmp_path_factory.mktemp("export_cuda")
+    done, refused = {}, {}
+    for case in CASES:
+        name = _name(case)
+        inputs = case.inputs()
+        try:
+            compiled = _jit(case).lower(*inputs).compile()
+        except Exception as e:  # no CUDA code generator here (no libdevice)
+            pytest.skip(f"cannot compile for cuda here: {e}")
+        try:
+            compiled.export_c(root / name, name)
+        except ExportError as e:
+            refused[name] = str(e)
+            continue
+        (root / name / "inputs.bin").write_bytes(b"".join(np.ascontiguousarray(a).tobytes() for a in inputs))
+        done[name] = (case, root / name, compiled, inputs)
+    harness = root / "cuda_harness"
+    r = subprocess.run(["cc", "-O1", "-Wall", "-Werror", "-o", str(harness), str(HARNESS), "-ldl"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return done, refused, harness
+
+
+def test_launch_only_workloads_export_and_products_are_refused(exported):
+    done, refused, _ = exported
+    assert {"dispatch", "tinyops", "softmax", "layernorm"} <= set(done)
+    assert set(done) | set(refused) == {_name(c) for c in CASES}
+    for name, msg in refused.items():
+        assert "cublaslt.matmul" in msg and "not have cuBLASLt products yet" in msg, (name, msg)
+    for name, (_, folder, _, _) in done.items():
+        h = (folder / f"{name}.h").read_text()
+        assert f"int {name}_create(int device_ordinal, void *stream, {name}_context **out);" in h
+        assert "DEVICE pointers" in h
+
+
+def test_ptx_passes_ptxas_and_runtime_compiles_clean(exported, tmp_path):
+    from hlo.backends.cuda.export_c import header, source, spec_of
+    done, _, _ = exported
+    ptxas = shutil.which("ptxas")
+    for name, (_, _, compiled, _) in done.items():
+        prog = compiled._runtime_executable()
+        spec = spec_of(prog, name)
+        (tmp_path / f"{name}.h").write_text(header(spec))
+        (tmp_path / "runtime.c").write_text(source(spec, prog))
+        r = subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", "runtime.c"],
+                           cwd=tmp_path, capture_output=True, text=True)
+        assert r.returncode == 0, f"{name}: {r.stderr}"
+        if ptxas:
+            (tmp_path / "k.ptx").write_text(prog.ptx)
+            r = subprocess.run([ptxas, f"-arch={prog.arch}", "-o", os.devnull, "k.ptx"], cwd=tmp_path,
+                               capture_output=True, text=True)
+            assert r.returncode == 0, f"{name}: ptxas: {r.stderr}"
+
+
+def _gpu_present() -> bool:
+    from hlo.runtime.cuda.probe import probe
+    try:
+        return probe() is not None
+    except Exception:
+        return False
+
+
+def test_without_a_gpu_create_says_so(exported):
+    if _gpu_present():
+        pytest.skip("a GPU is present (test_from_c_equals_hlo_jit runs instead)")
+    done, _, harness = exported
+    name = "dispatch"
+    _, folder, _, _ = done[name]
+    r = subprocess.run([str(harness), str(folder / f"lib{name}.so"), name, str(folder / "inputs.bin"),
+                        str(folder / "out.bin")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "create_null_out: 1" in r.stdout
+    assert f"create: {NO_GPU} | {name}: " in r.stdout, r.stdout
+    assert "context_after_failure: NULL" in r.stdout
+
+
+@pytest.mark.gpu
+def test_from_c_equals_hlo_jit(exported):
+    done, _, harness = exported
+    for name, (case, folder, compiled, inputs) in done.items():
+        out = folder / "out.bin"
+        r = subprocess.run([str(harness), str(folder / f"lib{name}.so"), name, str(folder / "inputs.bin"),
+                            str(out)], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "run_counted_wrong: 2" in r.stdout and "run_null_input0: 1" in r.stdout
+        want = [np.asarray(o) for o in flatten(_jit(case)(*inputs))]
+        raw = np.fromfile(out, np.uint8)
+        expect = np.concatenate([w.reshape(-1).view(np.uint8) for w in want])
+        assert np.array_equal(raw, expect), f"{name}: C results differ from hlo.jit(target='cuda')'s"
