@@ -135,3 +135,38 @@ def test_from_c_equals_hlo_jit(exported):
         raw = np.fromfile(out, np.uint8)
         expect = np.concatenate([w.reshape(-1).view(np.uint8) for w in want])
         assert np.array_equal(raw, expect), f"{name}: C results differ from hlo.jit(target='cuda')'s"
+
+
+@pytest.fixture(scope="module")
+def loopy_export(tmp_path_factory, exported):
+    sys.path.insert(0, str(REPO / "tests" / "export_c"))
+    from test_export_c import loopy
+    folder = tmp_path_factory.mktemp("loopy_cuda")
+    x = np.linspace(-1, 1, 64, dtype=np.float32)
+    f = hlo.jit(loopy, target="cuda")
+    compiled = f.lower(x, np.int32(0)).compile()
+    from hlo.runtime.steps import Switch, While, walk_steps
+    kinds = {type(s) for s in walk_steps(compiled._runtime_executable().steps)}
+    assert {While, Switch} <= kinds  # the emitter's loop and switch paths are built
+    compiled.export_c(folder, "loopy")
+    return folder, f, x, exported[2]
+
+
+@pytest.mark.gpu
+def test_control_flow_from_c_on_gpu(loopy_export):
+    folder, f, x, harness = loopy_export
+    for n in (0, 1, 2, 5):
+        (folder / "in.bin").write_bytes(x.tobytes() + np.int32(n).tobytes())
+        r = subprocess.run([str(harness), str(folder / "libloopy.so"), "loopy", str(folder / "in.bin"),
+                            str(folder / "out.bin")], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        raw = np.fromfile(folder / "out.bin", np.uint8)
+        want = f(x, np.int32(n))
+        assert np.array_equal(raw[:256].view(np.float32), np.asarray(want[0])), n
+        assert raw[256:].view(np.int32)[0] == n
+
+
+def test_control_flow_exports_for_cuda(loopy_export):
+    folder = loopy_export[0]
+    assert (folder / "libloopy.so").stat().st_size > 0
+    assert "[1] n: s32[], int32_t, 4 bytes" in (folder / "loopy.h").read_text()

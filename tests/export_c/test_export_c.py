@@ -375,3 +375,25 @@ def test_generated_c_compiles_without_warnings(tmp_path):
             r = subprocess.run(["c++", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", "use.cpp"],
                                cwd=tmp_path, capture_output=True, text=True)
             assert r.returncode == 0, f"{name}: {r.stderr}"
+
+
+def loopy(x, n):
+    """A while loop whose trip count is an argument, an if and a case (the step tree's control
+    flow in the exported hlo_run)."""
+    i, y = hlo.lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, c[1] * 1.5 + 1.0), (np.int32(0), x))
+    z = hlo.lax.cond(y.sum() > 0, lambda v: v * 2.0, lambda v: v - 1.0, y)
+    return hlo.lax.switch(n % 3, [lambda v: v + 1.0, lambda v: v * 3.0, lambda v: -v], z), i
+
+
+def test_control_flow_from_c(tmp_path):
+    x = np.linspace(-1, 1, 64, dtype=np.float32)
+    f = hlo.jit(loopy)
+    f.lower(x, np.int32(0)).compile().export_c(tmp_path, "loopy")
+    binary = _build_example(tmp_path, "loopy")
+    for n in (0, 1, 2, 5):
+        (tmp_path / "in.bin").write_bytes(x.tobytes() + np.int32(n).tobytes())
+        _run([binary, tmp_path / "in.bin", "--output", tmp_path / "out.bin"])
+        want = f(x, np.int32(n))
+        raw = np.fromfile(tmp_path / "out.bin", np.uint8)
+        assert np.array_equal(raw[:256].view(np.float32), np.asarray(want[0])), n
+        assert raw[256:].view(np.int32)[0] == n
