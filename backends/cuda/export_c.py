@@ -13,9 +13,15 @@ then the scalars), device copies, loops (a known trip count runs the body that m
 otherwise the condition's predicate is read back, as ``runtime/cuda/launch.py`` does) and
 switches. Inputs and outputs are device pointers the caller owns.
 
-Not there yet, and refused with a message: matrix products through cuBLASLt (``LibraryCall``
-steps: the library would open libcublasLt and plan each product as ``runtime/cuda/cublaslt.py``
-does) and CUDA-graph replay (a call is the step walk).
+Matrix products (``LibraryCall("cublaslt", "matmul")``) open cuBLASLt with ``dlopen``
+(``libcublasLt.so.13``, then ``.so.12``, through the loader's search: ``LD_LIBRARY_PATH``, the
+loader cache) when a context of a program that has them is made, and plan each product as
+``runtime/cuda/cublaslt.py`` does: the matmul descriptor (compute and scale types, transposes,
+epilogue, bias type), the four column-major layouts (batched strided), a preference with the
+32 MiB workspace and the operands' alignment, and the heuristic's first algorithm; a plan for
+256-byte-aligned operands is made with the context, one for other alignments when a call
+needs it. Not there yet: CUDA-graph replay (a call is the step walk) and the autotuning of
+``HLO_CUBLASLT_AUTOTUNE``.
 """
 from __future__ import annotations
 
@@ -75,20 +81,45 @@ DRIVER = (
     ("cuLaunchKernel", "CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, "
                        "unsigned, unsigned, CUstream, void **, void **)"),
 )
+# cuBLASLt functions (dlsym names)
+CUBLASLT = (
+    ("cublasLtCreate", "int (*)(void **)"),
+    ("cublasLtDestroy", "int (*)(void *)"),
+    ("cublasLtMatmulDescCreate", "int (*)(void **, int, int)"),
+    ("cublasLtMatmulDescDestroy", "int (*)(void *)"),
+    ("cublasLtMatmulDescSetAttribute", "int (*)(void *, int, const void *, size_t)"),
+    ("cublasLtMatrixLayoutCreate", "int (*)(void **, int, uint64_t, uint64_t, int64_t)"),
+    ("cublasLtMatrixLayoutDestroy", "int (*)(void *)"),
+    ("cublasLtMatrixLayoutSetAttribute", "int (*)(void *, int, const void *, size_t)"),
+    ("cublasLtMatmulPreferenceCreate", "int (*)(void **)"),
+    ("cublasLtMatmulPreferenceDestroy", "int (*)(void *)"),
+    ("cublasLtMatmulPreferenceSetAttribute", "int (*)(void *, int, const void *, size_t)"),
+    ("cublasLtMatmulAlgoGetHeuristic", "int (*)(void *, void *, void *, void *, void *, void *, void *, int, "
+                                       "void *, int *)"),
+    ("cublasLtMatmul", "int (*)(void *, void *, const void *, const void *, void *, const void *, void *, "
+                       "const void *, const void *, void *, void *, void *, const void *, void *, size_t, CUstream)"),
+)
+CUBLASLT_SONAMES = ("libcublasLt.so.13", "libcublasLt.so.12")
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_STREAM_NON_BLOCKING = 1
 SCALAR_C = {"i32": "int32_t", "i64": "int64_t", "f32": "float"}
+# cuBLASLt's enum values, as runtime/cuda/cublaslt.py has them (a GPU test there checks them
+# against the installed header)
+CUDA_DATA_TYPES = {"f16": 2, "bf16": 14, "f32": 0, "f64": 1}
+COMPUTE = {"32F": 68, "32F_FAST_TF32": 77, "32F_FAST_16BF": 75, "32F_FAST_16F": 74, "64F": 70}
+EPILOGUE = {"DEFAULT": 1, "RELU": 2, "BIAS": 4, "RELU_BIAS": 6, "GELU": 32, "GELU_BIAS": 36}
+WORKSPACE_BYTES = 32 << 20
 
 
 def check_exportable(prog) -> None:
-    """``ExportError`` for what the CUDA export cannot carry yet."""
+    """``ExportError`` for what the CUDA export cannot carry: a library call other than
+    cuBLASLt's matmul, host callbacks, CPU steps."""
     for st in walk_steps(prog.steps):
-        if isinstance(st, LibraryCall):
-            raise ExportError(f"this program calls {st.library}.{st.fn} ({st.what or 'a matrix product'}): "
-                              "export to C for target 'cuda' does not have cuBLASLt products yet; "
-                              "export it for target 'cpu'")
+        if isinstance(st, LibraryCall) and (st.library, st.fn) != ("cublaslt", "matmul"):
+            raise ExportError(f"this program calls {st.library}.{st.fn}: the CUDA export has only "
+                              "cublaslt.matmul")
         if isinstance(st, (HostCall, KernelCall)):
             raise ExportError(f"a {type(st).__name__} step cannot be exported for target 'cuda'")
 
@@ -124,6 +155,7 @@ class _Emitter:
         self.kernels = kernels
         self.lines: List[str] = []
         self.n = 0
+        self.products: list = []  # MatmulParams of each cuBLASLt product, in emission order
 
     def addr(self, ref: BufRef) -> str:
         off = f" + {ref.offset}u" if ref.offset else ""
@@ -170,6 +202,29 @@ class _Emitter:
                     f"{pad}  void *args[] = {{{args}}};\n"
                     f"{pad}  CHECK(cu.cuLaunchKernel(ctx->fn[{k}], {gx}u, {gy}u, {gz}u, {bx}u, {by}u, {bz}u, "
                     f"{int(st.shared_bytes)}u, ctx->stream, args, NULL), \"cuLaunchKernel\", {what}); }}")
+            elif isinstance(st, LibraryCall):
+                from hlo.runtime.cuda.matmul_params import MatmulParams
+                try:
+                    prm = MatmulParams.from_json(st.params)
+                except (KeyError, TypeError, ValueError) as e:
+                    raise ExportError(f"cublaslt.matmul: malformed params ({e})") from None
+                names = list(prm.inputs)
+                if len(st.refs) != len(names) + 1 or not {"a", "b"} <= set(names) \
+                        or not set(names) <= {"a", "b", "c", "bias"} or ("bias" in names) != prm.has_bias:
+                    raise ExportError(f"cublaslt.matmul: refs {list(map(str, st.refs))} do not match "
+                                      f"params inputs {names} + the result")
+                for m in (prm.a, prm.b, prm.d) + ((prm.c,) if prm.c is not None else ()):
+                    if m.dtype not in CUDA_DATA_TYPES:
+                        raise ExportError(f"cublaslt.matmul: a {m.dtype} matrix")
+                if prm.compute not in COMPUTE or prm.scale not in ("f32", "f64") or prm.epilogue not in EPILOGUE:
+                    raise ExportError(f"cublaslt.matmul: unsupported parameters {prm.describe()}")
+                k = len(self.products)
+                self.products.append(prm)
+                at = {n: self.addr(r) for n, r in zip(names, st.refs)}
+                d = self.addr(st.refs[-1])
+                what = _c_string(st.what or prm.describe())
+                self.lines.append(f"{pad}{{ int st_ = matmul(ctx, {k}, {at['a']}, {at['b']}, {at.get('c', d)}, "
+                                  f"{at.get('bias', '0')}, {d}, {what}); if (st_) return st_; }}")
             elif isinstance(st, Copy):
                 self.lines.append(f"{pad}CHECK(cu.cuMemcpyDtoDAsync_v2({self.addr(st.dst)}, {self.addr(st.src)}, "
                                   f"{int(st.nbytes)}u, ctx->stream), \"cuMemcpyDtoDAsync\", \"a copy\");")
@@ -210,6 +265,21 @@ class _Emitter:
                 raise ExportError(f"a {type(st).__name__} step cannot be exported for target 'cuda'")
 
 
+def _mm_c(prm) -> str:
+    """One product's ``mm_params_t`` initializer (matrices a, b, c, d; c = d without a C operand)."""
+    mats = [prm.a, prm.b, prm.c if prm.c is not None else prm.d, prm.d]
+    return ("{" + f"{COMPUTE[prm.compute]}, {CUDA_DATA_TYPES[prm.scale]}, {int(prm.trans_a)}, {int(prm.trans_b)}, "
+            f"{EPILOGUE[prm.epilogue]}, {int(prm.has_bias)}, "
+            f"{CUDA_DATA_TYPES.get(prm.bias_type, 0) if prm.has_bias else 0}, {int(prm.batch)}, "
+            f"{int(prm.c is not None)}, "
+            "{" + ", ".join(str(CUDA_DATA_TYPES[m.dtype]) for m in mats) + "}, "
+            "{" + ", ".join(f"{m.rows}u" for m in mats) + "}, "
+            "{" + ", ".join(f"{m.cols}u" for m in mats) + "}, "
+            "{" + ", ".join(f"{m.ld}" for m in mats) + "}, "
+            "{" + ", ".join(f"{m.batch_stride}" for m in mats) + "}, "
+            f"{float(prm.alpha).hex()}, {float(prm.beta).hex()}" + "}")
+
+
 def _bytes_array(name: str, data: bytes) -> str:
     body = ",".join(str(b) for b in data) or "0"
     return f"static const unsigned char {name}[{max(1, len(data))}] __attribute__((aligned(256))) = {{{body}}};"
@@ -227,6 +297,11 @@ def source(spec: LibrarySpec, prog) -> str:
         if isinstance(st, Launch) and st.shared_bytes > 48 * 1024:
             shared[kernels.index(st.name)] = max(shared.get(kernels.index(st.name), 0), int(st.shared_bytes))
     consts = [np.ascontiguousarray(c).tobytes() for c in prog.constants]
+    nmm = len(em.products)
+    lt_types = "\n".join(f"    {sig.replace('(*)', f'(*{fn})')};" for fn, sig in CUBLASLT)
+    lt_lookups = "\n".join(f'    if (!(lt.{fn} = dlsym(h, "{fn}"))) return fail_lt("{fn} is missing from cuBLASLt");'
+                            for fn, _ in CUBLASLT)
+    lt_sonames = " ".join(f'"{n}",' for n in CUBLASLT_SONAMES)
     cubins = sorted(prog.cubins.items())
     code_sm, code_suffix = _sm(spec.cpu)
     runs_on = {"a": "sm == CODE_SM", "f": "sm / 10 == CODE_SM / 10 && sm >= CODE_SM"}.get(code_suffix, "sm >= CODE_SM")
@@ -279,6 +354,23 @@ static const char ptx[] = {_c_string(prog.ptx)};
 static struct {{
 {typedefs}
 }} cu;
+
+/* cuBLASLt (programs with matrix products): opened at the first context of such a program */
+#define NMM {nmm}
+static struct {{
+{lt_types}
+}} lt;
+static pthread_once_t lt_once = PTHREAD_ONCE_INIT;
+static int lt_status = HLO_OK;
+static char lt_message[512];
+typedef struct {{
+    int compute, scale, transa, transb, epilogue, has_bias, bias_type, batch, has_c;
+    int dt[4];            /* a, b, c, d: cudaDataType */
+    uint64_t rows[4], cols[4];
+    int64_t ld[4], stride[4];
+    double alpha, beta;
+}} mm_params_t;
+{_array("mm_params_t", "mm_params", [_mm_c(prm) for prm in em.products])}
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int load_status = HLO_OK;
 static char load_message[512];
@@ -322,6 +414,16 @@ struct {p}_context {{
     CUfunction fn[NKERNELS > 0 ? NKERNELS : 1];
     CUdeviceptr arena;
     CUdeviceptr consts[NCONSTS > 0 ? NCONSTS : 1];
+    void *lt_handle;
+    CUdeviceptr lt_workspace;
+    struct mm_plan {{
+        void *desc, *lay[4], *pref;
+        unsigned char algo[64];
+        size_t workspace;
+        uint32_t align[5];
+        CUdeviceptr bias;
+        int ready;
+    }} plans[NMM > 0 ? NMM : 1][2];   /* [0]: operands 256-byte aligned; [1]: the last other alignment */
     atomic_int busy;
     char message[512];
 }};
@@ -356,6 +458,130 @@ static CUresult read_back(struct {p}_context *ctx, void *host, CUdeviceptr src, 
     return r ? r : cu.cuStreamSynchronize(ctx->stream);
 }}
 
+static int fail_lt(const char *what) {{
+    snprintf(lt_message, sizeof lt_message, "{p}: %s", what);
+    return HLO_ERR_NO_GPU;
+}}
+
+static int load_cublaslt_once(void) {{
+    static const char *const names[] = {{{lt_sonames}}};
+    void *h = NULL;
+    for (size_t i = 0; !h && i < sizeof names / sizeof names[0]; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return fail_lt("the program's matrix products need cuBLASLt (libcublasLt.so.13 or .so.12), which the "
+                       "dynamic loader does not find: install NVIDIA's cuBLAS or add its folder to LD_LIBRARY_PATH");
+{lt_lookups}
+    return HLO_OK;
+}}
+
+static void load_cublaslt(void) {{ lt_status = load_cublaslt_once(); }}
+
+static void mm_release(struct mm_plan *pl) {{
+    if (pl->pref) lt.cublasLtMatmulPreferenceDestroy(pl->pref);
+    for (int i = 0; i < 4; i++)
+        if (pl->lay[i]) lt.cublasLtMatrixLayoutDestroy(pl->lay[i]);
+    if (pl->desc) lt.cublasLtMatmulDescDestroy(pl->desc);
+    memset(pl, 0, sizeof *pl);
+}}
+
+static int lt_fail(struct {p}_context *ctx, int st, const char *call, const char *what) {{
+    return fail(ctx, HLO_ERR_CUDA, "{p}: %s (%s) failed: cublasStatus %d", call, what, st);
+}}
+
+#define LT(expr, call) do {{ int s_ = (expr); if (s_) {{ mm_release(pl); return lt_fail(ctx, s_, call, what); }} }} while (0)
+
+/* the descriptors and algorithm of product k for operands of these alignments (a, b, c, d, bias) */
+static int mm_plan(struct {p}_context *ctx, int k, const uint32_t align[5], struct mm_plan *pl, const char *what) {{
+    const mm_params_t *q = &mm_params[k];
+    mm_release(pl);
+    LT(lt.cublasLtMatmulDescCreate(&pl->desc, q->compute, q->scale), "cublasLtMatmulDescCreate");
+    int32_t ta = q->transa, tb = q->transb;
+    LT(lt.cublasLtMatmulDescSetAttribute(pl->desc, {3}, &ta, sizeof ta), "cublasLtMatmulDescSetAttribute");
+    LT(lt.cublasLtMatmulDescSetAttribute(pl->desc, {4}, &tb, sizeof tb), "cublasLtMatmulDescSetAttribute");
+    if (q->epilogue != {EPILOGUE["DEFAULT"]}) {{
+        uint32_t e = (uint32_t)q->epilogue;
+        LT(lt.cublasLtMatmulDescSetAttribute(pl->desc, {7}, &e, sizeof e), "cublasLtMatmulDescSetAttribute");
+    }}
+    if (q->has_bias) {{
+        int32_t bt = q->bias_type;
+        /* a pointer of the real one's alignment, for the heuristic; the real one is set per call */
+        CUdeviceptr fake = align[4];
+        LT(lt.cublasLtMatmulDescSetAttribute(pl->desc, {26}, &bt, sizeof bt), "cublasLtMatmulDescSetAttribute");
+        LT(lt.cublasLtMatmulDescSetAttribute(pl->desc, {8}, &fake, sizeof fake), "cublasLtMatmulDescSetAttribute");
+        pl->bias = fake;
+    }}
+    for (int i = 0; i < 4; i++) {{
+        if (i == 2 && !q->has_c) continue;
+        LT(lt.cublasLtMatrixLayoutCreate(&pl->lay[i], q->dt[i], q->rows[i], q->cols[i], q->ld[i]),
+           "cublasLtMatrixLayoutCreate");
+        if (q->batch > 1) {{
+            int32_t b = q->batch;
+            int64_t st = q->stride[i];
+            LT(lt.cublasLtMatrixLayoutSetAttribute(pl->lay[i], {5}, &b, sizeof b), "cublasLtMatrixLayoutSetAttribute");
+            LT(lt.cublasLtMatrixLayoutSetAttribute(pl->lay[i], {6}, &st, sizeof st), "cublasLtMatrixLayoutSetAttribute");
+        }}
+    }}
+    LT(lt.cublasLtMatmulPreferenceCreate(&pl->pref), "cublasLtMatmulPreferenceCreate");
+    uint64_t ws = {WORKSPACE_BYTES}u;
+    LT(lt.cublasLtMatmulPreferenceSetAttribute(pl->pref, {1}, &ws, sizeof ws), "cublasLtMatmulPreferenceSetAttribute");
+    for (int i = 0; i < 4; i++) {{
+        uint32_t a = align[i];
+        LT(lt.cublasLtMatmulPreferenceSetAttribute(pl->pref, {5} + i, &a, sizeof a), "cublasLtMatmulPreferenceSetAttribute");
+    }}
+    unsigned char result[96];  /* cublasLtMatmulHeuristicResult_t: algo[64], workspaceSize, state, ... */
+    int found = 0;
+    void *c_lay = q->has_c ? pl->lay[2] : pl->lay[3];
+    int st = lt.cublasLtMatmulAlgoGetHeuristic(ctx->lt_handle, pl->desc, pl->lay[0], pl->lay[1], c_lay, pl->lay[3],
+                                               pl->pref, 1, result, &found);
+    int state = 0;
+    memcpy(&state, result + 72, sizeof state);
+    if (st || found < 1 || state) {{
+        mm_release(pl);
+        return fail(ctx, HLO_ERR_CUDA, "{p}: cuBLASLt has no algorithm for %s (cublasStatus %d, %d found)", what, st, found);
+    }}
+    memcpy(pl->algo, result, 64);
+    memcpy(&pl->workspace, result + 64, sizeof pl->workspace);
+    memcpy(pl->align, align, sizeof pl->align);
+    pl->ready = 1;
+    return HLO_OK;
+}}
+#undef LT
+
+static uint32_t alignment_of(CUdeviceptr a) {{
+    if (!a || a % 256 == 0) return 256;
+    return (uint32_t)(a & (~a + 1));
+}}
+
+/* one cublasLtMatmul: D = alpha op(A) op(B) + beta C, then the epilogue (c is d without a C operand) */
+static int matmul(struct {p}_context *ctx, int k, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr bias,
+                  CUdeviceptr d, const char *what) {{
+    const mm_params_t *q = &mm_params[k];
+    uint32_t align[5] = {{alignment_of(a), alignment_of(b), alignment_of(c), alignment_of(d), alignment_of(bias)}};
+    struct mm_plan *pl = &ctx->plans[k][0];
+    if (memcmp(align, pl->align, sizeof align)) {{
+        pl = &ctx->plans[k][1];
+        if (!pl->ready || memcmp(align, pl->align, sizeof align)) {{
+            int st = mm_plan(ctx, k, align, pl, what);
+            if (st) return st;
+        }}
+    }}
+    if (q->has_bias && bias != pl->bias) {{
+        int st = lt.cublasLtMatmulDescSetAttribute(pl->desc, {8}, &bias, sizeof bias);
+        if (st) return lt_fail(ctx, st, "cublasLtMatmulDescSetAttribute", what);
+        pl->bias = bias;
+    }}
+    float af = (float)q->alpha, bf = (float)q->beta;
+    double ad = q->alpha, bd = q->beta;
+    const void *alpha = q->scale == {CUDA_DATA_TYPES["f64"]} ? (const void *)&ad : (const void *)&af;
+    const void *beta = q->scale == {CUDA_DATA_TYPES["f64"]} ? (const void *)&bd : (const void *)&bf;
+    void *c_lay = q->has_c ? pl->lay[2] : pl->lay[3];
+    int st = lt.cublasLtMatmul(ctx->lt_handle, pl->desc, alpha, (const void *)(uintptr_t)a, pl->lay[0],
+                               (const void *)(uintptr_t)b, pl->lay[1], beta, (const void *)(uintptr_t)c, c_lay,
+                               (void *)(uintptr_t)d, pl->lay[3], pl->algo, (void *)(uintptr_t)ctx->lt_workspace,
+                               pl->workspace, ctx->stream);
+    return st ? lt_fail(ctx, st, "cublasLtMatmul", what) : HLO_OK;
+}}
+
 {status_function(p)}
 
 int {p}_api_version(void) {{ return {C_API_VERSION}; }}
@@ -366,6 +592,11 @@ size_t {p}_workspace_size(void) {{ return ARENA_BYTES; }}
 
 static void release(struct {p}_context *ctx) {{
     if (ctx->cuctx) cu.cuCtxSetCurrent(ctx->cuctx);
+    for (int k = 0; k < NMM; k++)
+        for (int j = 0; j < 2; j++)
+            if (ctx->plans[k][j].ready) mm_release(&ctx->plans[k][j]);
+    if (ctx->lt_handle) lt.cublasLtDestroy(ctx->lt_handle);
+    if (ctx->lt_workspace) cu.cuMemFree_v2(ctx->lt_workspace);
     if (ctx->arena) cu.cuMemFree_v2(ctx->arena);
     for (int i = 0; i < NCONSTS; i++)
         if (ctx->consts[i]) cu.cuMemFree_v2(ctx->consts[i]);
@@ -427,6 +658,20 @@ int {p}_create(int device_ordinal, void *stream, {p}_context **out) {{
     for (int i = 0; i < NCONSTS; i++) {{
         STEP(cu.cuMemAlloc_v2(&ctx->consts[i], const_bytes[i] ? const_bytes[i] : 1), "cuMemAlloc", "a constant");
         if (const_bytes[i]) STEP(cu.cuMemcpyHtoD_v2(ctx->consts[i], const_data[i], const_bytes[i]), "cuMemcpyHtoD", "a constant");
+    }}
+    if (NMM) {{
+        pthread_once(&lt_once, load_cublaslt);
+        if (lt_status != HLO_OK) {{
+            snprintf(ctx->message, sizeof ctx->message, "%s", lt_message);
+            st = lt_status;
+            goto failed;
+        }}
+        int s = lt.cublasLtCreate(&ctx->lt_handle);
+        if (s) {{ st = lt_fail(ctx, s, "cublasLtCreate", "the context's handle"); goto failed; }}
+        STEP(cu.cuMemAlloc_v2(&ctx->lt_workspace, {WORKSPACE_BYTES}u), "cuMemAlloc", "cuBLASLt's workspace");
+        static const uint32_t aligned[5] = {{256, 256, 256, 256, 256}};
+        for (int k = 0; k < NMM; k++)  /* the heuristic runs here, not in a call */
+            if ((st = mm_plan(ctx, k, aligned, &ctx->plans[k][0], "a matrix product"))) goto failed;
     }}
 #undef STEP
     ctx->owner = &library_tag;
@@ -535,8 +780,12 @@ int {p}_run_counted({p}_context *ctx, size_t num_inputs, const void *const *inpu
 """
 
 
-def header(spec: LibrarySpec) -> str:
+def header(spec: LibrarySpec, products: int = 0) -> str:
     p, P = spec.name, spec.name.upper()
+    lt_text = (f"\n * Its {products} matrix product(s) run on cuBLASLt, opened the same way (libcublasLt.so.13, else\n"
+               " * .so.12, where the dynamic loader finds it) at the first context: missing, HLO_ERR_NO_GPU.\n"
+               " * A context holds a cuBLASLt handle, a 32 MiB workspace and each product's plan.") \
+        if products else ""
     ins = "\n".join(_arg_line(i, a, i in spec.written) for i, a in enumerate(spec.inputs)) or " *   (none)"
     outs = "\n".join(_arg_line(o, a, alias=spec.aliases.get(o, -1)) for o, a in enumerate(spec.outputs)) \
         or " *   (none)"
@@ -546,7 +795,7 @@ def header(spec: LibrarySpec) -> str:
  * opens the NVIDIA driver (libcuda.so.1) with dlopen when the first context is made: it loads
  * on a machine without a GPU, where {p}_create returns HLO_ERR_NO_GPU and {p}_load_error()
  * says why. It needs no CUDA toolkit. The library is native code: load only a library you
- * built or trust, as you would any other shared library.
+ * built or trust, as you would any other shared library.{lt_text}
  *
  * Inputs (inputs[i]: DEVICE pointers on the context's device, row-major / C order, aligned to
  * the element size; read only unless marked DONATED):
@@ -623,13 +872,14 @@ def export(prog, folder: str, name: str, arg_names=None, function: str = "", hlo
     check_exportable(prog)
     spec = spec_of(prog, name, arg_names, function, hlo_version)
     src = source(spec, prog)
+    products = sum(isinstance(st, LibraryCall) for st in walk_steps(prog.steps))
     cc = find_cc()
     os.makedirs(folder, exist_ok=True)
     lib_path = os.path.join(folder, f"lib{name}.so")
     h_path = os.path.join(folder, f"{name}.h")
     with tempfile.TemporaryDirectory(prefix="hlo-export-") as tmp:
         with open(os.path.join(tmp, f"{name}.h"), "w") as f:
-            f.write(header(spec))
+            f.write(header(spec, products))
         with open(os.path.join(tmp, "runtime.c"), "w") as f:
             f.write(src)
         with open(os.path.join(tmp, "exports.map"), "w") as f:

@@ -23,7 +23,7 @@ def export_c(executable_owner, folder: str, name: Optional[str] = None):
     """Write ``lib<name>.so`` and ``<name>.h`` for a ``Compiled`` or ``LoadedExecutable`` into
     ``folder``; returns ``hlo.backends.cpu.export_c.Exported`` (the two paths). ``name``
     defaults to the function's name. Raises ``ExportError`` (a ValueError) for a program the
-    C API cannot carry (on cuda: cuBLASLt products, not there yet), ``UnsupportedError`` for a
+    C API cannot carry, ``UnsupportedError`` for a
     target without native code (the interpreter)."""
     target = executable_owner.target
     if target not in ("cpu", "cuda"):
