@@ -545,10 +545,14 @@ def make_systems(names: Optional[list], targets: list, gpu: bool, quick: bool) -
                "torch-compile": "torch.compile", "inductor": "torch.compile",
                "torch.compile-reduce-overhead": "torch.compile-ro", "torch-compile-ro": "torch.compile-ro"}
     wanted = [aliases.get(n, n) for n in wanted]
-    unknown = [n for n in wanted if n not in PEERS and n != "hlo"]
+    unknown = [n for n in wanted if n not in PEERS and n not in ("hlo", "c")]
     if unknown:
-        raise SystemExit(f"unknown system(s) {', '.join(unknown)}; known: {', '.join(PEERS)}, hlo")
+        raise SystemExit(f"unknown system(s) {', '.join(unknown)}; known: {', '.join(PEERS)}, hlo, c")
     out = [PEERS[n](gpu, quick) for n in PEERS if n in wanted]
     if "hlo" in wanted:
         out += [HloSystem(gpu, quick, t) for t in targets]
+    # the c row (the export to C, run from C) beside hlo:cpu, or where named
+    if "c" in wanted or ("hlo" in wanted and "cpu" in targets and not gpu):
+        from bench.c_system import CSystem
+        out.append(CSystem(gpu, quick))
     return out

@@ -31,7 +31,7 @@ FRONTEND_LAYERS = (
      "(api_boundary, native_first), the collector pause, the at-fork lock resets",
      ("hlo.config", "hlo.errors", "hlo.dtypes", "hlo.tree_util", "hlo.base.*")),
     ("saved-format", "a Compiled as .hlox payload, and LoadedExecutable (the fresh-process load path)",
-     ("hlo.staging.saved",)),
+     ("hlo.staging.saved", "hlo.staging.export_c")),
     ("trace", "hlo/tracing/: abstract values, the tracer, api_function (eager hook registry)",
      ("hlo.tracing.*",)),
     ("compile", "targets, the persistent cache, Lowered / Compiled, device placement (device_put)",

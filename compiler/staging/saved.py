@@ -513,6 +513,7 @@ class LoadedExecutable(ProfileMethods):
         if recompile is not None:  # the stored native code is never read
             compiled = recompile(ir, where)
             self.executable = None
+            self._recompiled = compiled  # its fresh code (what export_c links)
             self._cost = compiled.cost_analysis()
             self._mem = compiled.memory_analysis()
             self._run = compiled.run_flat
@@ -586,6 +587,12 @@ class LoadedExecutable(ProfileMethods):
     def _not_loaded(self, flat):
         raise LoadError(f"{self._where} was opened for its description only (hlo.aot.describe): "
                         "its code is not loaded; use hlo.load to run it")
+
+    def export_c(self, folder, name: Optional[str] = None):
+        """Write ``lib<name>.so`` and ``<name>.h`` into ``folder``: this program as a C library
+        (``Compiled.export_c``; what ``hlo export-c`` runs)."""
+        from .export_c import export_c
+        return export_c(self, folder, name)
 
     # -- description ---------------------------------------------------------------------------
 

@@ -183,6 +183,14 @@ class Compiled(ProfileMethods):
         from .saved import save
         save(self, path)
 
+    @api_boundary
+    def export_c(self, folder, name: Optional[str] = None):
+        """Write ``lib<name>.so`` and ``<name>.h`` into ``folder``: this program as a C library
+        that runs without Python (CPU; ``hlo.staging.export_c``, README "Deploying without
+        Python"). ``name`` defaults to the function's name. Returns the two paths."""
+        from .export_c import export_c
+        return export_c(self, folder, name)
+
     def native_call(self, fallback: Callable) -> Optional[Callable]:
         """A builtin function that runs exact, C-contiguous numpy arguments of the compiled
         signature natively and returns the results' pytree, handing any other call to

@@ -4,6 +4,7 @@
     hlo compile model.py:layer --arg f32[8,4] --static n=3 --target cpu --dump-dir dump/ -o l.hlox
     hlo run layer.hlox --input x.npy --input w.npy [--output-dir out/]
     hlo inspect layer.hlox                 # signature, kernels, buffer plan, memory, the IR
+    hlo export-c layer.hlox -o build/ --name layer   # build/liblayer.so + build/layer.h (C API)
     hlo opt --pipeline --target=cpu m.hlo  # the passes tool (python -m hlo.opt), same arguments
     hlo cache [info|clear]                 # the persistent compilation cache
 
@@ -434,6 +435,21 @@ def _num(v) -> str:
     return f"{v:,}" if isinstance(v, int) else str(v)
 
 
+def cmd_export_c(a) -> int:
+    from hlo.backends.cpu.export_c import ExportError
+    from hlo.errors import UnsupportedError
+    exe = _load_executable(a.model)
+    if os.path.exists(a.output) and not os.path.isdir(a.output):
+        raise CliError(f"-o {a.output!r}: exists and is not a folder", 2)
+    try:
+        out = exe.export_c(a.output, a.name)
+    except (ExportError, UnsupportedError) as e:
+        raise CliError(f"{a.model}: {e}") from None
+    print(f"wrote {out.library} ({_fmt_bytes(os.path.getsize(out.library))}) and {out.header}: "
+          f"{_signature(exe)}; build against it: see {out.header}")
+    return 0
+
+
 def cmd_cache(a) -> int:
     from hlo.staging import cache as cc
     if a.action == "clear":
@@ -505,6 +521,17 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("model", metavar="MODEL.hlox")
     i.add_argument("--no-ir", action="store_true", help="leave the optimized IR out")
     i.set_defaults(fn=cmd_inspect)
+
+    x = sub.add_parser("export-c", help="write a .hlox executable as a C library (lib<name>.so + <name>.h)",
+                       description="Write MODEL.hlox (target cpu) as a shared library and its header, "
+                       "which a C program links and runs without Python.")
+    x.add_argument("model", metavar="MODEL.hlox")
+    x.add_argument("-o", "--output", required=True, metavar="FOLDER",
+                   help="where lib<name>.so and <name>.h go (created if missing)")
+    x.add_argument("--name", default=None,
+                   help="the library's name, a C identifier: its functions are <name>_run, ... "
+                   "(default: the function's name)")
+    x.set_defaults(fn=cmd_export_c)
 
     o = sub.add_parser("opt", help="run passes on IR text (python -m hlo.opt; 'hlo opt -h')",
                        add_help=False)
