@@ -364,7 +364,10 @@ class BufferAssignment:
     def text(self) -> str:
         """The plan: each buffer with its slice, size, live range and values."""
         names = value_names(self.region)
-        label = lambda v: value_label(v, names)  # noqa: E731
+
+        def label(v):
+            return value_label(v, names)
+
         n = len(self.schedule)
         lines = [f"buffer assignment: arena {self.arena_size} bytes (alignment {self.alignment}), "
                  f"{len(self.schedule)} steps"]

@@ -10,6 +10,8 @@ Files (``NNN`` counts passes in the order they ran, so a pass that runs twice ha
   IR the deciding pass read prints them (a header lists which file that is for each pass);
 - ``buffer-assignment.txt``: the buffer plan (buffer, slice, size, live range, values);
 - ``optimized.hlo``: the final module;
+- ``graph.dot`` and ``graph.html``: the final module as a graph of kernels (``graph_view``:
+  Graphviz, and a self-contained page to open in a browser);
 - ``summary.txt``: each pass with its time and whether it changed the module, time per pass
   name summed, the program's kernel count and memory sizes, and where compile time went:
   the passes, verification between them, the whole of ``optimize``, then (added by
@@ -24,6 +26,8 @@ from typing import List, Optional, Tuple
 
 from hlo.ir.core import Module
 from hlo.ir.printer import print_module
+
+from .graph_view import graph_of, to_dot, to_html
 
 
 def _comment(text: str) -> str:
@@ -80,6 +84,9 @@ class Dumper:
                  if any(d.startswith(pname + ": ") for d in opt.decisions)]
         self._write("fusion-decisions.txt", "\n".join(head + list(opt.decisions)) + "\n")
         self._write("buffer-assignment.txt", opt.buffers.text() + "\n")
+        graph = graph_of(opt.module, opt)
+        self._write("graph.dot", to_dot(graph))
+        self._write("graph.html", to_html(graph))
 
     def write_summary(self, opt) -> None:
         cost = opt.cost_analysis()

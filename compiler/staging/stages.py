@@ -140,7 +140,9 @@ class Compiled(ProfileMethods):
         """The optimized IR (``dialect="hlo"``); for target cpu the optimized LLVM IR
         (``"llvm"``) or the machine code as assembly (``"asm"``), made again from the LLVM IR
         the executable keeps (absent from one loaded from the cache or a ``.hlox``: an error
-        says so); for target cuda the generated ``"ptx"``."""
+        says so); for target cuda the generated ``"ptx"``. ``"dot"`` is the optimized program
+        as a Graphviz graph of kernels, ``"html"`` the same as a self-contained page
+        (``hlo.passes.graph_view``; the dumps hold both as ``graph.dot`` / ``graph.html``)."""
         if dialect == "hlo":
             return self._artifact.module_text()
         if dialect in ("llvm", "asm"):
@@ -150,14 +152,18 @@ class Compiled(ProfileMethods):
                                  + ("'ptx'" if self.target == "cuda" else "only 'hlo'"))
             from hlo.backends.cpu import listing
             return listing(getattr(self._artifact, "executable", None), dialect)
+        if dialect in ("dot", "html"):
+            from hlo.passes.graph_view import graph_of, to_dot, to_html
+            graph = graph_of(self._artifact.optimized_module, getattr(self._artifact, "optimize_result", None))
+            return to_dot(graph) if dialect == "dot" else to_html(graph)
         if dialect == "ptx":
             ptx = getattr(getattr(self._artifact, "executable", None), "ptx", None)
             if ptx is None:
                 raise ValueError(f"as_text('ptx'): an executable for target {self.target!r} has no "
                                  "PTX; compile it for target='cuda'")
             return ptx
-        raise ValueError(f"as_text: unknown dialect {dialect!r}; expected 'hlo', 'llvm' or 'asm' "
-                         "(cpu), or 'ptx' (cuda)")
+        raise ValueError(f"as_text: unknown dialect {dialect!r}; expected 'hlo', 'dot' or 'html' "
+                         "(any target), 'llvm' or 'asm' (cpu), or 'ptx' (cuda)")
 
     @api_boundary
     def cost_analysis(self) -> Dict[str, Any]:
