@@ -30,6 +30,17 @@ from .analysis import is_kernel, op_flops
 from .util import inputs_of, nbytes
 
 MAX_BOX_OPS = 14  # ops listed in a kernel's box in the HTML (all of them in its details)
+# decision lines of a kernel in a tooltip / the page's details (a loop kernel that grew by a
+# thousand merges has a thousand: the first and last are kept, the log has them all)
+MAX_TIP_REASONS, MAX_PAGE_REASONS = 12, 200
+
+
+def _some(lines: List[str], most: int) -> List[str]:
+    if len(lines) <= most:
+        return lines
+    half = most // 2
+    return lines[:half] + [f"... {len(lines) - 2 * half} more decisions (the decision log has "
+                           "them all)"] + lines[-half:]
 
 
 @dataclass
@@ -100,25 +111,32 @@ _FUSION_NAME = re.compile(r"(?<![\w.])(\w+_fusion\.\d+)(?![\w.])")
 
 def fusion_history(decisions: Sequence[str]) -> Dict[str, List[str]]:
     """For each fusion name, the decision lines about it and about the kernels it grew from:
-    a line ``... -> Z`` gives ``Z`` the lines of every fusion it names."""
-    hist: Dict[str, List[str]] = {}
+    a line ``... -> Z`` gives ``Z`` the lines of every fusion it names (the lines kept in
+    order, each once)."""
+    hist: Dict[str, Dict[str, None]] = {}
     for line in decisions:
-        names = _FUSION_NAME.findall(line)
+        names = list(dict.fromkeys(_FUSION_NAME.findall(line)))
         if not names:
             continue
-        made = re.search(r" -> (\w+_fusion\.\d+)\b", line)
+        # "fused A into B -> Z", "merged ... -> Z" make Z; "not fused: A -> B: why" makes nothing
+        declined = re.match(r"[\w-]+: not ", line) is not None
+        made = None if declined else re.search(r" -> (\w+_fusion\.\d+)\b", line)
         if made:
             z = made.group(1)
-            lines: List[str] = []
-            for n in dict.fromkeys(names):
-                for x in hist.get(n, ()):
-                    if x not in lines:
-                        lines.append(x)
-            hist[z] = lines + [line]
+            # a kernel growing under its own name keeps its lines (no copy); a new name starts
+            # from the lines of the kernels it names (not those of an earlier kernel of that name)
+            grew = z in _FUSION_NAME.findall(line[:made.start()])
+            lines: Dict[str, None] = hist.get(z, {}) if grew else {}
+            for n in names:
+                if n != z:
+                    for x in hist.get(n, ()):
+                        lines[x] = None
+            lines[line] = None
+            hist[z] = lines
         else:
-            for n in dict.fromkeys(names):
-                hist.setdefault(n, []).append(line)
-    return hist
+            for n in names:
+                hist.setdefault(n, {})[line] = None
+    return {k: list(v) for k, v in hist.items()}
 
 
 class ProgramGraph:
@@ -286,7 +304,7 @@ class ProgramGraph:
                          f"{_size(n.bytes_in)}, writes {_size(n.bytes_out)}")
         if n.lines:
             parts.append("source: " + ", ".join(n.lines))
-        parts += n.reasons
+        parts += _some(n.reasons, MAX_TIP_REASONS)
         return "\n".join(p for p in parts if p)
 
 
@@ -546,7 +564,7 @@ def to_html(g: ProgramGraph) -> str:
                     f"{_size(n.bytes_in)}, writes {_size(n.bytes_out)}")
         data["nodes"][n.id] = {
             "title": n.title, "subtitle": n.subtitle, "kind": n.kind, "cost": cost,
-            "lines": n.lines, "reasons": n.reasons,
+            "lines": n.lines, "reasons": _some(n.reasons, MAX_PAGE_REASONS),
             "ops": [("  " * o.depth) + o.text.replace("\n", " : ") + (f"    {o.loc}" if o.loc else "")
                     for o in n.ops],
             "inputs": list(dict.fromkeys(ins.get(n.id, []))),
