@@ -240,7 +240,7 @@ def _check(m: Any) -> None:
         _str(prof["symbol"], "runtime.profile.symbol", _SYMBOL)
         for i, r in enumerate(_list(prof["steps"], "runtime.profile.steps",
                                     lambda x, p: _obj(x, p, ("name", "op", "what", "flops")))):
-            for k in ("name", "op", "what", "where"):
+            for k in ("name", "op", "what", "where", "value", "loc"):
                 _str(r.get(k, ""), f"runtime.profile.steps[{i}].{k}")
             _int(r["flops"], f"runtime.profile.steps[{i}].flops")
             if r.get("gemm") is not None:  # a product kernel's [B, M, K, N] and operand type
