@@ -140,7 +140,8 @@ class Compiled(ProfileMethods):
         """The optimized IR (``dialect="hlo"``); for target cpu the optimized LLVM IR
         (``"llvm"``) or the machine code as assembly (``"asm"``), made again from the LLVM IR
         the executable keeps (absent from one loaded from the cache or a ``.hlox``: an error
-        says so); for target cuda the generated ``"ptx"``. ``"dot"`` is the optimized program
+        says so); for target cuda the generated ``"ptx"`` and its machine code, ``"sass"``
+        (through the CUDA toolkit's nvdisasm or cuobjdump: an error says when neither is here). ``"dot"`` is the optimized program
         as a Graphviz graph of kernels, ``"html"`` the same as a self-contained page
         (``hlo.passes.graph_view``; the dumps hold both as ``graph.dot`` / ``graph.html``)."""
         if dialect == "hlo":
@@ -149,13 +150,21 @@ class Compiled(ProfileMethods):
             if self.target != "cpu":
                 raise ValueError(f"as_text({dialect!r}) is for target 'cpu'; an executable for "
                                  f"target {self.target!r} has "
-                                 + ("'ptx'" if self.target == "cuda" else "only 'hlo'"))
+                                 + ("'ptx' and 'sass'" if self.target == "cuda" else "only 'hlo'"))
             from hlo.backends.cpu import listing
             return listing(getattr(self._artifact, "executable", None), dialect)
         if dialect in ("dot", "html"):
             from hlo.passes.graph_view import graph_of, to_dot, to_html
             graph = graph_of(self._artifact.optimized_module, getattr(self._artifact, "optimize_result", None))
             return to_dot(graph) if dialect == "dot" else to_html(graph)
+        if dialect == "sass":
+            exe = getattr(self._artifact, "executable", None)
+            if self.target != "cuda" or getattr(exe, "ptx", None) is None:
+                raise ValueError(f"as_text('sass') is for target 'cuda' (the GPU's machine code); "
+                                 f"an executable for target {self.target!r} has "
+                                 + ("'llvm' and 'asm'" if self.target == "cpu" else "only 'hlo'"))
+            from hlo.backends.cuda.sass import sass
+            return sass(exe)
         if dialect == "ptx":
             ptx = getattr(getattr(self._artifact, "executable", None), "ptx", None)
             if ptx is None:
@@ -163,7 +172,7 @@ class Compiled(ProfileMethods):
                                  "PTX; compile it for target='cuda'")
             return ptx
         raise ValueError(f"as_text: unknown dialect {dialect!r}; expected 'hlo', 'dot' or 'html' "
-                         "(any target), 'llvm' or 'asm' (cpu), or 'ptx' (cuda)")
+                         "(any target), 'llvm' or 'asm' (cpu), or 'ptx' or 'sass' (cuda)")
 
     @api_boundary
     def cost_analysis(self) -> Dict[str, Any]:
