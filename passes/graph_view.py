@@ -526,11 +526,20 @@ def to_html(g: ProgramGraph) -> str:
              f'<style>{_SVG_STYLE}</style>',
              '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" '
              'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#777"/></marker></defs>']
+    fan_out: Dict[str, int] = {}
+    fan_in: Dict[str, int] = {}
+    for e in g.edges:
+        fan_out[e.src] = fan_out.get(e.src, 0) + 1
+        fan_in[e.dst] = fan_in.get(e.dst, 0) + 1
     for e in g.edges:
         x0, y0, w0, h0 = pos[e.src]
         x1, y1, w1, _ = pos[e.dst]
         ax, ay, bx, by = x0 + w0 / 2, y0 + h0, x1 + w1 / 2, y1
         my = (ay + by) / 2
+        # the label where the edges around it are apart: near the end that has fewer of them
+        t = 0.75 if fan_out[e.src] > fan_in[e.dst] else 0.25 if fan_in[e.dst] > fan_out[e.src] else 0.5
+        lx = (1 - t) ** 3 * ax + 3 * (1 - t) ** 2 * t * ax + 3 * (1 - t) * t ** 2 * bx + t ** 3 * bx
+        ly = (1 - t) ** 3 * ay + 3 * (1 - t) ** 2 * t * my + 3 * (1 - t) * t ** 2 * my + t ** 3 * by
         parts.append(f'<path class="edge" data-src="{esc(e.src)}" data-dst="{esc(e.dst)}" '
                      f'd="M{ax:.1f},{ay:.1f} C{ax:.1f},{my:.1f} {bx:.1f},{my:.1f} {bx:.1f},{by:.1f}" fill="none" '
                      f'marker-end="url(#arrow)"><title>{esc(e.label())}</title></path>')
@@ -538,7 +547,7 @@ def to_html(g: ProgramGraph) -> str:
         # (beside the curve's middle, on the side it bends away to: converging or diverging
         # edges put their labels apart)
         anchor, dx = ("end", -4) if bx < ax - 1 else ("start", 4)
-        parts.append(f'<text class="edge" x="{(ax + bx) / 2 + dx:.1f}" y="{my:.1f}" '
+        parts.append(f'<text class="edge" x="{lx + dx:.1f}" y="{ly:.1f}" '
                      f'text-anchor="{anchor}">{esc(e.short_label())}</text>')
     for n in g.nodes:
         x, y, w, h = pos[n.id]

@@ -47,16 +47,19 @@ def chrome_trace(records: Sequence[dict], events, dropped: int = 0, *, name: str
         return {"traceEvents": out, "displayTimeUnit": "ns",
                 "otherData": {"program": name, "dropped_events": int(dropped)}}
     base = min(r[1] for r in rows)
+    # tracks: the threads that called the program first, then the workers (first seen first)
+    calling = [r[3] for r in rows if not r[0] & TRACE_CHUNK]
     threads: Dict[int, int] = {}
-    callers = set()
+    for thread in calling + [r[3] for r in rows]:
+        threads.setdefault(thread, len(threads) + 1)
+    callers = {threads[t] for t in calling}
     n = len(records)
     for tag, t0, t1, thread in rows:
-        tid = threads.setdefault(thread, len(threads) + 1)
+        tid = threads[thread]
         chunk = bool(tag & TRACE_CHUNK)
         slot = tag & (TRACE_CHUNK - 1)
         ts, dur = (t0 - base) / 1e3, max(0, t1 - t0) / 1e3
         if slot == n:  # the whole call
-            callers.add(tid)
             out.append({"name": f"call {name}", "cat": "call", "ph": "X", "ts": ts, "dur": dur,
                         "pid": pid, "tid": tid})
             continue
@@ -73,8 +76,6 @@ def chrome_trace(records: Sequence[dict], events, dropped: int = 0, *, name: str
                 args["flops"] = r["flops"]
                 if t1 > t0:
                     args["GFLOP/s"] = round(r["flops"] / (t1 - t0), 2)
-        if not chunk:
-            callers.add(tid)
         cat = ("chunk" if chunk else "copy" if r["name"] == "copy" else
                "host_call" if r["name"].startswith("host_call") else
                "product" if r.get("gemm") else "kernel")
