@@ -147,10 +147,13 @@ def test_a_loop_steps_spans_once_per_iteration():
 
 def test_calls_from_two_threads_are_on_their_own_tracks(profiled):
     profiled.reset_profile()
+    both = threading.Barrier(2)  # alive together: a thread that ended may lend its id to the next
 
     def work():
+        both.wait()
         for _ in range(4):
             profiled(*ARGS)
+        both.wait()
     ts = [threading.Thread(target=work) for _ in range(2)]
     for t in ts:
         t.start()
