@@ -417,9 +417,9 @@ def _entry_artifact(payload, target: str, mapping: Dict[str, str], path: str):
     plan = "\n".join((payload.manifest.get("buffer_plan") or {}).get("text") or [])
     plain = plain_mapping(mapping)
     prof = (getattr(loaded.executable, "manifest", None) or {}).get("profile")
-    if prof and plain:  # the profile's records name the user's lines too (this load's copy)
-        for r in prof["steps"]:
-            if r.get("loc") in plain:
+    if isinstance(prof, dict) and plain:  # its records name the user's lines too (this load's copy)
+        for r in list(prof.get("steps") or ()) + list((prof.get("kernels") or {}).values()):
+            if isinstance(r, dict) and r.get("loc") in plain:
                 r["loc"] = plain[r["loc"]]
     return CachedArtifact(target, loaded, relocate(loaded.as_text(), mapping),
                           relocate_labels(plan, plain))

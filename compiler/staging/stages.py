@@ -56,9 +56,11 @@ class Lowered:
     def compile(self, target: Optional[str] = None, *, dump_dir: Optional[str] = None,
                 profile: bool = False) -> "Compiled":
         """Optimize and build for ``target``; ``dump_dir`` keeps every pass's output there.
-        ``profile=True`` (CPU only) builds a program that times each of its steps as it runs:
-        read it with ``Compiled.profile()`` / ``profile_report()``. Its code differs from the
-        unprofiled build's (two clock reads a step), and so does its cache entry."""
+        ``profile=True`` builds a program that times each of its steps as it runs: read it
+        with ``Compiled.profile()`` / ``profile_report()``, its timeline with
+        ``profile().export_trace(path)``. On cpu its code differs from the unprofiled build's
+        (two clock reads a step); on cuda the code is the same and CUDA events time each step
+        (no CUDA graphs); its cache entry differs."""
         t = resolve_target(target if target is not None else self.target)
         with progress.compiling(f"hlo.jit({self.fun_name})"):
             return Compiled(self, compile_module(self.ir, t, donated=self.donated,

@@ -11,6 +11,9 @@ named as the optimized IR names what it ran (``%3 input_fusion.0``, ``%5 dot_gen
 the kernel, op, the user's ``file:line``, the control flow around it and, for a matrix
 product, its FLOPs and GFLOP/s in its ``args``.
 
+A CUDA program compiled with ``profile=True`` gives the same spans, timed by CUDA events on
+its stream (``hlo.runtime.cuda.profile``): one track, "GPU stream".
+
 Users reach it as ``compiled.profile().export_trace(path)`` (``Profile.export_trace``, after
 torch.profiler's ``export_chrome_trace``, which is also a name for it); open the file in
 https://ui.perfetto.dev or chrome://tracing.
@@ -21,6 +24,8 @@ import json
 from typing import Dict, List, Sequence
 
 from .abi import TRACE_CHUNK
+
+GPU_STREAM = 0  # the thread of a CUDA program's spans (GPU time on its stream: runtime/cuda/profile.py)
 
 
 def span_name(record: dict) -> str:
@@ -84,8 +89,9 @@ def chrome_trace(records: Sequence[dict], events, dropped: int = 0, *, name: str
     meta = [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": name}}]
     for thread, tid in threads.items():
         role = "calling thread" if tid in callers else "worker"
+        label = "GPU stream" if thread == GPU_STREAM else f"{role} {tid}"
         meta.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
-                     "args": {"name": f"{role} {tid}"}})
+                     "args": {"name": label}})
         meta.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
                      "args": {"sort_index": tid}})
     return {"traceEvents": meta + out, "displayTimeUnit": "ns",
