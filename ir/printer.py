@@ -198,3 +198,31 @@ def print_op(op: Operation) -> str:
     lines: List[str] = []
     _print_op(op, namer, 0, lines)
     return "\n".join(lines)
+
+
+def value_names(fn) -> Dict[Value, str]:
+    """The names ``print_function(fn)`` gives ``fn``'s values (``%arg0``, ``%3``, nested regions
+    included; ``fn`` a Function or its body Region), without printing: what decision logs and the buffer plan call values, so that
+    they read against the IR text. Iterative (any depth of nesting), numbering as the printer
+    does: an op's results, then each of its regions in turn (its arguments, then its ops)."""
+    body = fn.body if isinstance(fn, Function) else fn
+    names: Dict[Value, str] = {a: f"%arg{i}" for i, a in enumerate(body.args)}
+    n = 0
+    stack: List = [iter(body.ops)]
+    while stack:
+        item = next(stack[-1], None)
+        if item is None:
+            stack.pop()
+            continue
+        if isinstance(item, Region):
+            for a in item.args:
+                names[a] = f"%{n}"
+                n += 1
+            stack.append(iter(item.ops))
+            continue
+        for r in item.results:
+            names[r] = f"%{n}"
+            n += 1
+        if item.regions:
+            stack.append(iter(item.regions))
+    return names

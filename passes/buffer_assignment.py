@@ -53,13 +53,14 @@ import numpy as np
 
 from hlo.ir import ops as op_table
 from hlo.ir.core import Module, Operation, Region, Value
+from hlo.ir.printer import value_names
 from hlo.ir.targets import info
 
 from .base import Pass, register_pass
 from .fusion_kinds import inplace_pairs
 from .layout import is_bitcast
 from .options import PassConfig
-from .util import Labels, inputs_of, nbytes
+from .util import Labels, inputs_of, nbytes, value_label
 
 ALIGNMENT = 64
 
@@ -362,7 +363,11 @@ class BufferAssignment:
 
     def text(self) -> str:
         """The plan: each buffer with its slice, size, live range and values."""
-        names = _value_names(self.region)
+        names = value_names(self.region)
+
+        def label(v):
+            return value_label(v, names)
+
         n = len(self.schedule)
         lines = [f"buffer assignment: arena {self.arena_size} bytes (alignment {self.alignment}), "
                  f"{len(self.schedule)} steps"]
@@ -370,11 +375,11 @@ class BufferAssignment:
                                                    b.slice.index, b.slice.offset, b.start))
         for b in order:
             rng = f"[{'entry' if b.start < 0 else b.start}, {'exit' if b.end >= n else b.end}]"
-            vals = ", ".join(names.get(v, "?") for v in b.values)
+            vals = ", ".join(label(v) for v in b.values)
             note = f"  ({b.note})" if b.note else ""
             lines.append(f"  buffer {b.id}: {b.slice}  size {b.size}  live {rng}  values {vals}{note}")
         for op, a, r in self.inplace:
-            lines.append(f"  in place: {names.get(r, '?')} = {op.name} writes over {names.get(a, '?')}")
+            lines.append(f"  in place: {label(r)} writes over {label(a)}")
         for i, s in self.output_copies:
             lines.append(f"  output {i} is copied from {s}")
         for note in self.donation_notes:
@@ -606,29 +611,6 @@ def _fit(occ, b: Buffer, capacity: Optional[int], best_fit: bool) -> Optional[in
     if best_fit:
         return min(gaps)[1]
     return min(gaps, key=lambda g: g[1])[1]
-
-
-def _value_names(region: Region) -> Dict[Value, str]:
-    """The names the printer gives values (``%arg0``, ``%3``) so that the plan reads against
-    the IR text."""
-    names: Dict[Value, str] = {}
-    for i, a in enumerate(region.args):
-        names[a] = f"%arg{i}"
-    counter = [0]
-
-    def walk(r: Region, top: bool):
-        for op in r.ops:
-            for res in op.results:
-                names[res] = f"%{counter[0]}"
-                counter[0] += 1
-            for rr in op.regions:
-                for a in rr.args:
-                    names.setdefault(a, f"%{counter[0]}")
-                    counter[0] += 1
-                walk(rr, False)
-
-    walk(region, True)
-    return names
 
 
 @register_pass("buffer-assignment", "assign every top-level value a slice (analysis; IR unchanged)")

@@ -6,9 +6,12 @@ Files (``NNN`` counts passes in the order they ran, so a pass that runs twice ha
 - ``NNN-<pass>.hlo``: the module after that pass (only passes whose name matches the dump
   filter regex), followed by the pass's report as ``//`` comments (fusion decisions, layout
   choices, the schedule's peaks, the buffer plan), so the file still parses;
-- ``fusion-decisions.txt``: every fusion decision with its reason, in order;
+- ``fusion-decisions.txt``: every fusion decision with its reason, in order, values named as the
+  IR the deciding pass read prints them (a header lists which file that is for each pass);
 - ``buffer-assignment.txt``: the buffer plan (buffer, slice, size, live range, values);
 - ``optimized.hlo``: the final module;
+- ``graph.dot`` and ``graph.html``: the final module as a graph of kernels (``graph_view``:
+  Graphviz, and a self-contained page to open in a browser);
 - ``summary.txt``: each pass with its time and whether it changed the module, time per pass
   name summed, the program's kernel count and memory sizes, and where compile time went:
   the passes, verification between them, the whole of ``optimize``, then (added by
@@ -24,6 +27,8 @@ from typing import List, Optional, Tuple
 from hlo.ir.core import Module
 from hlo.ir.printer import print_module
 
+from .graph_view import graph_of, to_dot, to_html
+
 
 def _comment(text: str) -> str:
     return "\n".join("// " + line if line else "//" for line in text.splitlines())
@@ -35,6 +40,8 @@ class Dumper:
         self.pattern = re.compile(pattern) if pattern else None
         self.count = 0
         self.rows: List[Tuple[int, str, float, bool, bool]] = []
+        self.read = "000-input.hlo"  # the IR the next pass reads: a file, or what made it
+        self.read_by: List[Tuple[str, str]] = []  # (decision prefix, the IR its pass read)
         os.makedirs(path, exist_ok=True)
 
     def _write(self, name: str, text: str) -> None:
@@ -48,18 +55,38 @@ class Dumper:
         self.count += 1
         wanted = self.pattern is None or bool(self.pattern.search(p.name))
         self.rows.append((self.count, p.name, seconds, changed, wanted))
+        read = self.read
+        name = f"{self.count:03d}-{p.name}.hlo"
+        prefix = getattr(p, "decision_prefix", "")
+        if prefix:
+            self.read_by.append((prefix, read))
+        if changed:
+            self.read = name if wanted else f"the IR after pass {self.count} ({p.name}; not dumped)"
         if not wanted:
             return
         text = print_module(module)
         rep = p.report()
         if rep:
-            text += "\n" + _comment(rep) + "\n"
-        self._write(f"{self.count:03d}-{p.name}.hlo", text)
+            # a pass's decisions name values as the IR it read prints them
+            head = f"(values below are named as in {read}, the IR this pass read)\n" if changed else ""
+            text += "\n" + _comment(head + rep) + "\n"
+        self._write(name, text)
 
     def finish(self, opt) -> None:
         self._write("optimized.hlo", opt.text())
-        self._write("fusion-decisions.txt", "\n".join(opt.decisions) + ("\n" if opt.decisions else ""))
+        reads = {}
+        for pname, read in self.read_by:
+            reads.setdefault(pname, []).append(read)
+        head = ["// Each line names values as the IR its pass read prints them (%N, then the op and the",
+                "// user's file:line); fusions made by a pass go by their name attribute, as in",
+                "// optimized.hlo. The IR each pass read:"]
+        head += [f"//   {pname}: {', '.join(dict.fromkeys(rs))}" for pname, rs in reads.items()
+                 if any(d.startswith(pname + ": ") for d in opt.decisions)]
+        self._write("fusion-decisions.txt", "\n".join(head + list(opt.decisions)) + "\n")
         self._write("buffer-assignment.txt", opt.buffers.text() + "\n")
+        graph = graph_of(opt.module, opt)
+        self._write("graph.dot", to_dot(graph))
+        self._write("graph.html", to_html(graph))
 
     def write_summary(self, opt) -> None:
         cost = opt.cost_analysis()

@@ -367,16 +367,16 @@ class VerticalFusion(FusionPass):
                     return decline(f"the kernel would do {factor:.1f} times the work of its ops "
                                    f"(limit {RECOMPUTE_LIMIT:g}): each reduction in it evaluates "
                                    "the elementwise ops before it again")
-        if c.name == "fusion" and c.attrs.get("kind") == kind and c.attrs.get("name"):
-            name = c.attrs["name"]
-        else:
-            name = L.fresh(f"{kind}_fusion")
+        fresh = not (c.name == "fusion" and c.attrs.get("kind") == kind and c.attrs.get("name"))
+        name = L.fresh(f"{kind}_fusion") if fresh else c.attrs["name"]
         new = commit(top, [p, c], cand, kind, name, dup)
         self.measured[id(new)] = (new, (cost, p_cat + c_cat))
         how = "copied into" if dup else "into"
         what = {"loop": "loop fusion", "input": "input fusion (reduction)",
                 "output": "output fusion (dot with prologue/epilogue)"}[kind]
-        if p.name != "constant":
+        if p.name != "constant" or (fresh and c.name != "fusion"):
+            # (a splat constant is logged only where it starts a kernel: the line names the
+            # op that the new kernel's name stands for from then on)
             self.log(f"fused {L(p)} {how} {L(c)} -> {name} ({what})")
         L.set(new, name)
         return new

@@ -13,6 +13,7 @@ import numpy as np
 
 from hlo.ir import ops
 from hlo.ir.core import Function, Module, Operation, Region, Value
+from hlo.ir.printer import value_names
 from hlo.ir.types import TensorType
 
 # --------------------------------------------------------------------------------------------
@@ -349,20 +350,43 @@ def nbytes(t: TensorType) -> int:
     return t.size * t.dtype.itemsize
 
 
-class Labels:
-    """Stable, readable names for ops during one pass run (``exponential.3``); a fusion op is
-    called by its ``name`` attribute. Decision logs use them."""
+def op_kind(op: Operation) -> str:
+    """What an op is called in decisions: a fusion by its ``name`` attribute, else its op name."""
+    if op.name == "fusion" and op.attrs.get("name"):
+        return op.attrs["name"]
+    return op.name
 
-    def __init__(self):
+
+def value_label(v: Value, names: Dict[Value, str]) -> str:
+    """``%3 tanh (model.py:12)``: a value as the printed IR names it (``names``:
+    ``hlo.ir.printer.value_names``), what computes it and the user's line it came from;
+    ``%arg0`` for an argument."""
+    name = names.get(v, "%?")
+    op = v.op
+    if op is None:
+        return name
+    return name + " " + op_kind(op) + (f" ({op.loc})" if op.loc is not None else "")
+
+
+class Labels:
+    """Readable names for ops during one pass run, for decision logs. An op of the IR the
+    pass read is named as the printed IR names its first result, with its kind and the user's
+    line (``%3 tanh (model.py:12)``; ``Labels.for_module``); an op the pass made is called
+    ``exponential.3``, a fusion it made by its ``name`` attribute (``loop_fusion.0``)."""
+
+    def __init__(self, names: Optional[Dict[Value, str]] = None):
         self.counter: Dict[str, int] = {}
         self.labels: Dict[int, Tuple[Operation, str]] = {}  # keeps the op alive: ids stay unique
         self.taken: Set[str] = set()
+        self.names: Dict[Value, str] = names or {}
 
     def __call__(self, op: Operation) -> str:
         hit = self.labels.get(id(op))
         if hit is not None and hit[0] is op:
             return hit[1]
-        if op.name == "fusion" and op.attrs.get("name"):
+        if op.results and op.results[0] in self.names:
+            label = value_label(op.results[0], self.names)
+        elif op.name == "fusion" and op.attrs.get("name"):
             label = op.attrs["name"]
         else:
             n = self.counter.get(op.name, 0)
@@ -373,8 +397,9 @@ class Labels:
 
     @classmethod
     def for_module(cls, module) -> "Labels":
-        """Labels that avoid the names of fusions already in ``module``."""
-        lab = cls()
+        """Labels that name ``module``'s ops as its printed text does (``@main``'s) and avoid
+        the names of fusions already in it."""
+        lab = cls(value_names(module.main) if "main" in module else None)
         for op in module.walk():
             if op.name == "fusion" and op.attrs.get("name"):
                 lab.taken.add(op.attrs["name"])

@@ -235,12 +235,22 @@ def _check(m: Any) -> None:
                   f"links ({', '.join(LIBRARIES)}); a manifest never names a library by path")
     if rt.get("target") is not None:
         _target(rt["target"], "runtime.target", kind=False)
-    if rt.get("profile") is not None:  # a profiled build: its counters' symbol, a record a step
+    if rt.get("profile") is not None and "kernels" in rt["profile"]:
+        # a profiled cuda build (events at run time): each kernel's op, value and line
+        kern = _obj(rt["profile"]["kernels"], "runtime.profile.kernels")
+        if len(kern) > MAX_ITEMS:
+            _fail("runtime.profile.kernels", f"more than {MAX_ITEMS} kernels")
+        for name, info in kern.items():
+            _str(name, "runtime.profile.kernels (a name)", _SYMBOL)
+            for k in ("op", "value", "loc"):
+                _str(_obj(info, f"runtime.profile.kernels[{name}]").get(k, ""),
+                     f"runtime.profile.kernels[{name}].{k}")
+    elif rt.get("profile") is not None:  # a profiled cpu build: its counters' symbol, a record a step
         prof = _obj(rt["profile"], "runtime.profile", ("symbol", "steps"))
         _str(prof["symbol"], "runtime.profile.symbol", _SYMBOL)
         for i, r in enumerate(_list(prof["steps"], "runtime.profile.steps",
                                     lambda x, p: _obj(x, p, ("name", "op", "what", "flops")))):
-            for k in ("name", "op", "what", "where"):
+            for k in ("name", "op", "what", "where", "value", "loc"):
                 _str(r.get(k, ""), f"runtime.profile.steps[{i}].{k}")
             _int(r["flops"], f"runtime.profile.steps[{i}].flops")
             if r.get("gemm") is not None:  # a product kernel's [B, M, K, N] and operand type

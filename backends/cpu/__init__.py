@@ -122,9 +122,12 @@ def compile(optimized, threads: Optional[int] = None, opt_level: int = 3, profil
     if cores:  # library code linked with the object (each once per process)
         manifest["cores"] = [{"symbol": s, "sha256": hashlib.sha256(o).hexdigest()} for s, o in cores.items()]
     if profile:  # what each counter slot of the profiled build times (the last: the whole call)
+        from hlo.ir.printer import value_names
+
         from .profile_records import profile_steps
         manifest["profile"] = {"symbol": PROFILE,
-                               "steps": profile_steps(timed_steps(steps), lw.origin, cg.products)}
+                               "steps": profile_steps(timed_steps(steps), lw.origin, cg.products,
+                                                      value_names(main))}
     if lw.host_sites:  # calls back into Python (hlo.ir.callbacks): the runtime's dispatcher
         manifest["host_calls"] = lw.host_sites
     if cg.uses_blas:

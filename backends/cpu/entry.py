@@ -11,7 +11,12 @@ after every timed step (kernel call, pool dispatch included; copy; host call) an
 nanoseconds and one call to the step's slot of the global ``abi.PROFILE`` (``i64[slots][2]``:
 nanoseconds, calls; slot i is the i-th timed step of ``profile_steps``' order, the last slot the
 whole ``hlo_run``), with atomic adds, so concurrent calls count correctly. ``abi.PROFILE_SLOTS``
-holds the slot count, which the runtime checks against the manifest. Without ``profile`` the
+holds the slot count, which the runtime checks against the manifest. It also appends each timed
+span to the event buffer ``abi.TRACE`` (``i64[TRACE_EVENTS][4]``: slot, start and end
+nanoseconds, the thread (``pthread_self``); ``abi.TRACE_NEXT`` counts the events, past
+``abi.TRACE_CAP`` they are dropped and only counted), and a parallel kernel's task runs
+through a wrapper that appends one span per chunk on the worker that ran it (slot tagged with
+``TRACE_CHUNK``): the timeline ``hlo.runtime.cpu.trace`` exports. Without ``profile`` the
 emitted code is exactly the unprofiled one.
 """
 from __future__ import annotations
@@ -30,6 +35,10 @@ from hlo.runtime.cpu.abi import (
     PY_ENTRY,
     PY_TUPLE_ITEMS,
     RW_ANCHOR,
+    TRACE,
+    TRACE_CAP,
+    TRACE_CHUNK,
+    TRACE_NEXT,
 )
 from hlo.runtime.steps import BufRef, Copy, HostCall, KernelCall, Switch, While
 
@@ -49,6 +58,7 @@ HOST_FN = ir.FunctionType(I32, [I64, PTR])  # the runtime's dispatcher: (site, b
 
 TIMED_STEPS = (KernelCall, Copy, HostCall)
 CLOCK_MONOTONIC = 1  # Linux's clockid_t
+TRACE_EVENTS = 16384  # spans a profiled build keeps (512 KiB of zeroed memory): the first ones
 
 
 def timed_steps(steps, where: str = "") -> list:
@@ -122,6 +132,7 @@ class EntryEmitter:
             if self.profile and isinstance(s, TIMED_STEPS):
                 slot = self._next_slot
                 self._next_slot += 1
+                self._slot = slot
                 t0 = self._now()
                 getattr(self, "_" + type(s).__name__)(s)
                 self._count(slot, t0)
@@ -141,24 +152,64 @@ class EntryEmitter:
         n.global_constant = True
         self._counters, self._slots, self._next_slot = g, slots, 0
         self._clock = self.ctx.declare("clock_gettime", I32, [I32, PTR])
+        self._thread = self.ctx.declare("pthread_self", I64, [])
+        ty = ir.ArrayType(I64, 4 * TRACE_EVENTS)
+        self._trace = ir.GlobalVariable(m, ty, name=TRACE)
+        self._trace.initializer = ir.Constant(ty, None)
+        self._trace.align = 64
+        self._trace_next = ir.GlobalVariable(m, I64, name=TRACE_NEXT)
+        self._trace_next.initializer = ir.Constant(I64, 0)
+        self._trace_next.align = 64
+        cap = ir.GlobalVariable(m, I64, name=TRACE_CAP)
+        cap.initializer = ir.Constant(I64, TRACE_EVENTS)
+        cap.global_constant = True
+        self._timed_tasks: dict = {}
         with self.b.goto_entry_block():
             self._timespec = self.b.alloca(I64, size=i64(2))
 
-    def _now(self) -> ir.Value:
+    def _now(self, b: ir.IRBuilder = None, timespec: ir.Value = None) -> ir.Value:
         """Nanoseconds of the monotonic clock."""
-        b = self.b
-        b.call(self._clock, [ir.Constant(I32, CLOCK_MONOTONIC), self._timespec])
-        sec = b.load(self._timespec, typ=I64)
-        nsec = b.load(b.gep(self._timespec, [i64(1)], source_etype=I64), typ=I64)
+        b = b or self.b
+        timespec = timespec or self._timespec
+        b.call(self._clock, [ir.Constant(I32, CLOCK_MONOTONIC), timespec])
+        sec = b.load(timespec, typ=I64)
+        nsec = b.load(b.gep(timespec, [i64(1)], source_etype=I64), typ=I64)
         return b.add(b.mul(sec, i64(1_000_000_000)), nsec)
 
     def _count(self, slot: int, t0: ir.Value) -> None:
         b = self.b
-        dt = b.sub(self._now(), t0)
+        t1 = self._now()
+        dt = b.sub(t1, t0)
         ns = b.gep(self._counters, [i64(0), i64(2 * slot)], source_etype=self._counters.value_type)
         calls = b.gep(self._counters, [i64(0), i64(2 * slot + 1)], source_etype=self._counters.value_type)
         b.atomic_rmw("add", ns, dt, "monotonic")
         b.atomic_rmw("add", calls, i64(1), "monotonic")
+        self._record(b, i64(slot), t0, t1)
+
+    def _record(self, b: ir.IRBuilder, tag: ir.Value, t0: ir.Value, t1: ir.Value) -> None:
+        """Append the span (tag, t0, t1, this thread) to the event buffer while it has room."""
+        k = b.atomic_rmw("add", self._trace_next, i64(1), "monotonic")
+        with b.if_then(b.icmp_unsigned("<", k, i64(TRACE_EVENTS))):
+            base = b.mul(k, i64(4))
+            events = b.inttoptr(b.ptrtoint(self._trace, I64), PTR)  # (an untyped pointer)
+            for j, v in enumerate((tag, t0, t1, b.call(self._thread, []))):
+                b.store(v, b.gep(events, [b.add(base, i64(j))], source_etype=I64))
+
+    def _timed_task(self, task: ir.Function, slot: int) -> ir.Function:
+        """``task`` wrapped to append one span per chunk it runs, on the thread that runs it
+        (a worker of the pool, or the caller), tagged ``slot | TRACE_CHUNK``."""
+        key = (task.name, slot)
+        w = self._timed_tasks.get(key)
+        if w is None:
+            w = glue(ir.Function(self.ctx.module, TASK_FN, name=f"{task.name}.timed{slot}"))
+            b = ir.IRBuilder(w.append_basic_block("entry"))
+            ts = b.alloca(I64, size=i64(2))
+            t0 = self._now(b, ts)
+            b.call(task, list(w.args))
+            self._record(b, i64(slot | TRACE_CHUNK), t0, self._now(b, ts))
+            b.ret_void()
+            self._timed_tasks[key] = w
+        return w
 
     def _KernelCall(self, s: KernelCall):
         b = self.b
@@ -172,6 +223,8 @@ class EntryEmitter:
             for k, p in enumerate(ptrs):
                 b.store(p, b.gep(arr, [i64(k)], source_etype=PTR))
             task = self.tasks[s.name]
+            if self.profile:
+                task = self._timed_task(task, self._slot)
             pp = b.load(self._address_global(), typ=I64)
             pooled = self.fn.append_basic_block("pool")
             serial = self.fn.append_basic_block("serial")

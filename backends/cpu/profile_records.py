@@ -4,7 +4,8 @@ the records of the manifest's ``profile`` entry, one per counter slot of the pro
 
 A record names the step (its kernel, ``copy`` or ``host_call#N``), the op it was lowered from
 (``op``: a fusion's kind and name, or the op's name, then its result types; empty for the copies
-of results that no op made), the step's own description (``what``), the control flow around
+of results that no op made; ``value``: that op's first result as the optimized IR prints it,
+``%3``, and ``loc``: its user's ``file:line``, where it has them), the step's own description (``what``), the control flow around
 it (``where``: '' at the top level, ``while0.body``, ...) and, for a product kernel, the FLOPs
 of one run (``2*B*M*K*N`` of its floating-point ``dot_general``; 0 for an integer one), the
 product's ``gemm`` shape ``[B, M, K, N]`` and its operands' ``dtype``, and ``split_sum`` for a
@@ -84,9 +85,12 @@ def split_sum_of(op: Operation, partials) -> bool:
     return False
 
 
-def profile_steps(timed: list, origin: Dict[int, Operation], products: Dict[int, Operation]) -> List[dict]:
+def profile_steps(timed: list, origin: Dict[int, Operation], products: Dict[int, Operation],
+                  names: Dict = None) -> List[dict]:
     """The manifest's records for ``timed`` (``entry.timed_steps``: (step, where) pairs), in
-    slot order."""
+    slot order. ``names``: the optimized module's printed value names
+    (``hlo.ir.printer.value_names(main)``): a record then has the op's ``value`` (``%3``) and
+    the user's line ``loc``, as the optimized IR prints them."""
     out = []
     partials = {v for s, _ in timed if id(s) in products and origin.get(id(s)) is not None
                 for v in origin[id(s)].results}
@@ -102,6 +106,10 @@ def profile_steps(timed: list, origin: Dict[int, Operation], products: Dict[int,
             raise TypeError(f"not a timed step: {s!r}")
         rec = {"name": name, "op": describe_op(op) if op is not None else "", "what": what,
                "where": where, "flops": 0}
+        if op is not None and names and op.results and op.results[0] in names:
+            rec["value"] = names[op.results[0]]
+        if op is not None and op.loc is not None:
+            rec["loc"] = str(op.loc)
         dot = products.get(id(s))
         if dot is not None:
             rec.update(flops=dot_flops(dot), gemm=list(gemm_shape(dot)), dtype=dot.operands[0].dtype.name)

@@ -27,11 +27,12 @@ def declined_ops() -> dict:
     return CudaCodegen.declined_ops()
 
 
-def compile(optimized, opt_level: int = 3):
+def compile(optimized, opt_level: int = 3, profile: bool = False):
     """Compile an optimized module (``hlo.passes.pipeline.optimize(m, target="cuda")``) to a
-    ``CudaProgram``."""
+    ``CudaProgram``; ``profile``: one that times each of its steps with CUDA events when it runs
+    (``hlo.runtime.cuda.profile``; the same code)."""
     from .build import build
-    return build(optimized, opt_level=opt_level)
+    return build(optimized, opt_level=opt_level, profile=profile)
 
 
 def compile_module(module, opt_level: int = 3):

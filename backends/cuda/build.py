@@ -19,7 +19,7 @@ def _tdesc(t) -> dict:
             "layout": list(t.layout) if t.layout is not None else None}
 
 
-def build(optimized, opt_level: int = 3) -> CudaProgram:
+def build(optimized, opt_level: int = 3, profile: bool = False) -> CudaProgram:
     from hlo.ir.core import Module
     if isinstance(optimized, Module):
         from . import compile_module
@@ -59,6 +59,10 @@ def build(optimized, opt_level: int = 3) -> CudaProgram:
         "generated_dots": list(cg.generated_dots),
         "gemm_epilogues": list(cg.gemm_epilogues),
     }
+    if profile:  # run with events around each step; each kernel's op as the optimized IR names it
+        from hlo.ir.printer import value_names
+        from hlo.runtime.cuda.profile import kernel_origins
+        manifest["profile"] = {"kernels": kernel_origins(steps, lw.origin, value_names(main))}
     prog = CudaProgram(manifest, ptx, {dev.arch: cubin} if cubin is not None else {},
                        [cg.constants[k] for k in sorted(cg.constants)], steps=steps,
                        steps_text="\n".join(describe_steps(steps)), llvm_ir=ir_text)

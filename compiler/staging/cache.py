@@ -259,6 +259,26 @@ def relocate(text: str, mapping: Dict[str, str]) -> str:
     return _LOC.sub(lambda m: mapping.get(m.group(0), m.group(0)), text)
 
 
+def _plain(token: str) -> str:
+    """``loc("f.py":3)`` as ``Location.__str__`` writes it: ``f.py:3``."""
+    body, line = token[4:-1].rsplit(":", 1)
+    name = re.sub(r'\\(.)', lambda e: "\n" if e.group(1) == "n" else e.group(1), body[1:-1])
+    return f"{name}:{line}" if line != "0" else name
+
+
+def plain_mapping(mapping: Dict[str, str]) -> Dict[str, str]:
+    """The location map in the ``file:line`` form that decisions, the buffer plan and profile
+    records use."""
+    return {_plain(a): _plain(b) for a, b in mapping.items() if a != b}
+
+
+def relocate_labels(text: str, plain: Dict[str, str]) -> str:
+    """``(file:line)`` in a buffer plan's value labels, moved as ``relocate`` moves ``loc``."""
+    if not plain:
+        return text
+    return re.sub(r"\(([^()\n]+:\d+)\)", lambda m: f"({plain.get(m.group(1), m.group(1))})", text)
+
+
 # ----------------------------------------------------------------------------------------------
 # Entries on disk
 # ----------------------------------------------------------------------------------------------
@@ -395,7 +415,14 @@ def _entry_artifact(payload, target: str, mapping: Dict[str, str], path: str):
     from .saved import LoadedExecutable
     loaded = LoadedExecutable(payload, path)
     plan = "\n".join((payload.manifest.get("buffer_plan") or {}).get("text") or [])
-    return CachedArtifact(target, loaded, relocate(loaded.as_text(), mapping), relocate(plan, mapping))
+    plain = plain_mapping(mapping)
+    prof = (getattr(loaded.executable, "manifest", None) or {}).get("profile")
+    if isinstance(prof, dict) and plain:  # its records name the user's lines too (this load's copy)
+        for r in list(prof.get("steps") or ()) + list((prof.get("kernels") or {}).values()):
+            if isinstance(r, dict) and r.get("loc") in plain:
+                r["loc"] = plain[r["loc"]]
+    return CachedArtifact(target, loaded, relocate(loaded.as_text(), mapping),
+                          relocate_labels(plan, plain))
 
 
 class _StoredPlan:

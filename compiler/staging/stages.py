@@ -56,9 +56,11 @@ class Lowered:
     def compile(self, target: Optional[str] = None, *, dump_dir: Optional[str] = None,
                 profile: bool = False) -> "Compiled":
         """Optimize and build for ``target``; ``dump_dir`` keeps every pass's output there.
-        ``profile=True`` (CPU only) builds a program that times each of its steps as it runs:
-        read it with ``Compiled.profile()`` / ``profile_report()``. Its code differs from the
-        unprofiled build's (two clock reads a step), and so does its cache entry."""
+        ``profile=True`` builds a program that times each of its steps as it runs: read it
+        with ``Compiled.profile()`` / ``profile_report()``, its timeline with
+        ``profile().export_trace(path)``. On cpu its code differs from the unprofiled build's
+        (two clock reads a step); on cuda the code is the same and CUDA events time each step
+        (no CUDA graphs); its cache entry differs."""
         t = resolve_target(target if target is not None else self.target)
         with progress.compiling(f"hlo.jit({self.fun_name})"):
             return Compiled(self, compile_module(self.ir, t, donated=self.donated,
@@ -140,24 +142,39 @@ class Compiled(ProfileMethods):
         """The optimized IR (``dialect="hlo"``); for target cpu the optimized LLVM IR
         (``"llvm"``) or the machine code as assembly (``"asm"``), made again from the LLVM IR
         the executable keeps (absent from one loaded from the cache or a ``.hlox``: an error
-        says so); for target cuda the generated ``"ptx"``."""
+        says so); for target cuda the generated ``"ptx"`` and its machine code, ``"sass"``
+        (through the CUDA toolkit's nvdisasm or cuobjdump: an error says when neither is here). ``"dot"`` is the optimized program
+        as a Graphviz graph of kernels, ``"html"`` the same as a self-contained page
+        (``hlo.passes.graph_view``; the dumps hold both as ``graph.dot`` / ``graph.html``)."""
         if dialect == "hlo":
             return self._artifact.module_text()
         if dialect in ("llvm", "asm"):
             if self.target != "cpu":
                 raise ValueError(f"as_text({dialect!r}) is for target 'cpu'; an executable for "
                                  f"target {self.target!r} has "
-                                 + ("'ptx'" if self.target == "cuda" else "only 'hlo'"))
+                                 + ("'ptx' and 'sass'" if self.target == "cuda" else "only 'hlo'"))
             from hlo.backends.cpu import listing
             return listing(getattr(self._artifact, "executable", None), dialect)
+        if dialect in ("dot", "html"):
+            from hlo.passes.graph_view import graph_of, to_dot, to_html
+            graph = graph_of(self._artifact.optimized_module, getattr(self._artifact, "optimize_result", None))
+            return to_dot(graph) if dialect == "dot" else to_html(graph)
+        if dialect == "sass":
+            exe = getattr(self._artifact, "executable", None)
+            if self.target != "cuda" or getattr(exe, "ptx", None) is None:
+                raise ValueError(f"as_text('sass') is for target 'cuda' (the GPU's machine code); "
+                                 f"an executable for target {self.target!r} has "
+                                 + ("'llvm' and 'asm'" if self.target == "cpu" else "only 'hlo'"))
+            from hlo.backends.cuda.sass import sass
+            return sass(exe)
         if dialect == "ptx":
             ptx = getattr(getattr(self._artifact, "executable", None), "ptx", None)
             if ptx is None:
                 raise ValueError(f"as_text('ptx'): an executable for target {self.target!r} has no "
                                  "PTX; compile it for target='cuda'")
             return ptx
-        raise ValueError(f"as_text: unknown dialect {dialect!r}; expected 'hlo', 'llvm' or 'asm' "
-                         "(cpu), or 'ptx' (cuda)")
+        raise ValueError(f"as_text: unknown dialect {dialect!r}; expected 'hlo', 'dot' or 'html' "
+                         "(any target), 'llvm' or 'asm' (cpu), or 'ptx' or 'sass' (cuda)")
 
     @api_boundary
     def cost_analysis(self) -> Dict[str, Any]:

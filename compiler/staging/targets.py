@@ -214,11 +214,12 @@ def compile_options(donated: Sequence[int] = (), options: Optional[dict] = None,
 
 
 def check_profile_target(target: str) -> None:
-    """The in-program profile exists for the CPU target only (``TargetInfo.native_entry``)."""
-    if not info(target).native_entry:
+    """The in-program profile exists for the CPU target (``TargetInfo.native_entry``) and for
+    cuda (CUDA events around each step: ``hlo.runtime.cuda.profile``)."""
+    if not info(target).native_entry and target != "cuda":
         raise UnsupportedError(
-            f"compile(profile=True) is CPU-only for now: target {target!r} has no in-program "
-            "profile; compile for target='cpu' to profile")
+            f"compile(profile=True) is for targets 'cpu' and 'cuda': target {target!r} has no "
+            "in-program profile; compile for target='cpu' to profile")
 
 
 def compile_module(module: Module, target: str, *, donated: Sequence[int] = (),
@@ -227,7 +228,7 @@ def compile_module(module: Module, target: str, *, donated: Sequence[int] = (),
     """Optimize ``module`` for ``target`` and build something that runs it. With ``dump_dir``
     (or ``HLO_DUMP_DIR``), the pipeline writes the module after each pass, the fusion decisions
     and the buffer plan there. ``profile``: a build that times each of its steps
-    (``Compiled.profile``; CPU only)."""
+    (``Compiled.profile``; cpu and cuda)."""
     from hlo.ir.nesting import call_with_stack_for  # deep control-flow nests need the stack
     with gc_pause.paused():
         return call_with_stack_for(module, _compile_module, module, target, donated, options,

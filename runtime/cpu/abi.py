@@ -37,6 +37,11 @@
 - ``PROFILE`` / ``PROFILE_SLOTS``: in a profiled build only, the counters (``i64[slots][2]``:
   nanoseconds and calls per timed step, the last slot the whole call) and their slot count
   (``backends/cpu/entry.py``); the runtime reads them (``Executable.profile``).
+- ``TRACE`` / ``TRACE_NEXT`` / ``TRACE_CAP``: in a profiled build only, the event buffer
+  (``i64[cap][4]``: tag, start and end nanoseconds of the monotonic clock, ``pthread_self``;
+  the tag is the step's slot, with ``TRACE_CHUNK`` set for a chunk of a parallel kernel run by
+  a worker), the number of events appended (past ``cap`` they are dropped) and the capacity;
+  the runtime reads them (``Executable.trace_events``, ``hlo.runtime.cpu.trace``).
 - ``RW_ANCHOR``: a writable global in every object (the loader's one-block memory manager keeps
   the GOT of external calls in its section).
 - ``PY_TUPLE_ITEMS`` / ``PY_TYPE`` / ``NP_ARRAY_*``: CPython (64-bit, GIL build) and numpy
@@ -53,6 +58,10 @@ HOST_CALL_PTR = "hlo_host_call_ptr"
 RW_ANCHOR = "hlo_rw_anchor"
 PROFILE = "hlo_profile"
 PROFILE_SLOTS = "hlo_profile_slots"
+TRACE = "hlo_trace"
+TRACE_NEXT = "hlo_trace_next"
+TRACE_CAP = "hlo_trace_cap"
+TRACE_CHUNK = 1 << 32  # an event's tag bit: one chunk of a parallel kernel, on its worker
 PY_TYPE = 8
 PY_TUPLE_ITEMS = 24
 NP_ARRAY_DATA = 16

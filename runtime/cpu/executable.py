@@ -144,6 +144,7 @@ class Executable(Signature):
         self._connect_pool()
         self._host_errors = self._connect_host_calls()
         self._counters = self._connect_profile()
+        self._trace = self._connect_trace() if self._counters is not None else None
         if _FAST_OK is None:
             _FAST_OK = _layout_probe()
         self._pyfn = _PY_SIG(self._obj.address(manifest["py_entry"])) \
@@ -285,6 +286,32 @@ class Executable(Signature):
                              f"{slots - 1} timed steps")
         return np.ctypeslib.as_array((ctypes.c_int64 * (2 * slots)).from_address(addr)).reshape(slots, 2)
 
+    def _connect_trace(self):
+        """A profiled build's event buffer (``abi.TRACE``: an int64 array of (tag, start ns,
+        end ns, thread) rows), its count of appended events (an int64 array of one) and its
+        capacity; None for a build that has none (a profiled build saved before it had one)."""
+        from .abi import TRACE, TRACE_CAP, TRACE_NEXT
+        at, next_at, cap_at = (self._obj.global_address(n) for n in (TRACE, TRACE_NEXT, TRACE_CAP))
+        if not (at and next_at and cap_at):
+            return None
+        cap = ctypes.c_int64.from_address(cap_at).value
+        events = np.ctypeslib.as_array((ctypes.c_int64 * (4 * cap)).from_address(at)).reshape(cap, 4)
+        return events, np.ctypeslib.as_array((ctypes.c_int64 * 1).from_address(next_at)), cap
+
+    def trace_events(self):
+        """The spans recorded since the build was loaded or its profile last reset: an int64
+        array of (tag, start ns, end ns, thread) rows in the order they were appended, and the
+        number dropped once the buffer was full (``hlo.runtime.cpu.trace`` reads them)."""
+        from .profile import NOT_PROFILED, NotProfiledError
+        if self._counters is None:
+            raise NotProfiledError(NOT_PROFILED)
+        if self._trace is None:
+            raise NotProfiledError("this profiled executable was built before profiled builds "
+                                   "recorded a timeline; compile it again with profile=True")
+        events, nxt, cap = self._trace
+        n = int(nxt[0])
+        return events[:min(n, cap)].copy(), max(0, n - cap)
+
     @property
     def profiled(self) -> bool:
         """True for a profiled build (``compile(..., profile=True)``)."""
@@ -296,7 +323,9 @@ class Executable(Signature):
         from .profile import NOT_PROFILED, NotProfiledError, Profile
         if self._counters is None:
             raise NotProfiledError(NOT_PROFILED)
-        return Profile.from_counters(self.manifest["profile"]["steps"], self._counters.copy())
+        events, dropped = self.trace_events() if self._trace is not None else (None, 0)
+        return Profile.from_counters(self.manifest["profile"]["steps"], self._counters.copy(),
+                                     events, dropped)
 
     def reset_profile(self) -> None:
         """Zero a profiled build's counters (calls running meanwhile may be half counted)."""
@@ -304,6 +333,8 @@ class Executable(Signature):
             from .profile import NOT_PROFILED, NotProfiledError
             raise NotProfiledError(NOT_PROFILED)
         self._counters[...] = 0
+        if self._trace is not None:
+            self._trace[1][0] = 0
 
     def _raise_host_error(self) -> None:
         e = getattr(self._host_errors, "pending", None)

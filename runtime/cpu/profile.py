@@ -9,8 +9,8 @@ a product kernel) into ``StepProfile`` rows; ``Profile.report()`` is the text ta
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Any, List, Optional, Sequence, Tuple
 
 
 class NotProfiledError(ValueError):
@@ -53,18 +53,45 @@ class Profile:
     steps: List[StepProfile]
     calls: int
     seconds: float
+    # the timeline behind the counters (``hlo.runtime.cpu.trace``): the step records, the
+    # recorded spans (tag, start ns, end ns, thread) and how many did not fit; None where the
+    # build records none
+    records: Tuple[dict, ...] = field(default=(), repr=False, compare=False)
+    events: Any = field(default=None, repr=False, compare=False)
+    dropped: int = 0
 
     @classmethod
-    def from_counters(cls, records: Sequence[dict], counters) -> "Profile":
+    def from_counters(cls, records: Sequence[dict], counters, events=None, dropped: int = 0) -> "Profile":
         """``counters``: int64 pairs (nanoseconds, calls), one per record, then the whole
-        call's."""
+        call's; ``events``: the recorded spans, where the build keeps them."""
         steps = [StepProfile(i, r["name"], r["op"], r["what"], int(counters[i][1]),
                              int(counters[i][0]) * 1e-9, int(r.get("flops", 0)), r.get("where", ""),
                              tuple(r["gemm"]) if r.get("gemm") else None, r.get("dtype", ""),
                              bool(r.get("split_sum", False)))
                  for i, r in enumerate(records)]
         whole = counters[len(records)]
-        return cls(steps, int(whole[1]), int(whole[0]) * 1e-9)
+        return cls(steps, int(whole[1]), int(whole[0]) * 1e-9, tuple(records), events, int(dropped))
+
+    def trace(self, name: str = "hlo") -> dict:
+        """The calls' timeline as a Chrome / Perfetto trace object (Trace Event Format:
+        ``hlo.runtime.cpu.trace.chrome_trace``): a track per thread, the calls and their
+        steps on the calling thread, a parallel kernel's chunks on the workers that ran them,
+        each span named as the optimized IR names what it ran (``%3 input_fusion.0``)."""
+        if self.events is None:
+            raise NotProfiledError("this profiled executable was built before profiled builds "
+                                   "recorded a timeline; compile it again with profile=True")
+        from .trace import chrome_trace
+        return chrome_trace(self.records, self.events, self.dropped, name=name)
+
+    def export_trace(self, path, name: str = "hlo") -> None:
+        """Write ``trace()`` as JSON to ``path``: open it in https://ui.perfetto.dev or
+        chrome://tracing (torch.profiler's ``export_chrome_trace``; also callable by that
+        name). The spans are those since the build was loaded or its profile last reset, the
+        first ``hlo.backends.cpu.entry.TRACE_EVENTS`` of them (``dropped`` counts the rest)."""
+        from .trace import write_trace
+        write_trace(path, self.trace(name))
+
+    export_chrome_trace = export_trace
 
     @property
     def products(self) -> List[StepProfile]:

@@ -119,6 +119,25 @@ class CudaProgram:
             self._runtime = rt
         return self._runtime
 
+    @property
+    def profiled(self) -> bool:
+        """A build compiled with ``profile=True`` (``hlo.runtime.cuda.profile``)."""
+        return self.manifest.get("profile") is not None
+
+    def profile(self):
+        """The profile of the calls so far (``CudaExecutable.profile``); ``NotProfiledError``
+        for an unprofiled build."""
+        return self._profiled_runtime().profile()
+
+    def reset_profile(self) -> None:
+        self._profiled_runtime().reset_profile()
+
+    def _profiled_runtime(self):
+        if not self.profiled:
+            from hlo.runtime.cpu.profile import NOT_PROFILED, NotProfiledError
+            raise NotProfiledError(NOT_PROFILED)
+        return self.executable()
+
     def donation_stats(self) -> dict:
         """What donation did on this program's calls (``CudaExecutable.donation_stats``)."""
         if self._runtime is None:

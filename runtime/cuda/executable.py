@@ -200,6 +200,12 @@ class CudaExecutable(Signature):
         self.manifest = manifest
         self._m = m = Manifest(manifest)
         self._graph_min = graph_min_records(graphs)
+        # a profiled build (``compile(profile=True)``): events around every step, no graphs
+        prof = manifest.get("profile")
+        self._profile_kernels = dict(prof.get("kernels") or {}) if isinstance(prof, dict) else None
+        self._timer = None
+        if self._profile_kernels is not None:
+            self._graph_min = 0
         self.ctx = ctx = driver.get_context(device)
         if not arch_runs_on(m.arch, ctx.cc[0] * 10 + ctx.cc[1]):
             raise CudaUnavailableError(f"{m.name} was compiled for {m.arch}; this GPU ({ctx.name}) is "
@@ -272,6 +278,29 @@ class CudaExecutable(Signature):
         for _ in range(n):
             dq.popleft()
 
+    # -- the profile of a profiled build ---------------------------------------------------
+
+    @property
+    def profiled(self) -> bool:
+        return self._profile_kernels is not None
+
+    def profile(self):
+        """The GPU time of every step of the calls since the executable was made or its profile
+        reset (``hlo.runtime.cpu.profile.Profile``, with the spans for ``export_trace``); waits
+        for the calls queued so far. ``NotProfiledError`` for an unprofiled build."""
+        from hlo.runtime.cpu.profile import NOT_PROFILED, NotProfiledError
+        if self._timer is None:
+            raise NotProfiledError(NOT_PROFILED)
+        self.ctx.make_current()
+        return self._timer.profile(self._stream.handle)
+
+    def reset_profile(self) -> None:
+        from hlo.runtime.cpu.profile import NOT_PROFILED, NotProfiledError
+        if self._timer is None:
+            raise NotProfiledError(NOT_PROFILED)
+        self.ctx.make_current()
+        self._timer.reset(self._stream.handle)
+
     # -- slots --------------------------------------------------------------------------------
 
     def _new_slot(self) -> _Slot:
@@ -288,6 +317,13 @@ class CudaExecutable(Signature):
                             self._lt, self._workspace, s.host)
         try:
             s.records = launch.build(m.steps, s.env)
+            if self._profile_kernels is not None:
+                from .profile import EventTimer, timed_records
+                descs: list = []
+                s.records = timed_records(s.records, descs, self._profile_kernels)
+                if self._timer is None:  # (every slot's records are the same tree)
+                    self._timer = EventTimer(descs, driver)
+                s.env.timer = self._timer
             if self._graph_min:
                 s.records = graph.graphify(s.records, s.env, self._graph_min)
         except BaseException:
@@ -355,7 +391,13 @@ class CudaExecutable(Signature):
                 keep.append(buf)
             slot = self._take_slot()
             try:
-                launch.run(slot.records, (ins, outs), slot.env)
+                timer = self._timer
+                if timer is None:
+                    launch.run(slot.records, (ins, outs), slot.env)
+                else:  # a profiled build: the whole call between two events too
+                    e = timer.start(stream.handle)
+                    launch.run(slot.records, (ins, outs), slot.env)
+                    timer.stop_call(e, stream.handle)
             finally:
                 self._slots.append(slot)
         except BaseException:
@@ -525,6 +567,10 @@ class CudaExecutable(Signature):
                 except Exception:
                     pass
         self._slots = []
+        timer = getattr(self, "_timer", None)
+        if timer is not None:
+            timer.release()
+            self._timer = None
         for p in getattr(self, "_allocs", []):
             try:
                 ctx.free(p)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from hlo.runtime.steps import BufRef, Copy, KernelCall, Launch, LibraryCall, Switch, While
 
@@ -36,7 +36,7 @@ from . import cublaslt, driver
 from .errors import KernelLaunchError
 from .matmul_params import MatmulParams
 
-LAUNCH, COPY, MATMUL, WHILE, SWITCH, GRAPH = range(6)
+LAUNCH, COPY, MATMUL, WHILE, SWITCH, GRAPH, TIMED = range(7)  # TIMED: profile.py's wrapping
 _WHICH = {"input": 0, "output": 1}
 
 
@@ -54,6 +54,7 @@ class Env:
         self.sizes = (list(in_sizes), list(out_sizes))
         self.lt, self.workspace = lt, workspace
         self.host_scratch = host_scratch
+        self.timer: Any = None  # a profiled executable's ``profile.EventTimer``
 
 
 def _address(ref: BufRef, env: Env, what: str):
@@ -252,6 +253,11 @@ def run(records: list, bufs, env: Env) -> None:
                 if not 0 <= idx < len(branches):
                     idx = len(branches) - 1
             run(branches[idx], bufs, env)
+        elif k == TIMED:  # a profiled build: timing events around the step (``profile.py``)
+            timer, h = env.timer, env.stream.handle
+            e = timer.start(h)
+            run((r[2],), bufs, env)
+            timer.stop(r[1], e, h)
 
 
 def _read_scalar(where, bufs, env: Env, nbytes: int) -> int:

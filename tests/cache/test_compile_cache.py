@@ -189,6 +189,31 @@ def test_locations_do_not_change_the_key_and_follow_the_source(cache, tmp_path):
     assert 'loc("modd.py":5)' in cd.as_text() and 'loc("modd.py":6)' in cd.as_text()
 
 
+def test_the_plan_the_graph_and_the_profile_follow_the_source_too(cache, tmp_path):
+    """A hit's buffer plan, graph and profile records name the lines of the function compiled
+    now, not those of the one that made the entry."""
+    src = """
+        import hlo.numpy as hnp
+
+        def g(x, w):
+            h = hnp.tanh(x @ w)
+            return h - hnp.sum(h, axis=1, keepdims=True)
+    """
+    a = _write_module(tmp_path, "mode", src)
+    b = _write_module(tmp_path, "modf", "\n# a line\n# and another" + textwrap.dedent(src))
+    ca = hlo.jit(a.g).lower(X, W).compile(profile=True)
+    cb = hlo.jit(b.g).lower(X, W).compile(profile=True)
+    assert isinstance(cb._artifact, cc.CachedArtifact)
+    plan = cb._artifact.optimize_result.buffers.text()
+    assert "(modf.py:7)" in plan and "mode.py" not in plan, plan
+    assert "(mode.py:5)" in ca._artifact.optimize_result.buffers.text()
+    assert "modf.py:8" in cb.as_text("dot") and "mode.py" not in cb.as_text("dot")
+    cb(X, W)
+    locs = {r["loc"] for r in cb.profile().records if r.get("loc")}
+    assert locs and all(loc.startswith("modf.py:") for loc in locs), locs
+    assert all(r.get("loc", "mode.py").startswith("mode.py") for r in ca.profile().records)
+
+
 @pytest.mark.parametrize("damage", ["flip", "truncate", "garbage", "empty"])
 def test_corrupted_entries_are_ignored_logged_and_replaced(cache, caplog, damage):
     import logging

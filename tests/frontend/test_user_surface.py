@@ -389,8 +389,10 @@ def test_llvm_listing_is_refused_clearly_where_there_is_none(tmp_path):
     c = hlo.jit(lambda x: x + 1).lower(X).compile(target="interpreter")
     with pytest.raises(ValueError, match=r"as_text\('llvm'\) is for target 'cpu'"):
         c.as_text("llvm")
-    with pytest.raises(ValueError, match="unknown dialect 'sass'"):
+    with pytest.raises(ValueError, match=r"as_text\('sass'\) is for target 'cuda'"):
         c.as_text("sass")
+    with pytest.raises(ValueError, match="unknown dialect 'cubin'"):
+        c.as_text("cubin")
     with hlo.config.override(cache=True, cache_dir=str(tmp_path / "cache")):
         hlo.jit(lambda x: x + 1).lower(X).compile(target="cpu")
         cached = hlo.jit(lambda x: x + 1).lower(X).compile(target="cpu")

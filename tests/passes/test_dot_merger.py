@@ -83,7 +83,7 @@ def test_large_products_stay_apart():
     out, log = merged(QKV, options={"dot_merger_max_elements": 63})
     # q and k have 64 elements (over the limit), v 48: v alone is left, nothing to merge it with
     assert len(dots(out)) == 3
-    assert "dot_general.0: its product has 64 elements (limit 63 a product)" in log
+    assert "%0 dot_general: its product has 64 elements (limit 63 a product)" in log
 
 
 def test_bare_products_merge_and_feed_their_readers_through_slices():
@@ -139,8 +139,8 @@ def test_batched_products_merge():
       %b2 = transpose(%p) {permutation = [1, 0]} : f32[4,4]
       %q = dot_general(%x, %b2) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[4,4]
       %o = transpose(%q) {permutation = [1, 0]} : f32[4,4]""",
-     "dot_general.1 with dot_general.0: the RHS or bias of dot_general.1 is computed from "
-     "dot_general.0's product"),
+     "%2 dot_general with %0 dot_general: the RHS or bias of %2 dot_general is computed from "
+     "%0 dot_general's product"),
     # different contracting dimensions
     ("""%p = dot_general(%x, %a) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[4,4]
       %q = dot_general(%x, %b) {lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [0]} : f32[4,4]
@@ -159,7 +159,7 @@ def test_batched_products_merge():
       %z = constant dense<0.0> : f32[4,4]
       %q = maximum(%q0, %z) : f32[4,4]
       %o = transpose(%q) {permutation = [1, 0]} : f32[4,4]""",
-     "dot_general.1: its product feeds elementwise 'maximum'"),
+     "%1 dot_general: its product feeds elementwise 'maximum'"),
     # a bias along the rows (not the merged dimension) is not a bias epilogue: the add is
     # an elementwise reader
     ("""%p = dot_general(%x, %a) {lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]} : f32[4,4]
@@ -167,7 +167,7 @@ def test_batched_products_merge():
       %vb = broadcast_in_dim(%v) {broadcast_dimensions = [0]} : f32[4,4]
       %q = add(%q0, %vb) : f32[4,4]
       %o = transpose(%q) {permutation = [1, 0]} : f32[4,4]""",
-     "dot_general.1: its product feeds elementwise 'add'"),
+     "%1 dot_general: its product feeds elementwise 'add'"),
 ])
 def test_refusals_say_why(body, reason):
     src = f"""
@@ -193,8 +193,8 @@ def test_rhs_that_differ_in_contraction_order_or_another_free_dimension():
     """
     out, log = merged(src)
     assert len(dots(out)) == 3  # p and q merge; r contracts in another order; s has two free dims
-    assert "not merged: dot_general.2 with dot_general.0: their rhs contracting dimensions differ" in log
-    assert ("not merged: dot_general.3 with dot_general.0: their RHS shapes [5, 2, 4] and "
+    assert "not merged: %2 dot_general with %0 dot_general: their rhs contracting dimensions differ" in log
+    assert ("not merged: %3 dot_general with %0 dot_general: their RHS shapes [5, 2, 4] and "
             "[5, 2, 3, 4] differ outside the last free dimension (2)") in log
 
 
@@ -239,7 +239,7 @@ def test_no_free_dimension_and_after_layout_assignment():
     }
     """
     out, log = merged(src)
-    assert len(dots(out)) == 2 and "dot_general.0: its RHS has no free dimension to extend" in log
+    assert len(dots(out)) == 2 and "%0 dot_general: its RHS has no free dimension to extend" in log
     log = []
     out = run_passes(QKV, ["layout-assignment", "dot-merger"], "cuda", None, log)
     assert len(dots(out)) == 3 and "the pass runs before layout assignment" in "\n".join(log)

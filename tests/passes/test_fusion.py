@@ -83,7 +83,7 @@ def test_softmax_is_one_row_kernel():
     CHECK: reduce
     CHECK: divide
     """)
-    assert "fused exponential" in log
+    assert "fused %7 exponential into input_fusion.0" in log, log
 
 
 def test_input_fusion_of_producer_into_reduction():
@@ -205,14 +205,14 @@ def test_dot_refuses_expensive_operand_producer_with_reason():
     }
     """
     out, log = fused(src, ["fusion"])
-    assert ("not fused: exponential.0 -> dot_general.0: the consumer reads each element of the "
+    assert ("not fused: %0 exponential -> %1 dot_general: the consumer reads each element of the "
             "producer many times (broadcast or dot operand)") in log
     assert len(kernels(out)) == 2
     # A cheap producer reading more bytes than the operand it makes stays out of the dot too.
     src2 = src.replace("%e = exponential(%x) : f32[4,8]", "%e = add(%x, %y) : f32[4,8]") \
               .replace("(%x: f32[4,8], %w: f32[8,8])", "(%x: f32[4,8], %y: f32[4,8], %w: f32[8,8])")
     out, log = fused(src2, ["fusion"])
-    assert ("not fused: add.0 -> dot_general.0: the consumer is a dot whose kernel cannot take "
+    assert ("not fused: %0 add -> %1 dot_general: the consumer is a dot whose kernel cannot take "
             "this producer (its operand would read 256 bytes of the producer's inputs instead of "
             "128 bytes of its result)") in log
 

@@ -79,8 +79,10 @@ def test_transformer_dump_shows_passes_decisions_and_buffer_plan(tmp_path, impor
     for _, name in [(0, "input")] + [(0, n) for n, _ in o.pass_times]:
         assert any(re.match(rf"\d{{3}}-{re.escape(name)}\.hlo$", f) for f in files), name
     decisions = open(tmp_path / "fusion-decisions.txt").read()
-    assert re.search(r"^fusion: fused \S+ into \S+ -> \S+ \(output fusion", decisions, re.M)
-    assert re.search(r"^fusion: not fused: \S+ -> \S+: .+", decisions, re.M)
+    label = r"(%\d+ \S+( \(\S+:\d+\))?|\w+_fusion\.\d+)"  # %N op (file:line), or a fusion made
+    assert re.search(rf"^fusion: fused %\d+ dot_general( \(\S+:\d+\))? into {label} -> \S+ \(output fusion",
+                     decisions, re.M), decisions
+    assert re.search(rf"^fusion: not fused: {label} -> {label}: .+", decisions, re.M)
     fusion_dump = open(tmp_path / next(f for f in files if re.match(r"\d{3}-fusion\.hlo$", f))).read()
     assert "// fusion: not fused:" in fusion_dump
     plan = open(tmp_path / "buffer-assignment.txt").read()
