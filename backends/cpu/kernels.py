@@ -40,6 +40,7 @@ from .. import llvm_util as U
 from ..elemental import BufferSource, ElementalEmitter, block_sum_hooks, blocked_loops, float_sum_types
 from ..kernel_emitter import Root, fused_ops, is_column_reduce, kernel_buffers, physical_order, root_values
 from ..llvm_util import I64, PTR, SCALAR_LOOP, VOID, ModuleContext, for_range, i64, prefer_vector_width
+from .concat_rows import concat_root, emit_concat_rows
 from .entry import TASK_FN
 
 # Work (elements x ops) below which a kernel stays on one thread: starting a thread costs
@@ -354,6 +355,11 @@ def emit_loop_kernel(cg: Codegen, roots: Sequence[Root], env: Dict[Value, BufRef
     def loops(kb: KernelBuilder, stream: Optional[Streaming]) -> None:
         em = make_emitter(kb, reads, env)
         b = kb.b
+        interleave = SCALAR_LOOP if st.is_fallback(stream) else interleave_for(nops)
+        cat = concat_root(roots)
+        if cat is not None:   # each row in one operand: a branch a row, not a select an element
+            emit_concat_rows(kb, em, roots[0], cat, interleave, stream.tag_for(roots[0].dest) if stream else None)
+            return
 
         def body(idx):
             vals = root_values(cg.ctx, b, em, roots, idx)
@@ -361,7 +367,7 @@ def emit_loop_kernel(cg: Codegen, roots: Sequence[Root], env: Dict[Value, BufRef
                 _store(b, em, kb.ptr(r.dest), r.dest_type, idx, val,
                        stream.tag_for(r.dest) if stream else None)
 
-        emit_nest(kb, em, t, body, interleave=SCALAR_LOOP if st.is_fallback(stream) else interleave_for(nops))
+        emit_nest(kb, em, t, body, interleave=interleave)
 
     st.emit(cg, kb, loops)
     work = t.size * max(1, nops)
