@@ -233,3 +233,29 @@ def test_grouped_and_depthwise_gradients_on_cpu_against_jax(groups, strides, dim
     got = hlo.load_stablehlo(jax.jit(f).lower(x, w, g).as_text()).compile(target="cpu")(x, w, g)
     for a, b in zip(got, jax.jit(f)(x, w, g)):
         np.testing.assert_allclose(a, np.asarray(b), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f64", "s32"])
+@pytest.mark.parametrize("layout", ["nhwc", "nchw_grouped", "depthwise", "transposed"])
+def test_compiled_convolutions_of_every_dtype_against_the_interpreter(dtype, layout):
+    """The CPU's products (f16/bf16 accumulated in f32, s32 on the integer loop) against the
+    interpreter's convolution, for the forward forms and an lhs-dilated one (phases)."""
+    import ml_dtypes
+
+    from hlo.ir import parse_module
+    from hlo.ir.interpreter import run
+    kw = {"nhwc": dict(lhs_perm=(0, 3, 1, 2), rhs_perm=(3, 2, 0, 1), out_perm=(0, 3, 1, 2), strides=(2, 1)),
+          "nchw_grouped": dict(c=4, o=6, fgc=2, rhs_dil=(2, 1)),
+          "depthwise": dict(c=4, o=8, fgc=4, lhs_perm=(0, 3, 1, 2), rhs_perm=(3, 2, 0, 1), out_perm=(0, 3, 1, 2)),
+          "transposed": dict(lhs_dil=(2, 2), padding=((2, 1), (1, 2)), rev=(True, False))}[layout]
+    src, _ = conv_text(dtype=dtype, **kw)
+    module = parse_module(src)
+    np_dt = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f64": np.float64, "s32": np.int32}[dtype]
+    rng = np.random.default_rng(3)
+    args = [(rng.integers(-3, 4, size=t.shape) if dtype == "s32" else rng.standard_normal(t.shape)).astype(np_dt)
+            for t in module.main.arg_types]
+    want = run(parse_module(src), args)[0]
+    from hlo.backends.cpu import compile_module
+    got = compile_module(parse_module(src)).run(list(args))[0]
+    tol = {"f16": 2e-2, "bf16": 5e-2, "f64": 1e-12, "s32": 0}[dtype]
+    np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64), rtol=tol, atol=tol * 4)
