@@ -40,6 +40,7 @@ from .. import llvm_util as U
 from ..elemental import BufferSource, ElementalEmitter, block_sum_hooks, blocked_loops, float_sum_types
 from ..kernel_emitter import Root, fused_ops, is_column_reduce, kernel_buffers, physical_order, root_values
 from ..llvm_util import I64, PTR, SCALAR_LOOP, VOID, ModuleContext, for_range, i64, prefer_vector_width
+from . import column_partials
 from .concat_rows import concat_root, emit_concat_rows
 from .entry import TASK_FN
 
@@ -1037,10 +1038,8 @@ def _emit_split_sum(cg: Codegen, lw, op, dests: Sequence[BufRef], env: Dict[Valu
     """``emit_split_reduce`` of a float sum: f64 partials over chunks of the outermost reduced
     dimension, each summed in blocks; then init + the partials in f64, rounded once."""
     from ..elemental import SUM_BLOCK
-    from ..scalar_ops import convert
     inp, init = op.operands
     in_t = inp.type
-    et = in_t.dtype
     blk_et, wide_et = float_sum_types(op)
     blk_ty, wide_ty = U.reg_type(blk_et), U.reg_type(wide_et)
     dims = set(op.attrs["dimensions"])
@@ -1058,6 +1057,9 @@ def _emit_split_sum(cg: Codegen, lw, op, dests: Sequence[BufRef], env: Dict[Valu
                        vector_bits_for([inp], env))
     em = make_emitter(kb, reads, env)
     b = kb.b
+    if column_partials.applies(op):   # kept dimensions inner: a chunk read once, by rows
+        column_partials.emit_column_partials(cg, kb, em, op, part, n0, chunk)
+        return [column_partials.finish(kb, P, what)] + _split_sum_combine(cg, op, dests, env, part, P, what)
     blk = U.entry_alloca(b, blk_ty)
     wide = U.entry_alloca(b, wide_ty)
     with for_range(b, kb.lo, kb.hi, "part") as p:
@@ -1098,9 +1100,21 @@ def _emit_split_sum(cg: Codegen, lw, op, dests: Sequence[BufRef], env: Dict[Valu
 
         over_kept(0)
         em.pop()
-    steps = [kb.finish(P, True, f"{what} (partial sums over {P} chunks)")]
+    return [kb.finish(P, True, f"{what} (partial sums over {P} chunks)")] + \
+        _split_sum_combine(cg, op, dests, env, part, P, what)
 
-    # Kernel B: out[o] = round(init + part[0, o] + ... + part[P-1, o]) (in f64).
+
+def _split_sum_combine(cg: Codegen, op, dests: Sequence[BufRef], env: Dict[Value, BufRef], part: BufRef,
+                       P: int, what: str) -> list:
+    """Kernel B of ``_emit_split_sum``: out[o] = round(init + part[0, o] + ... + part[P-1, o]) (in f64)."""
+    from ..scalar_ops import convert
+    init = op.operands[1]
+    et = op.operands[0].type.dtype
+    wide_et = float_sum_types(op)[1]
+    wide_ty = U.reg_type(wide_et)
+    out_t = op.results[0].type
+    osize = out_t.size
+    steps: list = []
     ireads = [v for v in collect_reads([init], env)[0]]
     kb = KernelBuilder(cg, "sum_combine", list(dests) + [part] + [env[v] for v in ireads],
                        [True] + [False] * (1 + len(ireads)))
