@@ -36,9 +36,14 @@ Per convolution, with the reason in the decision log (``conv-gemm: ...``):
   taps k = k0 + D*m, k0 = (lo - r) mod D; the others meet the dilation's zeros (3/4 of a 2x2
   dilation's products). Each phase is a convolution without the dilation, rewritten in turn;
   the phases' results are interleaved.
+- ``window_sums`` (a depthwise convolution's weight gradient as jax emits it: batch groups of
+  one lhs batch element and one output feature each, f32/f64): per output position, x's
+  window there times w, summed over all but the output features (a sum kept along the
+  minor dimension, which the CPU reads in memory order); 3x3 depthwise on x[8,56,56,128]: 539
+  -> 11.7 ms (jax.jit 250).
 - Kept as a convolution (the elemental loop): complex and pred types, empty convolutions, and
-  batch groups of fewer than ``MIN_GROUP_WIDTH`` output features (a depthwise convolution's
-  weight gradient: products one column wide).
+  other batch groups of fewer than ``MIN_GROUP_WIDTH`` output features (products one column
+  wide).
 
 The pass runs before layout assignment and only where ``Options.conv_products_for(target)``
 (cpu; the interpreter keeps convolutions, the reference the rewrite is tested against, unless
@@ -52,7 +57,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 
 from hlo.ir.builder import Builder
-from hlo.ir.core import Module, Operation, Value
+from hlo.ir.core import Module, Operation, Region, Value
 from hlo.ir.types import TensorType
 
 from .base import MainPass, register_pass
@@ -119,6 +124,11 @@ def plan(cv: _Conv) -> Tuple[Optional[str], str]:
             and cv.out.type.dtype == et and et.name in ("f32", "f64")):
         return "depthwise", (f"depthwise ({cv.fgc} groups of one input feature, {cv.og} output "
                              f"feature{'s' if cv.og > 1 else ''} each): a sum of {_prod(cv.K)} taps' products")
+    if (cv.bgc > 1 and cv.og == 1 and cv.B == cv.bgc and et.name in ("f32", "f64")
+            and cv.out.type.dtype == et):
+        return "window_sums", (f"a depthwise weight gradient ({cv.bgc} batch groups of one element and one output "
+                               f"feature): {_prod(cv.OS)} sums over batch, features and window of x's window "
+                               "times w, kept along the output features")
     if cv.bgc > 1 and cv.og < MIN_GROUP_WIDTH:
         return None, (f"{cv.bgc} batch groups of {cv.og} output feature{'s' if cv.og > 1 else ''}: "
                       "a product that narrow gains nothing on the GEMM")
@@ -133,6 +143,11 @@ def plan(cv: _Conv) -> Tuple[Optional[str], str]:
     return "gemm", (f"a product of [{m} x {taps * cv.I}] x [{taps * cv.I} x {cv.og}]"
                     + (f" in {cv.groups} groups" if cv.groups > 1 else "")
                     + f", its im2col gathered by {min(taps, positions)} slices (one a {by})")
+
+
+def _clone_body(body: Region) -> Region:
+    from hlo.ir.clone import clone_region
+    return clone_region(body, {})
 
 
 class _Rewriter:
@@ -331,6 +346,42 @@ class _Rewriter:
             perm[d] = i
         return self.transpose(st_, perm)
 
+    def window_sums(self) -> Value:
+        """A depthwise convolution's weight gradient (batch groups of one lhs batch element and
+        one output feature each): per output position p, out[p, g] = the sum over features c and
+        taps k of x[g, p*s + k*d, c] * w[k, c, g], an elementwise product of x's window at p
+        (transposed to w's dimension order) and w, reduced over all but w's output features: a
+        sum kept along the features, which the CPU reads in memory order."""
+        cv, b = self.cv, self.b
+        x, w = self.own_layout_operands()
+        r = x.type.rank
+        et = w.type.dtype
+        src = {cv.ko: cv.ib, cv.ki: cv.ifd, **{cv.ksp[i]: cv.isp[i] for i in range(cv.nsp)}}
+        perm = [src[j] for j in range(r)]
+        body = Region([TensorType([], et)] * 2, name="body")
+        total = Builder(body).value("add", list(body.args))
+        body.outputs = [total]
+        zero = b.value("constant", attrs={"value": np.zeros((), et.np_dtype)})
+        rows = []
+        for o in itertools.product(*[range(n) for n in cv.OS]):
+            start, limit, strides = [0] * r, list(x.type.shape), [1] * r
+            for i, d in enumerate(cv.isp):
+                start[d] = o[i] * cv.ws[i]
+                limit[d] = start[d] + cv.rd[i] * (cv.K[i] - 1) + 1
+                strides[d] = cv.rd[i]
+            win = self.transpose(self.slice(x, start, limit, strides), perm)
+            prod = b.value("multiply", [win, w])
+            red = b.op("reduce", [prod, zero], attrs={"dimensions": [j for j in range(r) if j != cv.ko]},
+                       regions=[_clone_body(body)]).results[0]
+            rows.append(self.reshape(red, [1, cv.O]))
+        st_ = self.reshape(self.concat(rows, 0), cv.OS + [cv.O, 1])
+        perm_out = [0] * (cv.nsp + 2)
+        perm_out[cv.ob] = cv.nsp + 1
+        perm_out[cv.of] = cv.nsp
+        for i, d in enumerate(cv.osp):
+            perm_out[d] = i
+        return self.transpose(st_, perm_out)
+
     def depthwise(self) -> Value:
         """sum over taps k of x'[b, o*s + k*d, g] (repeated og times) * w[k, 0, g*og + j]."""
         cv, b = self.cv, self.b
@@ -411,12 +462,17 @@ def split_phases(b: Builder, cv: _Conv, dims: List[int]) -> Tuple[Value, List[Op
         made.append(op)
         return op.results[0]
 
-    def interleave(ys: List[Value], i: int) -> Value:
+    def interleave(ys: List[Optional[Value]], i: int) -> Value:
         """ys[r] (phase r along spatial dimension i) interleaved into that dimension."""
         D, size, p = cv.ld[i], cv.OS[i], cv.osp[i]
         jmax = -(-size // D)
         parts = []
         for y in ys:
+            if y is None:   # a phase without outputs (the dimension is shorter than D): zeros
+                sh = list(ys[0].type.shape)
+                zero = b.value("constant", attrs={"value": np.zeros((), et.np_dtype)})
+                y = b.value("broadcast_in_dim", [zero], attrs={"broadcast_dimensions": []},
+                            result_types=[TensorType(sh, et)])
             sh = list(y.type.shape)
             if sh[p] < jmax:
                 zero = b.value("constant", attrs={"value": np.zeros((), et.np_dtype)})
@@ -441,7 +497,8 @@ def split_phases(b: Builder, cv: _Conv, dims: List[int]) -> Tuple[Value, List[Op
         k = len(prefix)
         if k == len(dims):
             return phase(prefix)
-        ys = [build(prefix + (r,)) for r in range(min(cv.ld[dims[k]], cv.OS[dims[k]]))]
+        i = dims[k]
+        ys = [build(prefix + (r,)) if r < cv.OS[i] else None for r in range(cv.ld[i])]
         return interleave(ys, dims[k])
 
     return build(()), made
@@ -486,7 +543,8 @@ class ConvGemm(MainPass):
                 continue
             b = Builder(region, op.loc, index=region.ops.index(op))
             rw = _Rewriter(b, cv)
-            y = {"gemm": rw.gemm, "positions": rw.per_position, "depthwise": rw.depthwise}[how]()
+            y = {"gemm": rw.gemm, "positions": rw.per_position, "depthwise": rw.depthwise,
+                 "window_sums": rw.window_sums}[how]()
             replace_values(region, {op.results[0]: y})
             erase_ops(region, [op])
             self.log(f"{name} ({cv.text()}): {why}")

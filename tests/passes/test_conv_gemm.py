@@ -153,11 +153,20 @@ def test_weight_gradient_gathers_by_output_position():
     assert "9 products (one an output position) of [5 x 72] x [72 x 3]" in log and "dot_general" in out
 
 
+def test_depthwise_weight_gradient_is_a_sum_per_position():
+    # jax's depthwise weight gradient: lhs batch = channels (one a group), one output feature a group
+    src, _ = conv_text(n=4, c=3, o=4, bgc=4, spatial=(6, 5), kernel=(4, 4), padding=((0, 0), (0, 0)),
+                       lhs_perm=(3, 0, 1, 2), rhs_perm=(3, 0, 1, 2), out_perm=(2, 3, 0, 1))
+    out, log = gemm(src)
+    assert "convolution(" not in out and "dot_general" not in out and out.count("reduce(") == 6
+    assert "a depthwise weight gradient (4 batch groups of one element and one output feature): 6 sums" in log
+
+
 def test_kept_with_reasons():
-    src, _ = conv_text(n=4, c=2, o=4, bgc=4, spatial=(5, 5), kernel=(2, 2), padding=((0, 0), (0, 0)))
+    src, _ = conv_text(n=8, c=2, o=4, bgc=4, spatial=(5, 5), kernel=(2, 2), padding=((0, 0), (0, 0)))
     out, log = gemm(src)
     assert "convolution(" in out
-    assert "kept convolution.0 (f32[4,2,5,5] * [4,2,2,2], 4 batch groups): 4 batch groups of 1 output feature" in log
+    assert "kept convolution.0 (f32[8,2,5,5] * [4,2,2,2], 4 batch groups): 4 batch groups of 1 output feature" in log
     src, _ = conv_text(dtype="c64", spatial=(5, 5), padding=((0, 0), (0, 0)))
     _, log = gemm(src, tol=1e-4)
     assert "c64 convolutions stay loops" in log
@@ -214,7 +223,7 @@ def _grad_program(groups, strides, dims):
 
 
 @pytest.mark.parametrize("groups,strides,dims", [
-    (4, (1, 1), ("NHWC", "HWIO", "NHWC")),      # depthwise: its weight gradient stays a loop
+    (4, (1, 1), ("NHWC", "HWIO", "NHWC")),      # depthwise: its weight gradient as window sums
     (2, (2, 1), ("NHWC", "HWIO", "NHWC")),      # grouped: batch-grouped per-position products
     (1, (2, 2), ("NCHW", "OIHW", "NCHW")),      # phases of the input gradient, in NCHW
 ])
