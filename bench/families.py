@@ -25,6 +25,8 @@ and the fraction of the machine's copy bandwidth.
                       (imported: lax.conv_general_dilated)
     conv_nchw_dil     3x3 dilation 2 SAME convolution, NCHW x[8,64,32,32] * OIHW w[64,64,3,3]
     conv_depthwise    3x3 depthwise (feature_group_count = C) NHWC x[8,56,56,128] * w[3,3,1,128]
+    conv_depthwise_grad  d/dx and d/dw of sum(depthwise conv(x, w) * g), the same sizes (the weight
+                      gradient: a convolution of 128 batch groups)
     conv_grouped      3x3 convolution in 4 groups, NHWC x[8,28,28,128] * w[3,3,32,128]
     conv_transpose    lax.conv_transpose 4x4 / stride 2 SAME, NHWC x[8,28,28,64] * w[4,4,64,32]
                       (an lhs-dilated convolution)
@@ -278,6 +280,27 @@ def conv_grad_s2_np(ops, x, w, g):
     return _conv_vjp(x, w, g, 2)
 
 
+def conv_depthwise_grad(ops, x, w, g):
+    def loss(x, w):
+        return ops.xp.sum(conv_depthwise(ops, x, w) * g)
+    return ops.grad(loss, argnums=(0, 1))(x, w)
+
+
+def conv_depthwise_grad_np(ops, x, w, g):
+    """d/dx and d/dw of sum(depthwise conv(x, w, SAME) * g), float64."""
+    w = np.asarray(w, np.float64)
+    g = np.asarray(g, np.float64)
+    pads = [_pads(x.shape[1], w.shape[0], 1, 1, "SAME"), _pads(x.shape[2], w.shape[1], 1, 1, "SAME")]
+    xp, taps = _conv_taps(x, w, 1, pads)
+    dxp = np.zeros_like(xp)
+    dw = np.zeros_like(w)
+    for (i, j), sl in taps:
+        dxp[sl] += g * w[i, j, 0]
+        dw[i, j, 0] = np.einsum("nhwc,nhwc->c", xp[sl], g)
+    h, wd = x.shape[1:3]
+    return dxp[:, pads[0][0]:pads[0][0] + h, pads[1][0]:pads[1][0] + wd, :], dw
+
+
 BN_EPS = 1e-5
 
 
@@ -395,6 +418,12 @@ FAMILIES = [
              _conv_dims({"x": (8, 56, 56, 128), "w": (3, 3, 1, 128)}, {"x": (2, 9, 9, 4), "w": (3, 3, 1, 4)}),
              _f32(), flops=lambda d: _conv_flops(d, _sq(d)), numpy_fn=conv_depthwise_np, section=SECTION,
              imported=True),
+    Workload("conv_depthwise_grad", "d/dx and d/dw of sum(depthwise conv(x, w) * g), 3x3 SAME, NHWC (imported "
+             "from jax: the weight gradient a batch-grouped convolution)", conv_depthwise_grad, _in_conv,
+             _conv_dims({"x": (8, 56, 56, 128), "w": (3, 3, 1, 128), "g": (8, 56, 56, 128)},
+                        {"x": (2, 9, 9, 4), "w": (3, 3, 1, 4), "g": (2, 9, 9, 4)}),
+             _f32(), flops=lambda d: _conv_flops(d, _sq(d), passes=2), numpy_fn=conv_depthwise_grad_np,
+             needs_grad=True, section=SECTION, imported=True),
     Workload("conv_grouped", "3x3 SAME convolution in 4 feature groups, NHWC (imported from jax)", conv_grouped,
              _in_conv, _conv_dims({"x": (8, 28, 28, 128), "w": (3, 3, 32, 128)}, {"x": (2, 9, 9, 8), "w": (3, 3, 2, 8)}),
              _f32(), flops=lambda d: _conv_flops(d, _sq(d)), numpy_fn=conv_grouped_np, section=SECTION,

@@ -183,7 +183,7 @@ def _family(wid):
     return next(w for w in FAMILIES if w.id == wid)
 
 
-CONV_FAMILIES = ["conv_s2", "conv_nchw_dil", "conv_depthwise", "conv_grouped", "conv_transpose",
+CONV_FAMILIES = ["conv_s2", "conv_nchw_dil", "conv_depthwise", "conv_depthwise_grad", "conv_grouped", "conv_transpose",
                  "conv_grad_s2", "conv_bn_relu_grad"]
 
 
