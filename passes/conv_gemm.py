@@ -41,6 +41,8 @@ Per convolution, with the reason in the decision log (``conv-gemm: ...``):
   window there times w, summed over all but the output features (a sum kept along the
   minor dimension, which the CPU reads in memory order); 3x3 depthwise on x[8,56,56,128]: 539
   -> 11.7 ms (jax.jit 250).
+- A ``gemm`` convolution whose im2col would pass ``IM2COL_MAX_BYTES`` is first split along its
+  batch into convolutions whose im2col fits, rewritten in turn, their results concatenated.
 - Kept as a convolution (the elemental loop): complex and pred types, empty convolutions, and
   other batch groups of fewer than ``MIN_GROUP_WIDTH`` output features (products one column
   wide).
@@ -69,6 +71,10 @@ DEPTHWISE_MAX_MULTIPLIER = 4
 # A batch-grouped convolution with fewer output features per group than this is kept (its
 # product would be a column or two wide).
 MIN_GROUP_WIDTH = 4
+# An im2col larger than this is made in pieces: the convolution is split along its batch into
+# convolutions whose im2col fits (each rewritten in turn; their results concatenated), so that a
+# large batch does not need T times its input in one temporary.
+IM2COL_MAX_BYTES = 256 << 20
 
 
 def _prod(xs) -> int:
@@ -504,6 +510,31 @@ def split_phases(b: Builder, cv: _Conv, dims: List[int]) -> Tuple[Value, List[Op
     return build(()), made
 
 
+def im2col_bytes(cv: _Conv) -> int:
+    """The bytes of the im2col a ``gemm`` rewrite makes: T taps x C features per output row."""
+    return cv.B * _prod(cv.OS) * _prod(cv.K) * cv.C * cv.x.type.dtype.itemsize
+
+
+def split_batch(b: Builder, cv: _Conv, pieces: int) -> Tuple[Value, List[Operation]]:
+    """The convolution as ``pieces`` convolutions of consecutive parts of its batch, their
+    results concatenated along the output's batch dimension."""
+    per = -(-cv.B // pieces)
+    made: List[Operation] = []
+    outs = []
+    for lo in range(0, cv.B, per):
+        hi = min(cv.B, lo + per)
+        start, limit = [0] * cv.x.type.rank, list(cv.x.type.shape)
+        start[cv.ib], limit[cv.ib] = lo, hi
+        xs = b.value("slice", [cv.x], attrs={"start_indices": start, "limit_indices": limit,
+                                              "strides": [1] * cv.x.type.rank})
+        osh = list(cv.out.type.shape)
+        osh[cv.ob] = hi - lo
+        op = b.op("convolution", [xs, cv.w], attrs=dict(cv.op.attrs), result_types=[TensorType(osh, cv.out.type.dtype)])
+        made.append(op)
+        outs.append(op.results[0])
+    return b.value("concatenate", outs, attrs={"dimension": cv.ob}), made
+
+
 @register_pass("conv-gemm", "convolutions as an im2col gather and one product (the GEMM); depthwise as a sum of taps")
 class ConvGemm(MainPass):
     name = "conv-gemm"
@@ -529,6 +560,19 @@ class ConvGemm(MainPass):
                 self.log(f"kept {labels(op)} ({cv.text()}): {why}")
                 continue
             name = labels(op)
+            big = how == "gemm" and cv.bgc == 1 and cv.B > 1 and im2col_bytes(cv) > IM2COL_MAX_BYTES
+            if big:
+                pieces = min(cv.B, -(-im2col_bytes(cv) // IM2COL_MAX_BYTES))
+                b = Builder(region, op.loc, index=region.ops.index(op))
+                y, made = split_batch(b, cv, pieces)
+                replace_values(region, {op.results[0]: y})
+                erase_ops(region, [op])
+                self.log(f"{name} ({cv.text()}): its im2col ({im2col_bytes(cv) >> 20} MiB) past "
+                         f"{IM2COL_MAX_BYTES >> 20} MiB: {len(made)} convolutions of parts of its batch "
+                         f"({', '.join(labels(m) for m in made)})")
+                convs = [(region, m) for m in made] + convs
+                changed = True
+                continue
             dims = phase_dims(cv) if how == "gemm" else []
             if dims:
                 b = Builder(region, op.loc, index=region.ops.index(op))

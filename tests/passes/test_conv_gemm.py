@@ -162,6 +162,17 @@ def test_depthwise_weight_gradient_is_a_sum_per_position():
     assert "a depthwise weight gradient (4 batch groups of one element and one output feature): 6 sums" in log
 
 
+def test_a_large_im2col_is_made_in_parts_of_the_batch(monkeypatch):
+    from hlo.passes import conv_gemm
+    src, _ = conv_text(n=5, c=3, o=4, spatial=(6, 6), kernel=(3, 3), padding=((1, 1), (1, 1)), lhs_dil=(2, 1),
+                       lhs_perm=(0, 3, 1, 2), rhs_perm=(3, 2, 0, 1), out_perm=(0, 3, 1, 2))
+    per_image = 11 * 6 * 9 * 3 * 4      # output positions x taps x features x 4 bytes
+    monkeypatch.setattr(conv_gemm, "IM2COL_MAX_BYTES", 2 * per_image)
+    out, log = gemm(src)
+    assert "convolution(" not in out
+    assert "past 0 MiB: 3 convolutions of parts of its batch (convolution.1, convolution.2, convolution.3)" in log
+
+
 def test_kept_with_reasons():
     src, _ = conv_text(n=8, c=2, o=4, bgc=4, spatial=(5, 5), kernel=(2, 2), padding=((0, 0), (0, 0)))
     out, log = gemm(src)
