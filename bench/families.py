@@ -35,6 +35,8 @@ and the fraction of the machine's copy bandwidth.
                       batch and feature swapped for dw)
     conv_bn_relu_grad relu(batchnorm(conv(x, w))) with batch statistics (training mode), x[8,28,28,64]
                       * w[3,3,64,64], and the gradient of sum(y * g) w.r.t. x, w, gamma and beta
+    lstm_grad         an LSTM over 32 steps of xs[32,32,128], hidden 256 (lax.scan), and the gradient of
+                      sum(hs * g) w.r.t. wx, wh and b (imported: a while loop and its reverse)
 The convolutions are compute-bound: the table gives GFLOP/s (2 x multiply-adds of the convolutions
 as written; a gradient counts its two products as well).
 """
@@ -371,6 +373,82 @@ def _conv_dims(cpu, quick, **extra):
     return {"cpu": {**cpu, **extra}, "gpu": {k: (v[0] * 4,) + tuple(v[1:]) if k in ("x", "g") else v
                                              for k, v in cpu.items()} | extra, "quick": {**quick, **extra}}
 
+# ---------------------------------------------------------------- an LSTM over time steps (lax.scan) and its gradient
+
+def _sigmoid(xp, z):
+    return 1.0 / (1.0 + xp.exp(-z))
+
+
+def lstm_grad(ops, xs, wx, wh, b, g):
+    """An LSTM over the steps of xs[T, B, I] (lax.scan; gates i, f, g, o from xs[t] @ wx + h @ wh +
+    b), its hidden states hs[T, B, H], and the gradient of sum(hs * g) w.r.t. wx, wh and b."""
+    xp = ops.xp
+    hdim = wh.shape[0]
+
+    def run(wx, wh, b):
+        def step(carry, x):
+            h, c = carry
+            z = x @ wx + h @ wh + b
+            i, f, u, o = (z[:, k * hdim:(k + 1) * hdim] for k in range(4))
+            c = _sigmoid(xp, f) * c + _sigmoid(xp, i) * xp.tanh(u)
+            h = _sigmoid(xp, o) * xp.tanh(c)
+            return (h, c), h
+        zero = xp.zeros((xs.shape[1], hdim), xs.dtype)
+        return ops.lax.scan(step, (zero, zero), xs)[1]
+
+    hs = run(wx, wh, b)
+    grads = ops.grad(lambda wx, wh, b: xp.sum(run(wx, wh, b) * g), argnums=(0, 1, 2))(wx, wh, b)
+    return (hs,) + tuple(grads)
+
+
+def lstm_grad_np(ops, xs, wx, wh, b, g):
+    """The same in float64, its gradient by backpropagation through time written out."""
+    xs, wx, wh, b, g = (np.asarray(a, np.float64) for a in (xs, wx, wh, b, g))
+    T, B, _ = xs.shape
+    H = wh.shape[0]
+    sig = lambda z: 1.0 / (1.0 + np.exp(-z))
+    h, c = np.zeros((B, H)), np.zeros((B, H))
+    hs, cache = [], []
+    for t in range(T):
+        z = xs[t] @ wx + h @ wh + b
+        i, f, u, o = sig(z[:, :H]), sig(z[:, H:2 * H]), np.tanh(z[:, 2 * H:3 * H]), sig(z[:, 3 * H:])
+        c_prev, h_prev = c, h
+        c = f * c + i * u
+        h = o * np.tanh(c)
+        hs.append(h)
+        cache.append((i, f, u, o, c_prev, h_prev, c))
+    dwx, dwh, db = np.zeros_like(wx), np.zeros_like(wh), np.zeros_like(b)
+    dh_next, dc_next = np.zeros((B, H)), np.zeros((B, H))
+    for t in reversed(range(T)):
+        i, f, u, o, c_prev, h_prev, c = cache[t]
+        dh = g[t] + dh_next
+        tc = np.tanh(c)
+        do = dh * tc
+        dc = dh * o * (1 - tc ** 2) + dc_next
+        di, df, du = dc * u, dc * c_prev, dc * i
+        dz = np.concatenate([di * i * (1 - i), df * f * (1 - f), du * (1 - u ** 2), do * o * (1 - o)], axis=1)
+        dwx += xs[t].T @ dz
+        dwh += h_prev.T @ dz
+        db += dz.sum(axis=0)
+        dh_next = dz @ wh.T
+        dc_next = dc * f
+    return np.stack(hs), dwx, dwh, db
+
+
+def _in_lstm(rng, d, dt):
+    T, B, I, H = d["steps"], d["batch"], d["inputs"], d["hidden"]
+    return [_normal(rng, (T, B, I), dt), _normal(rng, (I, 4 * H), dt, scale=I ** -0.5),
+            _normal(rng, (H, 4 * H), dt, scale=H ** -0.5), _normal(rng, (4 * H,), dt, scale=0.1),
+            _normal(rng, (T, B, H), dt)]
+
+
+def _lstm_flops(d):
+    """2 x the multiply-adds of the forward products, three times (forward, and the backward
+    pass's two products per product)."""
+    T, B, I, H = d["steps"], d["batch"], d["inputs"], d["hidden"]
+    return 3 * 2.0 * T * B * (I + H) * 4 * H
+
+
 # ---------------------------------------------------------------- the table
 
 def _f32():
@@ -424,6 +502,12 @@ FAMILIES = [
                         {"x": (2, 9, 9, 4), "w": (3, 3, 1, 4), "g": (2, 9, 9, 4)}),
              _f32(), flops=lambda d: _conv_flops(d, _sq(d), passes=2), numpy_fn=conv_depthwise_grad_np,
              needs_grad=True, section=SECTION, imported=True),
+    Workload("lstm_grad", "an LSTM over 32 steps (lax.scan) and the gradient of sum(hs * g) w.r.t. its weights "
+             "(imported from jax: a while loop and its reverse)", lstm_grad, _in_lstm,
+             {"cpu": {"steps": 32, "batch": 32, "inputs": 128, "hidden": 256},
+              "gpu": {"steps": 32, "batch": 256, "inputs": 512, "hidden": 1024},
+              "quick": {"steps": 4, "batch": 2, "inputs": 3, "hidden": 5}}, _f32(), flops=_lstm_flops,
+             numpy_fn=lstm_grad_np, needs_grad=True, section=SECTION, imported=True),
     Workload("conv_grouped", "3x3 SAME convolution in 4 feature groups, NHWC (imported from jax)", conv_grouped,
              _in_conv, _conv_dims({"x": (8, 28, 28, 128), "w": (3, 3, 32, 128)}, {"x": (2, 9, 9, 8), "w": (3, 3, 2, 8)}),
              _f32(), flops=lambda d: _conv_flops(d, _sq(d)), numpy_fn=conv_grouped_np, section=SECTION,
