@@ -120,7 +120,8 @@ class _Conv:
 
 
 def plan(cv: _Conv) -> Tuple[Optional[str], str]:
-    """("gemm" | "depthwise", why) for a convolution the pass rewrites, (None, why not) else."""
+    """(how, why) for a convolution the pass rewrites, how one of "gemm", "positions",
+    "depthwise", "window_sums" (the module docstring says what each is); (None, why not) else."""
     et = cv.x.type.dtype
     if et.is_complex or et.is_pred:
         return None, f"{et} convolutions stay loops"
