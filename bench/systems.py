@@ -461,8 +461,9 @@ class HloSystem(System):
                 if hasattr(compiled, "memory_analysis"):
                     st["temp_bytes"] = int(compiled.memory_analysis().temp_size_in_bytes)
                 if target == "cpu" and case.flops():
-                    st.update(product_rate(hlo.jit(fn, target=target).lower(*inputs), inputs,
-                                           system.product_reference))
+                    lowered = lower() if case.workload.imported else hlo.jit(fn, target=target).lower(*inputs)
+                    lowered.target = target
+                    st.update(product_rate(lowered, inputs, system.product_reference))
                 return st
         return B()
 

@@ -43,13 +43,15 @@ class TargetInfo(NamedTuple):  # (not a dataclass: ``import hlo`` reads this tab
     fork_safe: bool = True
     # What the target changes from the pipeline's defaults (``options.target_defaults``): cpu and
     # the interpreter fuse a row-wise prologue into a dot's operand, cuda does not; cuda merges
-    # products that share their LHS and unrolls loops with a known trip count.
+    # products that share their LHS and unrolls loops with a known trip count; cpu computes
+    # convolutions as products (pass ``conv-gemm``).
     pass_defaults: Tuple[Tuple[str, bool], ...] = ()
 
 
 _TABLE = (
     TargetInfo("cpu", compiled=True, native_entry=True, machine_pass_options=True,
-               pass_defaults=(("row_prologue", True), ("dot_merger", False), ("while_unroll", False))),
+               pass_defaults=(("row_prologue", True), ("dot_merger", False), ("while_unroll", False),
+                              ("conv_products", True))),
     TargetInfo("cuda", compiled=True, device_arrays=True, matmul_precision=True,
                products_in_outputs=False, fork_safe=False,
                pass_defaults=(("row_prologue", False), ("dot_merger", True), ("while_unroll", True))),

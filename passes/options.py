@@ -72,6 +72,11 @@ class Options:
     # (pass ``while-unroll``, within its size bounds). None: the target's default (on for cuda,
     # where each step of a loop costs launches; off for cpu and interpreter).
     while_unroll: Optional[bool] = None
+    # Rewrite convolutions as an im2col gather and one product, depthwise ones as a sum of taps
+    # (pass ``conv-gemm``). None: the target's default (on for cpu, whose GEMM runs them 30-100x
+    # faster than the convolution's elemental loop; off for the interpreter, the reference, and
+    # cuda, which has its own convolution kernels).
+    conv_products: Optional[bool] = None
 
     @classmethod
     def from_any(cls, x: Any) -> "Options":
@@ -136,6 +141,11 @@ class Options:
         if self.while_unroll is not None:
             return bool(self.while_unroll)
         return bool(target_defaults(target).get("while_unroll", False))
+
+    def conv_products_for(self, target: str) -> bool:
+        if self.conv_products is not None:
+            return bool(self.conv_products)
+        return bool(target_defaults(target).get("conv_products", False))
 
     def dot_split_k_for(self, target: str) -> Tuple[int, int]:
         """(parts, least bytes of a part's RHS) of pass ``dot-split-k`` on ``target``: off

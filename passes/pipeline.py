@@ -5,6 +5,7 @@ Per target (``interpreter``, ``cpu``, ``cuda``) the same order runs:
     simplify (until nothing changes, at most SIMPLIFY_ROUNDS rounds):
         inline, canonicalize, algebraic-simplifier, constant-folding, window-scan, cse, dce,
         while-unroll                                  (on for cuda: Options.while_unroll)
+    conv-gemm                                         (on for cpu: Options.conv_products)
     dot-merger                                        (on for cuda: Options.dot_merger)
     dot-split-k                                       (on for cpu: Options.dot_split_k)
     layout-assignment
@@ -92,7 +93,7 @@ def pipeline_passes(target: str, options: Options) -> Tuple[List[str], List[str]
     off = options.disabled_passes
     simplify = [n for n in SIMPLIFY if n not in off
                 and (n != "while-unroll" or options.while_unroll_for(target))]
-    rest = ["dot-merger", "dot-split-k", "concat-split", "layout-assignment"] + (FUSION if options.fusion else []) + TIDY + ["schedule"]
+    rest = ["conv-gemm", "dot-merger", "dot-split-k", "concat-split", "layout-assignment"] + (FUSION if options.fusion else []) + TIDY + ["schedule"]
     rest = [n for n in rest if n not in off] + ["buffer-assignment"]
     return simplify, rest
 

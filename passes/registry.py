@@ -9,6 +9,7 @@ from . import (
     canonicalize,
     concat_split,
     constant_folding,
+    conv_gemm,
     cse,
     dce,
     dot_merger,

@@ -165,8 +165,12 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
         ct = TensorType(canon_shape, in_comp)
         ref = lw.scratch(ct.nbytes)
         groups = [[(d, t.shape[d]) for d in g] for g in groups_plain]
-        lw.steps.append(emit_loop_kernel(cg, [Root(v, ref, ct, _group_index_fn(groups, t.rank))], env,
-                                         name="dot_operand", what=f"canonical {ct} for dot operand"))
+        root = Root(v, ref, ct, _group_index_fn(groups, t.rank))
+        if v.op is not None and v.op.name == "concatenate" and [d for g in groups_plain for d in g] == list(range(t.rank)):
+            # already in the product's order (a convolution's im2col, passes/conv_gemm.py): written
+            # at its own index, so that its rows go operand by operand (concat_rows.py)
+            root = Root(v, ref, TensorType(t.shape, in_comp))
+        lw.steps.append(emit_loop_kernel(cg, [root], env, name="dot_operand", what=f"canonical {ct} for dot operand"))
         return canonical_view(ref, bsizes, *canon_shape[1:])
 
     def operand(v: Value, groups, canon_shape, role) -> MatrixView:

@@ -40,6 +40,8 @@ from .. import llvm_util as U
 from ..elemental import BufferSource, ElementalEmitter, block_sum_hooks, blocked_loops, float_sum_types
 from ..kernel_emitter import Root, fused_ops, is_column_reduce, kernel_buffers, physical_order, root_values
 from ..llvm_util import I64, PTR, SCALAR_LOOP, VOID, ModuleContext, for_range, i64, prefer_vector_width
+from . import column_partials
+from .concat_rows import concat_root, emit_concat_rows
 from .entry import TASK_FN
 
 # Work (elements x ops) below which a kernel stays on one thread: starting a thread costs
@@ -354,6 +356,11 @@ def emit_loop_kernel(cg: Codegen, roots: Sequence[Root], env: Dict[Value, BufRef
     def loops(kb: KernelBuilder, stream: Optional[Streaming]) -> None:
         em = make_emitter(kb, reads, env)
         b = kb.b
+        interleave = SCALAR_LOOP if st.is_fallback(stream) else interleave_for(nops)
+        cat = concat_root(roots)
+        if cat is not None:   # each row in one operand: a branch a row, not a select an element
+            emit_concat_rows(kb, em, roots[0], cat, interleave, stream.tag_for(roots[0].dest) if stream else None)
+            return
 
         def body(idx):
             vals = root_values(cg.ctx, b, em, roots, idx)
@@ -361,7 +368,7 @@ def emit_loop_kernel(cg: Codegen, roots: Sequence[Root], env: Dict[Value, BufRef
                 _store(b, em, kb.ptr(r.dest), r.dest_type, idx, val,
                        stream.tag_for(r.dest) if stream else None)
 
-        emit_nest(kb, em, t, body, interleave=SCALAR_LOOP if st.is_fallback(stream) else interleave_for(nops))
+        emit_nest(kb, em, t, body, interleave=interleave)
 
     st.emit(cg, kb, loops)
     work = t.size * max(1, nops)
@@ -1031,10 +1038,8 @@ def _emit_split_sum(cg: Codegen, lw, op, dests: Sequence[BufRef], env: Dict[Valu
     """``emit_split_reduce`` of a float sum: f64 partials over chunks of the outermost reduced
     dimension, each summed in blocks; then init + the partials in f64, rounded once."""
     from ..elemental import SUM_BLOCK
-    from ..scalar_ops import convert
     inp, init = op.operands
     in_t = inp.type
-    et = in_t.dtype
     blk_et, wide_et = float_sum_types(op)
     blk_ty, wide_ty = U.reg_type(blk_et), U.reg_type(wide_et)
     dims = set(op.attrs["dimensions"])
@@ -1052,6 +1057,9 @@ def _emit_split_sum(cg: Codegen, lw, op, dests: Sequence[BufRef], env: Dict[Valu
                        vector_bits_for([inp], env))
     em = make_emitter(kb, reads, env)
     b = kb.b
+    if column_partials.applies(op):   # kept dimensions inner: a chunk read once, by rows
+        column_partials.emit_column_partials(cg, kb, em, op, part, n0, chunk)
+        return [column_partials.finish(kb, P, what)] + _split_sum_combine(cg, op, dests, env, part, P, what)
     blk = U.entry_alloca(b, blk_ty)
     wide = U.entry_alloca(b, wide_ty)
     with for_range(b, kb.lo, kb.hi, "part") as p:
@@ -1092,9 +1100,21 @@ def _emit_split_sum(cg: Codegen, lw, op, dests: Sequence[BufRef], env: Dict[Valu
 
         over_kept(0)
         em.pop()
-    steps = [kb.finish(P, True, f"{what} (partial sums over {P} chunks)")]
+    return [kb.finish(P, True, f"{what} (partial sums over {P} chunks)")] + \
+        _split_sum_combine(cg, op, dests, env, part, P, what)
 
-    # Kernel B: out[o] = round(init + part[0, o] + ... + part[P-1, o]) (in f64).
+
+def _split_sum_combine(cg: Codegen, op, dests: Sequence[BufRef], env: Dict[Value, BufRef], part: BufRef,
+                       P: int, what: str) -> list:
+    """Kernel B of ``_emit_split_sum``: out[o] = round(init + part[0, o] + ... + part[P-1, o]) (in f64)."""
+    from ..scalar_ops import convert
+    init = op.operands[1]
+    et = op.operands[0].type.dtype
+    wide_et = float_sum_types(op)[1]
+    wide_ty = U.reg_type(wide_et)
+    out_t = op.results[0].type
+    osize = out_t.size
+    steps: list = []
     ireads = [v for v in collect_reads([init], env)[0]]
     kb = KernelBuilder(cg, "sum_combine", list(dests) + [part] + [env[v] for v in ireads],
                        [True] + [False] * (1 + len(ireads)))

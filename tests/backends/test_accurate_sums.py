@@ -116,12 +116,26 @@ def test_every_axis_fusion_and_threads(dims):
 
 
 def test_few_long_columns_split():
-    """Few columns (the split kernel's partials, which walk the column) over 2^22 rows."""
+    """Few columns (the split kernel's partials, read by rows: column_partials.py) over 2^22 rows."""
     x = (1.0 + np.random.default_rng(3).random((1 << 22, 4)) * 2.0 ** -10).astype(np.float32)
     src = _reduce_src(x.shape, (0,))
     ref = np.sum(x.astype(np.float64) * 1.5, axis=0)
     for threads in (1, 2, 4):
         assert _rel(_build(src, True, threads)(x)[0], ref) < RTOL, threads
+
+
+def test_split_partials_by_rows_over_several_kept_dimensions():
+    """Sums over the leading dimensions into a few values along two kept dimensions (the split
+    kernel's partials by rows, column_partials.py: batch norm's statistics), with a fused
+    producer, against float64."""
+    x = (1.0 + np.random.default_rng(5).random((1 << 16, 3, 5)) * 2.0 ** -10).astype(np.float32)
+    src = _reduce_src(x.shape, (0,))
+    ref = np.sum(x.astype(np.float64) * 1.5, axis=0)
+    for threads in (1, 2, 4):
+        assert _rel(_build(src, True, threads)(x)[0], ref) < RTOL, threads
+    x4 = (1.0 + np.random.default_rng(6).random((64, 32, 32, 6)) * 2.0 ** -10).astype(np.float32)
+    src = _reduce_src(x4.shape, (0, 1, 2))
+    assert _rel(_build(src, True, 2)(x4)[0], np.sum(x4.astype(np.float64) * 1.5, axis=(0, 1, 2))) < RTOL
 
 
 @pytest.mark.parametrize("et,npt", [("bf16", ml_dtypes.bfloat16), ("f16", np.float16)])
