@@ -26,8 +26,12 @@ be ``send`` for the in-place forms where MPI has one):
 ``barrier()``
 =====================================  ==========================================================
 
-``op`` is ``"sum"``, ``"prod"``, ``"min"`` or ``"max"`` (for bool: sum and max are or, prod and
-min are and, as XLA's add and multiply of PRED). A "block" is ``1/size`` of the buffer's
+``op`` is ``"sum"``, ``"prod"``, ``"min"``, ``"max"`` (or StableHLO's names for them: ``"add"``,
+``"multiply"``, ``"minimum"``, ``"maximum"``), or for bool and integers ``"and"``, ``"or"``,
+``"xor"`` (for bool, sum and max are or, prod and min are and, as XLA's add and multiply of
+PRED). MPI may combine the processes' values in any order (a tree); ``ordered=True`` gathers
+them and folds them in rank order instead, on every process, so that the result is bit for bit
+a fold in rank order (what the in-process collectives compute). A "block" is ``1/size`` of the buffer's
 elements in C order (concatenation along axis 0 when the caller's shapes are so). Each has a
 non-blocking form (``iall_reduce``, ``iall_gather``, ``ireduce_scatter``, ``iall_to_all``,
 ``ipermute``, ``ibroadcast``, ``ibarrier``) that returns a ``Request``; ``wait()`` gives the
@@ -52,7 +56,9 @@ import numpy as np
 
 from hlo.runtime.processes import DistributedError, DistributedTimeoutError, timeout_seconds
 
-OPS = ("sum", "prod", "min", "max")
+OPS = ("sum", "prod", "min", "max", "and", "or", "xor")
+# the names of StableHLO's reduction bodies (hlo.runtime.cpu.collectives' computations) for them
+ALIASES = {"add": "sum", "multiply": "prod", "minimum": "min", "maximum": "max"}
 
 
 class MpiUnavailableError(DistributedError):
@@ -105,17 +111,30 @@ def _mpi_type(MPI, dt: np.dtype):
     return table.get(dt.name) if dt.kind in "biufc" else None
 
 
+def _op_name(op: str, dt: np.dtype) -> str:
+    """``op`` checked against ``dt``, aliases resolved."""
+    name = ALIASES.get(op, op)
+    if name not in OPS:
+        raise DistributedError(f"reduction {op!r} is not one of {', '.join(OPS)} "
+                               f"({', '.join(ALIASES)} are their StableHLO names)")
+    if dt.kind == "c" and name not in ("sum", "prod"):
+        raise DistributedError(f"{name} of complex values ({dt.name}) is not defined")
+    if name in ("and", "or", "xor") and dt.kind not in "biu":
+        raise DistributedError(f"{name} of {dt.name} values is not defined (bool and integers only)")
+    return name
+
+
 def _mpi_op(MPI, op: str, dt: np.dtype):
-    if op not in OPS:
-        raise DistributedError(f"reduction {op!r} is not one of {', '.join(OPS)}")
     if dt.kind == "b":
-        return MPI.LOR if op in ("sum", "max") else MPI.LAND
-    if dt.kind == "c" and op in ("min", "max"):
-        raise DistributedError(f"{op} of complex values ({dt.name}) is not defined")
-    return {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX}[op]
+        return {"sum": MPI.LOR, "max": MPI.LOR, "or": MPI.LOR, "prod": MPI.LAND, "min": MPI.LAND,
+                "and": MPI.LAND, "xor": MPI.LXOR}[op]
+    return {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX, "and": MPI.BAND,
+            "or": MPI.BOR, "xor": MPI.BXOR}[op]
 
 
-_NUMPY_REDUCE = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}
+# numpy's add and multiply of bools are or and and, as XLA's of PRED
+_NUMPY_REDUCE = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum,
+                 "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
 
 
 def _contiguous(a, what: str) -> np.ndarray:
@@ -281,14 +300,15 @@ class MpiTransport:
             raise DistributedError(f"{what}: {a.size} elements do not split into {self.size} equal blocks")
         return a.size // self.size
 
-    def iall_reduce(self, send, recv=None, op: str = "sum") -> Request:
+    def iall_reduce(self, send, recv=None, op: str = "sum", ordered: bool = False) -> Request:
         what = f"all_reduce({op})"
         send = _contiguous(send, f"{what}'s send buffer")
+        op = _op_name(op, send.dtype)
         send, recv = self._pair(send, recv, send.size, what)
         what = f"all_reduce({op}, {send.dtype.name}[{send.size}])"
         MPI = self.MPI
         t = _mpi_type(MPI, send.dtype)
-        if t is None:
+        if t is None or ordered:
             return self._gather_reduce(send, recv, op, what, scatter=False)
         mop = _mpi_op(MPI, op, send.dtype)
         src = MPI.IN_PLACE if send is recv else [_bytes(send), send.size, t]
@@ -304,15 +324,16 @@ class MpiTransport:
         r = self._start(what, self.comm.Iallgather, [_bytes(send), send.nbytes, B], [_bytes(recv), send.nbytes, B])
         return Request(self, [r], recv, what, keep=(send, recv))
 
-    def ireduce_scatter(self, send, recv=None, op: str = "sum") -> Request:
+    def ireduce_scatter(self, send, recv=None, op: str = "sum", ordered: bool = False) -> Request:
         send = _contiguous(send, "reduce_scatter's send buffer")
+        op = _op_name(op, send.dtype)
         what = f"reduce_scatter({op}, {send.dtype.name}[{send.size}])"
         n = self._blocks(send, what)
         shape = (send.shape[0] // self.size,) + send.shape[1:] if send.ndim and send.shape[0] % self.size == 0 else (n,)
         send, recv = self._pair(send, recv, n, what, shape)
         MPI = self.MPI
         t = _mpi_type(MPI, send.dtype)
-        if t is None:
+        if t is None or ordered:
             return self._gather_reduce(send, recv, op, what, scatter=True)
         mop = _mpi_op(MPI, op, send.dtype)
         r = self._start(what, self.comm.Ireduce_scatter_block, [_bytes(send), n, t], [_bytes(recv), n, t], mop)
@@ -375,8 +396,6 @@ class MpiTransport:
     def _gather_reduce(self, send, recv, op, what, scatter: bool) -> Request:
         """A reduction MPI has no operation for: every process gathers every ``send`` and
         reduces them in rank order with numpy (the same arithmetic everywhere)."""
-        if op not in OPS:
-            raise DistributedError(f"reduction {op!r} is not one of {', '.join(OPS)}")
         ufunc = _NUMPY_REDUCE[op]
         flat = send.reshape(-1)
         if not scatter:
@@ -401,14 +420,14 @@ class MpiTransport:
 
     # --- blocking forms ----------------------------------------------------------------------
 
-    def all_reduce(self, send, recv=None, op: str = "sum"):
-        return self.iall_reduce(send, recv, op).wait()
+    def all_reduce(self, send, recv=None, op: str = "sum", ordered: bool = False):
+        return self.iall_reduce(send, recv, op, ordered).wait()
 
     def all_gather(self, send, recv=None):
         return self.iall_gather(send, recv).wait()
 
-    def reduce_scatter(self, send, recv=None, op: str = "sum"):
-        return self.ireduce_scatter(send, recv, op).wait()
+    def reduce_scatter(self, send, recv=None, op: str = "sum", ordered: bool = False):
+        return self.ireduce_scatter(send, recv, op, ordered).wait()
 
     def all_to_all(self, send, recv=None):
         return self.iall_to_all(send, recv).wait()

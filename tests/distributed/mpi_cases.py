@@ -80,6 +80,36 @@ def test_all_reduce(name):
                                       else reference(xs, op), err_msg=f"{name} {op}")
 
 
+@pytest.mark.parametrize("name", ["int32", "uint8", "bool"])
+def test_bitwise_reductions_and_stablehlo_names(name):
+    d = np.dtype(name)
+    xs = [(np.arange(16) * (i + 3) % 7).astype(d) for i in range(N)]
+    for op, f in (("and", np.bitwise_and), ("or", np.bitwise_or), ("xor", np.bitwise_xor),
+                  ("add", np.add), ("maximum", np.maximum), ("minimum", np.minimum)):
+        want = xs[0]
+        for x in xs[1:]:
+            want = f(want, x).astype(d)
+        np.testing.assert_array_equal(W.all_reduce(xs[R], op=op), want, err_msg=f"{name} {op}")
+        np.testing.assert_array_equal(W.all_reduce(xs[R], op=op, ordered=True), want, err_msg=f"{name} {op}")
+
+
+@pytest.mark.parametrize("name", ["float32", "bfloat16", "float64"])
+def test_ordered_reductions_are_a_fold_in_rank_order_bit_for_bit(name):
+    """``ordered=True``: the same bits as folding the processes' values in rank order (what the
+    in-process collectives compute), with values whose sums round."""
+    d = dt(name)
+    rng = np.random.default_rng(42)
+    xs = [(rng.standard_normal(257) * 10.0 ** rng.integers(-3, 4, 257)).astype(d) for _ in range(N)]
+    assert xs[0].dtype == d
+    want = xs[0]
+    for x in xs[1:]:
+        want = np.add(want, x).astype(d)
+    got = W.all_reduce(xs[R], op="add", ordered=True)
+    assert got.tobytes() == want.tobytes()
+    rs = W.reduce_scatter(np.concatenate([xs[R]] * N), op="sum", ordered=True)
+    assert rs.tobytes() == want.tobytes()
+
+
 def test_all_reduce_in_place_and_into_a_given_buffer():
     xs = inputs(np.dtype("float32"), (7,))
     buf = xs[R].copy()
@@ -175,8 +205,10 @@ def test_groups():
 def test_clear_errors_before_any_communication():
     with pytest.raises(DistributedError, match="C-contiguous"):
         W.all_reduce(np.zeros((4, 4))[:, ::2])
-    with pytest.raises(DistributedError, match="not one of sum, prod, min, max"):
+    with pytest.raises(DistributedError, match="not one of sum, prod, min, max, and, or, xor"):
         W.all_reduce(np.zeros(3), op="mean")
+    with pytest.raises(DistributedError, match="xor of float32 values is not defined"):
+        W.all_reduce(np.zeros(3, np.float32), op="xor")
     with pytest.raises(DistributedError, match="max of complex"):
         W.all_reduce(np.zeros(3, np.complex64), op="max")
     with pytest.raises(DistributedError, match="equal blocks"):
