@@ -357,7 +357,8 @@ class Communicator:
         """Wait for ``stream`` (a ``driver.Stream``), checking the communicator's asynchronous
         error; an error or no completion within the timeout aborts the communicator and raises."""
         limit = self.timeout if timeout is None else float(timeout)
-        deadline = time.monotonic() + limit
+        start = time.monotonic()
+        deadline, spin_until = start + limit, start + 0.01
         pause = 0.0
         while not stream.query():
             err = self.async_error()
@@ -372,9 +373,9 @@ class Communicator:
                     f"hlo.distributed: {what} on NCCL rank {self.rank} of {self.size} (GPU {self.device}) "
                     f"did not complete within {limit:g} s (HLO_DISTRIBUTED_TIMEOUT): a peer process died, "
                     f"hangs, or runs a different program; the communicator was aborted")
-            if pause:
+            if time.monotonic() > spin_until:  # poll without sleeping for 10 ms, then back off to 1 ms
                 time.sleep(pause)
-            pause = min(2e-3, pause * 2 if pause else 1e-5)
+                pause = min(1e-3, pause * 2 if pause else 2e-5)
 
     # --- collectives (queued on ``stream``; pointers are device addresses) -------------------
 
