@@ -18,6 +18,7 @@ travels through). Either way every process has arrived when it returns, or it fa
 from __future__ import annotations
 
 import threading
+import time
 from typing import Optional
 
 from hlo.runtime import processes
@@ -169,8 +170,8 @@ def shutdown() -> None:
             return
         try:
             if info.transport == "tcp" and _store is not None:
-                # process 0 serves the store: it must outlive every other process's last request
                 _store.barrier("hlo/shutdown", info.num_processes)
+                _leave(_store, info)
             elif info.transport == "mpi":
                 from hlo.runtime.cpu import mpi_collectives
                 mpi_collectives.world().barrier()
@@ -181,6 +182,24 @@ def shutdown() -> None:
                 _store.close()
             _store, _args = None, None
             processes.set_current(None)
+
+
+def _leave(store, info: ProcessInfo) -> None:
+    """Process 0 serves the store, so it closes it last: once every other process has said it
+    leaves (the last reply to a leaving process may then be cut off: it ignores that)."""
+    key = "hlo/shutdown/left"
+    if info.process_id != 0:
+        try:
+            store.add(key, 1)
+        except DistributedError:
+            pass
+        return
+    deadline = time.monotonic() + store.timeout
+    while store.add(key, 0) < info.num_processes - 1:
+        if time.monotonic() > deadline:
+            raise DistributedTimeoutError(f"hlo.distributed.shutdown() on process 0: not every process "
+                                          f"left the rendezvous within {store.timeout:g} s")
+        time.sleep(0.005)
 
 
 def is_initialized() -> bool:

@@ -67,6 +67,12 @@ class MpiUnavailableError(DistributedError):
 
 def _import_mpi():
     try:
+        import mpi4py
+        if "mpi4py.MPI" not in sys.modules:
+            # MPI is initialized by world(), not by the import: asking whether MPI is here
+            # (unavailable_reason, a test's skip) must not make this process an MPI singleton
+            mpi4py.rc.initialize = False
+            mpi4py.rc.finalize = False
         from mpi4py import MPI
     except ImportError as e:
         raise MpiUnavailableError(
@@ -471,6 +477,8 @@ def world(timeout: Optional[float] = None) -> MpiTransport:
             MPI = _import_mpi()
             if not MPI.Is_initialized():
                 MPI.Init_thread(MPI.THREAD_MULTIPLE)
+                # under mpirun, a process that ends without MPI_Finalize fails the job
+                atexit.register(_finalize_at_exit)
             comm = MPI.COMM_WORLD
             comm.Set_errhandler(MPI.ERRORS_RETURN)
             n = comm.Get_size()
@@ -513,6 +521,12 @@ def finalize() -> None:
             if g is not w:
                 g.comm.Free()
         MPI.Finalize()
+
+
+def _finalize_at_exit() -> None:
+    w = _world
+    if w is not None and w._broken is None:
+        finalize()
 
 
 def _abort_at_exit(w: MpiTransport) -> None:
