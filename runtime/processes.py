@@ -29,6 +29,7 @@ from typing import Mapping, Optional
 
 TIMEOUT_ENV = "HLO_DISTRIBUTED_TIMEOUT"
 DEFAULT_TIMEOUT = 300.0
+CHECK_ENV = "HLO_DISTRIBUTED_CHECK"
 
 
 class DistributedError(RuntimeError):
@@ -162,6 +163,20 @@ def timeout_seconds(env: Optional[Mapping[str, str]] = None) -> float:
     if not t > 0 or t != t or t == float("inf"):
         raise DistributedError(f"{TIMEOUT_ENV}={raw!r} is not a timeout: a positive number of seconds")
     return t
+
+
+def check_collectives(env: Optional[Mapping[str, str]] = None) -> bool:
+    """``HLO_DISTRIBUTED_CHECK`` (default on; ``0`` turns it off, on every process alike):
+    before each collective, the processes of its group compare what each calls (the
+    collective, dtype, element count, reduction, root or pairs), so that a mismatched program
+    is an error naming both sides instead of a hang, a crash in MPI, or a wrong result."""
+    env = os.environ if env is None else env
+    raw = env.get(CHECK_ENV, "1").strip().lower()
+    if raw in ("1", "true", "yes", "on", ""):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise DistributedError(f"{CHECK_ENV}={raw!r}: 1 (check, the default) or 0")
 
 
 _current: Optional[ProcessInfo] = None

@@ -37,6 +37,14 @@ non-blocking form (``iall_reduce``, ``iall_gather``, ``ireduce_scatter``, ``iall
 ``ipermute``, ``ibroadcast``, ``ibarrier``) that returns a ``Request``; ``wait()`` gives the
 result, ``test()`` says whether it is done. The buffers belong to the request until it is.
 
+With ``HLO_DISTRIBUTED_CHECK`` on (the default), the processes of a group first compare what
+each calls (collective, dtype, element count, reduction, root or pairs: one small all-gather),
+so that a program that differs across processes is an error naming each side, not a crash in
+MPI (whose collectives do not check: an all-reduce of 65,536 elements against one of 16 wrote
+past the smaller buffer) or a wrong result; with it on, a non-blocking collective starts once
+every process of its group has called it. ``HLO_DISTRIBUTED_CHECK=0`` (on every process)
+leaves the comparison out.
+
 Every wait is bounded by ``HLO_DISTRIBUTED_TIMEOUT`` (``hlo.runtime.processes``): a collective
 that a peer never joins (it died, hangs, or runs a different program) raises
 ``DistributedTimeoutError`` naming the collective, the group and this process; MPI's own errors
@@ -50,11 +58,17 @@ import atexit
 import sys
 import threading
 import time
+import zlib
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from hlo.runtime.processes import DistributedError, DistributedTimeoutError, timeout_seconds
+from hlo.runtime.processes import (
+    DistributedError,
+    DistributedTimeoutError,
+    check_collectives,
+    timeout_seconds,
+)
 
 OPS = ("sum", "prod", "min", "max", "and", "or", "xor")
 # the names of StableHLO's reduction bodies (hlo.runtime.cpu.collectives' computations) for them
@@ -238,6 +252,7 @@ class MpiTransport:
         self._lock = threading.Lock()
         self._broken: Optional[BaseException] = None
         self.MPI = _import_mpi()
+        self.check: bool = parent.check if parent is not None else check_collectives()
 
     def describe(self) -> str:
         w = self._world
@@ -284,6 +299,28 @@ class MpiTransport:
 
     # --- the non-blocking collectives (each blocking one is its i-form's wait) ---------------
 
+    def _agree(self, what: str, kind: str, dtype=None, count: int = 0, op: Optional[str] = None,
+               extra: int = 0) -> None:
+        """With ``HLO_DISTRIBUTED_CHECK`` on (the default): every process of the group says
+        what it calls (one small all-gather) and a difference is an error naming each side,
+        before MPI touches a buffer."""
+        if not self.check or self.size == 1:
+            return
+        self._check()
+        rec = np.zeros(_SIG_WORDS, np.int64)
+        rec[0], rec[1], rec[2], rec[3] = _KINDS.index(kind), OPS.index(op) if op else -1, count, extra
+        rec[4:6] = np.frombuffer((dtype.name if dtype is not None else "").encode()[:16].ljust(16, b"\0"), np.int64)
+        every = np.empty((self.size, _SIG_WORDS), np.int64)
+        t = self.MPI.INT64_T
+        r = self._start(kind, self.comm.Iallgather, [rec, _SIG_WORDS, t], [every, _SIG_WORDS, t])
+        Request(self, [r], every, what, keep=(rec, every)).wait()  # a timeout here names the collective
+        if (every != rec).any():
+            sides = "; ".join(f"process {self.ranks[i]} calls {_describe_sig(row)}" for i, row in enumerate(every))
+            raise self._fail(DistributedError(
+                f"hlo.distributed: the processes {list(self.ranks)} call different collectives (seen on "
+                f"{self._world.describe()}): {sides}. Every process of a group must call the same collectives in the same order, "
+                f"with the same dtypes and sizes (HLO_DISTRIBUTED_CHECK compared them)"))
+
     def _start(self, what: str, fn, *args):
         self._check()
         try:
@@ -318,6 +355,7 @@ class MpiTransport:
         what = f"all_reduce({op}, {send.dtype.name}[{send.size}])"
         MPI = self.MPI
         t = _mpi_type(MPI, send.dtype)
+        self._agree(what, "all_reduce", send.dtype, send.size, op, int(ordered))
         if t is None or ordered:
             return self._gather_reduce(send, recv, op, what, scatter=False)
         mop = _mpi_op(MPI, op, send.dtype)
@@ -330,6 +368,7 @@ class MpiTransport:
         what = f"all_gather({send.dtype.name}[{send.size}])"
         send, recv = self._pair(send, recv, send.size * self.size, what,
                                 (send.shape[0] * self.size,) + send.shape[1:] if send.ndim else (self.size,))
+        self._agree(what, "all_gather", send.dtype, send.size)
         B = self.MPI.BYTE
         r = self._start(what, self.comm.Iallgather, [_bytes(send), send.nbytes, B], [_bytes(recv), send.nbytes, B])
         return Request(self, [r], recv, what, keep=(send, recv))
@@ -343,6 +382,7 @@ class MpiTransport:
         send, recv = self._pair(send, recv, n, what, shape)
         MPI = self.MPI
         t = _mpi_type(MPI, send.dtype)
+        self._agree(what, "reduce_scatter", send.dtype, send.size, op, int(ordered))
         if t is None or ordered:
             return self._gather_reduce(send, recv, op, what, scatter=True)
         mop = _mpi_op(MPI, op, send.dtype)
@@ -356,6 +396,7 @@ class MpiTransport:
         send, recv = self._pair(send, recv, send.size, what)
         if send is recv:
             raise DistributedError(f"{what}: the receive buffer must not be the send buffer")
+        self._agree(what, "all_to_all", send.dtype, send.size)
         B, nb = self.MPI.BYTE, send.nbytes // self.size
         r = self._start(what, self.comm.Ialltoall, [_bytes(send), nb, B], [_bytes(recv), nb, B])
         return Request(self, [r], recv, what, keep=(send, recv))
@@ -377,6 +418,7 @@ class MpiTransport:
         frm = [s for s, t in pairs if t == me]
         if send is recv and (to or frm) and not (to == [me] and frm == [me]):
             raise DistributedError(f"{what}: the receive buffer must not be the send buffer")
+        self._agree(what, "permute", send.dtype, send.size, extra=zlib.crc32(repr(sorted(pairs)).encode()))
         reqs = []
         B = self.MPI.BYTE
         if frm and frm[0] == me:
@@ -397,10 +439,12 @@ class MpiTransport:
             raise DistributedError(f"{what}: root is not one of the processes 0..{self.size - 1}")
         if self.rank != root:
             _writable(buf, f"{what}'s buffer")
+        self._agree(what, "broadcast", buf.dtype, buf.size, extra=int(root))
         r = self._start(what, self.comm.Ibcast, [_bytes(buf), buf.nbytes, self.MPI.BYTE], int(root))
         return Request(self, [r], buf, what, keep=(buf,))
 
     def ibarrier(self) -> Request:
+        self._agree("barrier", "barrier")
         return Request(self, [self._start("barrier", self.comm.Ibarrier)], None, "barrier")
 
     def _gather_reduce(self, send, recv, op, what, scatter: bool) -> Request:
@@ -453,6 +497,25 @@ class MpiTransport:
 
 
 _PERMUTE_TAG = 0x4C0
+_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "permute", "broadcast", "barrier")
+_SIG_WORDS = 6  # kind, op, element count, extra (ordered / root / pairs' crc32), dtype name (16 bytes)
+
+
+def _describe_sig(row) -> str:
+    kind = _KINDS[row[0]] if 0 <= row[0] < len(_KINDS) else f"collective #{row[0]}"
+    if kind == "barrier":
+        return "barrier()"
+    dtype = row[4:6].astype(np.int64).tobytes().rstrip(b"\0").decode(errors="replace")
+    parts = [f"{dtype}[{row[2]}]"]
+    if row[1] >= 0:
+        parts.insert(0, OPS[row[1]])
+    if kind in ("all_reduce", "reduce_scatter") and row[3]:
+        parts.append("ordered")
+    if kind == "broadcast":
+        parts.append(f"root {row[3]}")
+    if kind == "permute":
+        parts.append(f"pairs #{row[3]:08x}")
+    return f"{kind}({', '.join(parts)})"
 SPIN_SECONDS = 0.01  # how long a wait polls without sleeping
 
 

@@ -234,3 +234,19 @@ def test_nccl_unique_id_bootstrap_over_mpi():
     assert len(uid) == nccl.UNIQUE_ID_BYTES
     every = W.all_gather(np.frombuffer(uid, np.uint8).copy())
     assert all(every[i * len(uid):(i + 1) * len(uid)].tobytes() == uid for i in range(N))
+
+
+def test_the_comparison_can_be_left_out():
+    """HLO_DISTRIBUTED_CHECK=0 (here: the transport's flag, on both processes alike) runs the
+    collectives without comparing first; the results are the same."""
+    xs = inputs(np.dtype("float32"), (N * 2,), seed=13)
+    checked = [W.all_reduce(xs[R]), W.all_gather(xs[R]), W.reduce_scatter(xs[R], op="max"),
+               W.permute(xs[R], pairs=[(i, (i + 1) % N) for i in range(N)])]
+    W.check = False
+    try:
+        unchecked = [W.all_reduce(xs[R]), W.all_gather(xs[R]), W.reduce_scatter(xs[R], op="max"),
+                     W.permute(xs[R], pairs=[(i, (i + 1) % N) for i in range(N)])]
+    finally:
+        W.check = True
+    for a, b in zip(checked, unchecked):
+        np.testing.assert_array_equal(a, b)

@@ -75,6 +75,14 @@ def test_timeout_setting():
             processes.timeout_seconds({"HLO_DISTRIBUTED_TIMEOUT": bad})
 
 
+def test_check_setting():
+    assert processes.check_collectives({}) is True
+    assert processes.check_collectives({"HLO_DISTRIBUTED_CHECK": "0"}) is False
+    assert processes.check_collectives({"HLO_DISTRIBUTED_CHECK": "on"}) is True
+    with pytest.raises(DistributedError, match="HLO_DISTRIBUTED_CHECK='maybe': 1"):
+        processes.check_collectives({"HLO_DISTRIBUTED_CHECK": "maybe"})
+
+
 @pytest.mark.parametrize("kw, message", [
     (dict(process_id=2, num_processes=2), "process_id 2 is not in 0..1"),
     (dict(process_id=0, num_processes=0), "num_processes must be at least 1"),

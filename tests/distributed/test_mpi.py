@@ -80,6 +80,18 @@ def test_a_killed_process_under_recovery_is_caught_by_the_timeout():
     assert wall < 60, f"took {wall:.1f} s:\n{out}"
 
 
+def test_a_mismatched_program_is_an_error_naming_both_sides():
+    """Process 1's all-reduce has 16 elements, process 0's 65,536: without the check MPI writes
+    past process 1's buffer; with it (the default) both fail at once, saying what each called."""
+    rc, out, wall = mpirun([os.path.join(HERE, "mpi_failure.py"), "mismatch"])
+    assert rc != 0, out
+    assert "the mismatched all_reduce returned" not in out, out
+    msg = ("call different collectives (seen on process {}): process 0 calls all_reduce(sum, "
+           "float32[65536]); process 1 calls all_reduce(sum, float32[16])")
+    assert msg.format("0 of 2") in out or msg.format("1 of 2") in out, out
+    assert wall < 60, f"took {wall:.1f} s:\n{out}"
+
+
 def test_initialize_refuses_a_process_id_that_contradicts_mpi(tmp_path):
     prog = tmp_path / "contradict.py"
     prog.write_text("import hlo\n"
