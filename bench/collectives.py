@@ -112,7 +112,7 @@ def gpu_worker(args) -> list:
     ctx.make_current()
     stream = ctx.create_stream()
     via = hlo.distributed.rendezvous() or hlo.distributed.cpu_transport()
-    comm = nccl.Communicator.init_rank(n, nccl.bootstrap_unique_id(rank, via, "bench/nccl"), rank, device)
+    comm = nccl.Communicator.init_rank(n, nccl.bootstrap_unique_id(rank, via, "bench/nccl", n), rank, device)
     torch_why = None
     try:
         import torch

@@ -208,26 +208,32 @@ def unique_id() -> bytes:
     return bytes(uid)  # all 128 bytes (the field's value would stop at the first zero byte)
 
 
-def bootstrap_unique_id(rank: int, via, key: str = "hlo/nccl/world") -> bytes:
+def bootstrap_unique_id(rank: int, via, key: str = "hlo/nccl/world", nranks: Optional[int] = None) -> bytes:
     """The unique id of a communicator, made by rank 0 and sent to every process ``via`` the
     run's MPI transport (``MpiTransport``: a broadcast) or its TCP store (``TcpStore``: rank 0
-    sets ``key``, the others wait for it, at most ``HLO_DISTRIBUTED_TIMEOUT``). Each
-    communicator of a run needs its own ``key``."""
+    sets ``key``, the others wait for it; with ``nranks``, all of them then meet at a barrier).
+    Either way every rank has arrived when it returns, or it fails within
+    ``HLO_DISTRIBUTED_TIMEOUT``: ``ncclCommInitRank``, which waits for the ranks without a
+    bound, is then only left waiting for a rank that dies between the two. Each communicator of
+    a run needs its own ``key``."""
     import numpy as np
     if hasattr(via, "broadcast") and hasattr(via, "comm"):  # an MpiTransport
         buf = np.zeros(UNIQUE_ID_BYTES, np.uint8)
         if via.rank == 0:
             buf[:] = np.frombuffer(unique_id(), np.uint8)
-        via.broadcast(buf, 0)
+        via.broadcast(buf, 0)  # bounded: every process has come here once it returns
         return buf.tobytes()
-    if hasattr(via, "get") and hasattr(via, "set"):  # a TcpStore
+    if hasattr(via, "get") and hasattr(via, "set") and hasattr(via, "barrier"):  # a TcpStore
         if rank == 0:
             uid = unique_id()
             via.set(key, uid)
-            return uid
-        uid = via.get(key)
-        if len(uid) != UNIQUE_ID_BYTES:
-            raise DistributedError(f"the rendezvous's {key!r} holds {len(uid)} bytes, not an NCCL unique id")
+        else:
+            uid = via.get(key)
+            if len(uid) != UNIQUE_ID_BYTES:
+                raise DistributedError(f"the rendezvous's {key!r} holds {len(uid)} bytes, not an NCCL unique id")
+        if nranks is not None:
+            # ncclCommInitRank waits for every rank without a bound: meet here first, bounded
+            via.barrier(f"{key}/ready", nranks)
         return uid
     raise DistributedError(f"bootstrap_unique_id needs an MpiTransport or a TcpStore, got {type(via).__name__}")
 

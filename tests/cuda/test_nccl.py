@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from hlo.runtime.cuda import nccl
-from hlo.runtime.processes import DistributedError
+from hlo.runtime.processes import DistributedError, DistributedTimeoutError
 
 _why = nccl.unavailable_reason()
 needs_nccl = pytest.mark.skipif(_why is not None, reason=f"NCCL absent: {_why}")
@@ -65,10 +65,15 @@ def test_unique_id_bootstrap_over_the_tcp_store():
     server = TcpStore(addr, is_server=True, timeout=10)
     client = TcpStore(addr, timeout=10)
     got = {}
-    t = threading.Thread(target=lambda: got.__setitem__(1, nccl.bootstrap_unique_id(1, client, "k")))
+    t = threading.Thread(target=lambda: got.__setitem__(1, nccl.bootstrap_unique_id(1, client, "k", 2)))
     t.start()
-    got[0] = nccl.bootstrap_unique_id(0, server, "k")
+    got[0] = nccl.bootstrap_unique_id(0, server, "k", 2)
     t.join(10)
+    # a rank that never comes: the others fail at the barrier, within the store's timeout
+    lonely = TcpStore(addr, timeout=0.5)
+    with pytest.raises(DistributedTimeoutError, match="barrier 'k2/ready'.*1 of 2 processes arrived"):
+        nccl.bootstrap_unique_id(0, lonely, "k2", 2)
+    lonely.close()
     client.close()
     server.close()
     assert got[0] == got[1] and len(got[0]) == nccl.UNIQUE_ID_BYTES
