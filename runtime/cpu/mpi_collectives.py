@@ -120,15 +120,19 @@ def buffer_at(address: int, shape: Sequence[int], dtype) -> np.ndarray:
 # -------------------------------------------------------------------------------------------
 # dtypes and operations
 
+_TYPES: Dict[str, object] = {}
+
+
 def _mpi_type(MPI, dt: np.dtype):
     """MPI's datatype for reductions over ``dt``, or None where MPI has none."""
-    table = {
-        "bool": MPI.C_BOOL, "int8": MPI.INT8_T, "int16": MPI.INT16_T, "int32": MPI.INT32_T,
-        "int64": MPI.INT64_T, "uint8": MPI.UINT8_T, "uint16": MPI.UINT16_T, "uint32": MPI.UINT32_T,
-        "uint64": MPI.UINT64_T, "float32": MPI.FLOAT, "float64": MPI.DOUBLE,
-        "complex64": MPI.C_FLOAT_COMPLEX, "complex128": MPI.C_DOUBLE_COMPLEX,
-    }
-    return table.get(dt.name) if dt.kind in "biufc" else None
+    if not _TYPES:
+        _TYPES.update({
+            "bool": MPI.C_BOOL, "int8": MPI.INT8_T, "int16": MPI.INT16_T, "int32": MPI.INT32_T,
+            "int64": MPI.INT64_T, "uint8": MPI.UINT8_T, "uint16": MPI.UINT16_T, "uint32": MPI.UINT32_T,
+            "uint64": MPI.UINT64_T, "float32": MPI.FLOAT, "float64": MPI.DOUBLE,
+            "complex64": MPI.C_FLOAT_COMPLEX, "complex128": MPI.C_DOUBLE_COMPLEX,
+        })
+    return _TYPES.get(dt.name) if dt.kind in "biufc" else None
 
 
 def _op_name(op: str, dt: np.dtype) -> str:
@@ -144,12 +148,16 @@ def _op_name(op: str, dt: np.dtype) -> str:
     return name
 
 
+_OPS: Dict[bool, Dict[str, object]] = {}
+
+
 def _mpi_op(MPI, op: str, dt: np.dtype):
-    if dt.kind == "b":
-        return {"sum": MPI.LOR, "max": MPI.LOR, "or": MPI.LOR, "prod": MPI.LAND, "min": MPI.LAND,
-                "and": MPI.LAND, "xor": MPI.LXOR}[op]
-    return {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX, "and": MPI.BAND,
-            "or": MPI.BOR, "xor": MPI.BXOR}[op]
+    if not _OPS:
+        _OPS[True] = {"sum": MPI.LOR, "max": MPI.LOR, "or": MPI.LOR, "prod": MPI.LAND, "min": MPI.LAND,
+                      "and": MPI.LAND, "xor": MPI.LXOR}
+        _OPS[False] = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX, "and": MPI.BAND,
+                       "or": MPI.BOR, "xor": MPI.BXOR}
+    return _OPS[dt.kind == "b"][op]
 
 
 # numpy's add and multiply of bools are or and and, as XLA's of PRED
@@ -195,9 +203,11 @@ class Request:
         if self._done:
             return True
         t = self.transport
-        t._check()
+        if t._world._broken is not None:
+            t._check()
         try:
-            done = all(r.Test() for r in self._reqs)
+            reqs = self._reqs
+            done = reqs[0].Test() if len(reqs) == 1 else all([r.Test() for r in reqs])
         except Exception as e:
             raise t._fail(DistributedError(f"{self.what} failed in MPI on {t.describe()}: {e}")) from None
         if done:
