@@ -28,6 +28,7 @@ _AOT_NAMES = {
     "ExecutableError": ("hlo.runtime.hlox", "ExecutableError"),
     "LoadError": ("hlo.runtime.hlox", "LoadError"),
     "DonationWarning": ("hlo.ir.errors", "DonationWarning"),
+    "distributed": ("hlo.distributed", None),  # multi-process runs: needs no compiler
 }
 # (public name, module it comes from, attribute of that module or None for the module itself),
 # in the order the frontend has always been imported.

@@ -29,7 +29,7 @@ FRONTEND_LAYERS = (
     ("base", "settings, errors, dtypes, pytrees (the public hlo.config, hlo.errors, hlo.dtypes, "
      "hlo.tree_util); hlo/base/: source lines, the input-signature check, the API boundary "
      "(api_boundary, native_first), the collector pause, the at-fork lock resets",
-     ("hlo.config", "hlo.errors", "hlo.dtypes", "hlo.tree_util", "hlo.base.*")),
+     ("hlo.config", "hlo.errors", "hlo.dtypes", "hlo.tree_util", "hlo.base.*", "hlo.distributed")),
     ("saved-format", "a Compiled as .hlox payload, and LoadedExecutable (the fresh-process load path)",
      ("hlo.staging.saved", "hlo.staging.export_c")),
     ("trace", "hlo/tracing/: abstract values, the tracer, api_function (eager hook registry)",
