@@ -111,8 +111,12 @@ def gpu_worker(args) -> list:
     ctx = driver.get_context(device)
     ctx.make_current()
     stream = ctx.create_stream()
-    via = hlo.distributed.rendezvous() or hlo.distributed.cpu_transport()
-    comm = nccl.Communicator.init_rank(n, nccl.bootstrap_unique_id(rank, via, "bench/nccl", n), rank, device)
+    if n == 1:  # a communicator of one: its id needs no exchange
+        uid = nccl.unique_id()
+    else:
+        via = hlo.distributed.rendezvous() or hlo.distributed.cpu_transport()
+        uid = nccl.bootstrap_unique_id(rank, via, "bench/nccl", n)
+    comm = nccl.Communicator.init_rank(n, uid, rank, device)
     torch_why = None
     try:
         import torch
