@@ -39,9 +39,17 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from hlo.ir import ops as _op_table
 from hlo.ir.core import Value
 from hlo.ir.types import TensorType
 from hlo.runtime.steps import BufRef
+
+# The collectives (and run_parallel) run in the reference interpreter only, so far: a compiled
+# target declines them with this reason.
+COLLECTIVES_DECLINED: Dict[str, str] = {
+    name: f"'{name}' (a collective) runs on target 'interpreter' only so far "
+          f"(hlo.ir.interpreter.run_parallel); compiled targets have no devices to talk to yet"
+    for name in sorted(_op_table.with_trait(_op_table.COLLECTIVE))}
 
 
 @dataclass
@@ -146,6 +154,7 @@ class KernelEmitter(abc.ABC):
     DECLINED: Dict[str, str] = {
         "host_callback": "this target cannot call back into the Python host (hlo.debug.print, "
                          "hlo.pure_callback); run the program on target 'cpu' or 'interpreter'",
+        **COLLECTIVES_DECLINED,
     }
 
     @classmethod

@@ -15,8 +15,8 @@ Each test ends as:
 
 - passed: every check holds;
 - unsupported: a quantized element type, a token, tuple or dynamic type that cannot be
-  flattened, an op outside the op table (collectives, ``interpreter.print`` and
-  ``run_parallel``, ...), or no check ops at all, unless the file's RUN lines FileCheck the
+  flattened, an op outside the op table (tokens, ``interpreter.print``, ...), an op the
+  target declines (collectives on compiled targets, so far), or no check ops at all, unless the file's RUN lines FileCheck the
   interpreter's printed results: then those results are printed as the reference interpreter
   prints them and matched against the chunk's patterns (``conformance_filecheck``);
 - failed: anything else, including a crash, an error or a time-out while importing or running.
@@ -196,6 +196,12 @@ def _run_case(case: Case, options: Options) -> Result:
         from hlo.staging.stages import Lowered
         compiled = Lowered(module).compile(target=options.target)
     except Exception as e:
+        from hlo.errors import UnsupportedError as Declined
+        m = re.search(r"(\S+) cannot be compiled for target", str(e))
+        if isinstance(e, Declined) and m:
+            # an op the target's backend declines, with its reason (check_declined_ops)
+            what = m.group(1)
+            return Result("unsupported", _first_line(e), entry, category=f"{what} on {options.target}")
         return Result("failed", "compile: " + _first_line(e), entry)
     try:
         results = compiled()

@@ -93,7 +93,10 @@ def _unsupported_parse_failure(msg: str, text: str) -> Optional[UnsupportedError
         return UnsupportedError("quantized type", "quantized element type; jaxlib's parser rejects "
                                 "this program: " + msg[:200])
     m = _OP_IN_ERROR.search(msg)
-    if m and m.group(1)[len("stablehlo."):] not in op_table.OPS:
+    # (collectives hlo has may still come in newer forms jaxlib's StableHLO rejects: a variadic
+    # collective_broadcast, a dynamic root)
+    if m and (m.group(1)[len("stablehlo."):] not in op_table.OPS
+              or op_table.OPS[m.group(1)[len("stablehlo."):]].has(op_table.COLLECTIVE)):
         return UnsupportedError(m.group(1), "jaxlib's StableHLO (" + _jaxlib_stablehlo_version()
                                 + ") rejects this form of it: " + msg[:200])
     return None
