@@ -44,12 +44,16 @@ from hlo.ir.core import Value
 from hlo.ir.types import TensorType
 from hlo.runtime.steps import BufRef
 
-# The collectives (and run_parallel) run in the reference interpreter only, so far: a compiled
-# target declines them with this reason.
+# Targets without devices to talk to decline the collectives with this reason; the CPU lowers
+# them (collective_steps.py) and declines only run_parallel (RUN_PARALLEL_DECLINED).
 COLLECTIVES_DECLINED: Dict[str, str] = {
-    name: f"'{name}' (a collective) runs on target 'interpreter' only so far "
-          f"(hlo.ir.interpreter.run_parallel); compiled targets have no devices to talk to yet"
+    name: f"'{name}' (a collective) runs on targets 'cpu' and 'interpreter' only so far"
     for name in sorted(_op_table.with_trait(_op_table.COLLECTIVE))}
+RUN_PARALLEL_DECLINED = {
+    "run_parallel": "run_parallel (a grid of programs, the test vectors' interpreter.run_parallel) "
+                    "runs in the interpreter; on a compiled target each program is compiled by "
+                    "itself and run on the devices (hlo.runtime.cpu.devices.run_spmd, as the "
+                    "conformance runner does)"}
 
 
 @dataclass

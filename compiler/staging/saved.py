@@ -232,7 +232,8 @@ def artifact_payload(art) -> hlox.Payload:
                         "compile it for target='cpu' (hlo.aot.compile(f, *specs, target='cpu'))")
     from hlo.ir.callbacks import first_host_callback  # not on the load path
     cb = first_host_callback(art.optimized_module)
-    if cb is not None or exe.manifest.get("host_calls"):
+    python_sites = [d for d in exe.manifest.get("host_calls") or [] if not d.get("collective")]
+    if cb is not None or python_sites:  # (a collective's site is a record, saved as it is)
         at = f" ({cb.attrs.get('what') or 'a host callback'} at {cb.loc})" if cb is not None else ""
         raise SaveError(f"this program calls back into Python{at}: a saved executable cannot hold "
                         "the Python callable (it cannot be serialized); save a version without "

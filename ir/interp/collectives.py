@@ -29,7 +29,12 @@ from .registry import InterpreterError, attr, handler
 ProcessId = Tuple[int, int]  # (replica_id, partition_id)
 
 
-class _Failed(InterpreterError):
+class CollectiveError(InterpreterError):
+    """A collective cannot complete: a bad group for the run's grid, processes that do not meet,
+    a deadlock. (An ``InterpreterError``, also where a compiled program's collective raises it.)"""
+
+
+class _Failed(CollectiveError):
     """Raised in a process whose partner failed (the partner's error is the one reported)."""
 
 
@@ -67,11 +72,11 @@ class ParallelRun:
                             raise _Failed()
                         gone = [p for p in group if p not in slot and p in self.finished]
                         if gone:
-                            raise InterpreterError(
+                            raise CollectiveError(
                                 f"{what}: process {_name(gone[0])} ended without reaching this "
                                 f"collective (process {_name(me)} waits for it)")
                         if self.running == 0:
-                            raise InterpreterError(self._deadlock(group, slot, me, what))
+                            raise CollectiveError(self._deadlock(group, slot, me, what))
                         self.cond.wait()
                 except BaseException:
                     if self.waiting.pop(me, None) is not None:
@@ -135,7 +140,7 @@ class Process:
         got = self.run.exchange((group, k), group, self.id, (kind, what, value), what)
         for p, (other, where, _) in zip(group, got):
             if other != kind:
-                raise InterpreterError(
+                raise CollectiveError(
                     f"{what}: process {_name(p)} meets it at {where}: the processes of a group "
                     f"must run the same collectives in the same order")
         return [v for _, _, v in got]
@@ -157,18 +162,36 @@ def process_of(it) -> Process:
 # flattened_ids)
 # --------------------------------------------------------------------------------------------
 
-def process_groups(op, proc: Process) -> List[List[ProcessId]]:
+class OpView:
+    """What the semantics read of a collective: its name, attributes (missing ones take the op
+    table's defaults), result shapes and how errors name it. Made from an ``Operation`` by the
+    interpreter, from a compiled program's record by the CPU runtime."""
+
+    __slots__ = ("name", "attrs", "shapes", "what")
+
+    def __init__(self, name: str, attrs: dict, shapes: Sequence[tuple], what: str):
+        self.name, self.attrs, self.shapes, self.what = name, attrs, [tuple(s) for s in shapes], what
+
+    @classmethod
+    def of(cls, op) -> "OpView":
+        return cls(op.name, op.attrs, [r.type.shape for r in op.results], describe(op))
+
+    def attr(self, name):
+        return attr(self, name)
+
+
+def process_groups(op: OpView, proc: Process) -> List[List[ProcessId]]:
     """The process groups of a collective in a run of ``proc``'s grid."""
     nr, npart = proc.num_replicas, proc.num_partitions
-    groups = attr(op, "replica_groups")
-    channel = attr(op, "channel_id") or 0
+    groups = op.attr("replica_groups")
+    channel = op.attr("channel_id") or 0
     global_ids = bool(op.attrs.get("use_global_device_ids", False))
     by_partition = op.name in ("all_to_all", "collective_permute", "collective_broadcast")
 
     def check(ids, limit, kind):
         for i in ids:
             if i >= limit:
-                raise InterpreterError(f"{describe(op)}: replica_groups names {kind} {i}, but the run "
+                raise CollectiveError(f"{op.what}: replica_groups names {kind} {i}, but the run "
                                        f"has {limit} {kind}s")
 
     if channel <= 0:
@@ -196,131 +219,134 @@ def process_groups(op, proc: Process) -> List[List[ProcessId]]:
     return [[(i // npart, i % npart) for i in g] for g in gs]
 
 
-def my_group(op, proc: Process, required: bool = True) -> Optional[List[ProcessId]]:
+def my_group(op: OpView, proc: Process, required: bool = True) -> Optional[List[ProcessId]]:
     for g in process_groups(op, proc):
         if proc.id in g:
             return g
     if required:
-        raise InterpreterError(f"{describe(op)}: process {_name(proc.id)} is in no process group "
-                               f"of replica_groups {[list(g) for g in attr(op, 'replica_groups')]}")
+        raise CollectiveError(f"{op.what}: process {_name(proc.id)} is in no process group "
+                               f"of replica_groups {[list(g) for g in op.attr('replica_groups')]}")
     return None
 
 
 # --------------------------------------------------------------------------------------------
-# The ops
+# The ops' semantics: ``collective(proc, op, ins, combine)``, where ``combine(values)`` folds one
+# operand's values of the group members (in group order) with the op's computation. The
+# interpreter evaluates the region; the CPU runtime applies the computation's numpy ufunc.
 # --------------------------------------------------------------------------------------------
 
-def _combine(it, op, env, values: Sequence[np.ndarray]) -> np.ndarray:
-    """Fold ``values`` (one per group member, in group order) with the op's computation."""
-    region = op.regions[0]
-    acc = values[0]
-    for v in values[1:]:
-        if it.batchable(region):
-            acc = np.asarray(it.eval_region_batched(region, [acc, v], env)[0])
-        else:
-            out = np.empty(np.shape(acc), dtype=np.asarray(acc).dtype)
-            for idx in np.ndindex(out.shape):
-                out[idx] = it.eval_region(region, [np.asarray(acc)[idx], np.asarray(v)[idx]], env)[0]
-            acc = out
-    return acc
-
-
-@handler("all_reduce")
-def _all_reduce(it, op, ins, env):
-    proc = process_of(it)
+def all_reduce(proc: Process, op: OpView, ins, combine) -> list:
     group = my_group(op, proc)
-    everyone = proc.exchange(group, list(ins), describe(op))
-    return [_combine(it, op, env, [vals[i] for vals in everyone]).astype(x.dtype, copy=False)
+    everyone = proc.exchange(group, list(ins), op.what)
+    return [np.asarray(combine([vals[i] for vals in everyone])).astype(x.dtype, copy=False)
             for i, x in enumerate(ins)]
 
 
-@handler("all_gather")
-def _all_gather(it, op, ins, env):
-    proc = process_of(it)
+def all_gather(proc: Process, op: OpView, ins, combine=None) -> list:
     group = my_group(op, proc)
     d = op.attrs["all_gather_dim"]
-    everyone = proc.exchange(group, list(ins), describe(op))
-    outs = [np.concatenate([vals[i] for vals in everyone], axis=d) for i in range(len(ins))]
-    return _checked(op, outs)
+    everyone = proc.exchange(group, list(ins), op.what)
+    return _checked(op, [np.concatenate([vals[i] for vals in everyone], axis=d)
+                         for i in range(len(ins))])
 
 
-@handler("reduce_scatter")
-def _reduce_scatter(it, op, ins, env):
-    proc = process_of(it)
+def reduce_scatter(proc: Process, op: OpView, ins, combine) -> list:
     group = my_group(op, proc)
     d = op.attrs["scatter_dimension"]
-    everyone = proc.exchange(group, ins[0], describe(op))
-    total = _combine(it, op, env, everyone).astype(ins[0].dtype, copy=False)
+    everyone = proc.exchange(group, ins[0], op.what)
+    total = np.asarray(combine(everyone)).astype(ins[0].dtype, copy=False)
     n = len(group)
     if total.shape[d] % n:
-        raise InterpreterError(f"{describe(op)}: dimension {d} ({total.shape[d]}) does not split "
+        raise CollectiveError(f"{op.what}: dimension {d} ({total.shape[d]}) does not split "
                                f"into {n} parts (the process group's size)")
     return _checked(op, [np.split(total, n, axis=d)[group.index(proc.id)]])
 
 
-@handler("all_to_all")
-def _all_to_all(it, op, ins, env):
-    proc = process_of(it)
+def all_to_all(proc: Process, op: OpView, ins, combine=None) -> list:
     group = my_group(op, proc)
     sd, cd, n = op.attrs["split_dimension"], op.attrs["concat_dimension"], op.attrs["split_count"]
     if len(group) != n:
-        raise InterpreterError(f"{describe(op)}: the process group has {len(group)} processes, "
+        raise CollectiveError(f"{op.what}: the process group has {len(group)} processes, "
                                f"split_count is {n}")
-    everyone = proc.exchange(group, list(ins), describe(op))
+    everyone = proc.exchange(group, list(ins), op.what)
     me = group.index(proc.id)
-    outs = [np.concatenate([np.split(vals[i], n, axis=sd)[me] for vals in everyone], axis=cd)
-            for i in range(len(ins))]
-    return _checked(op, outs)
+    return _checked(op, [np.concatenate([np.split(vals[i], n, axis=sd)[me] for vals in everyone],
+                                        axis=cd) for i in range(len(ins))])
 
 
-@handler("collective_permute")
-def _collective_permute(it, op, ins, env):
-    proc = process_of(it)
+def collective_permute(proc: Process, op: OpView, ins, combine=None) -> list:
     pairs = op.attrs["source_target_pairs"]
-    by_partition = (attr(op, "channel_id") or 0) > 0
+    by_partition = (op.attr("channel_id") or 0) > 0
     mine = proc.partition_id if by_partition else proc.replica_id
     limit = proc.num_partitions if by_partition else proc.num_replicas
     for s, t in pairs:
         if s >= limit or t >= limit:
-            raise InterpreterError(f"{describe(op)}: source_target_pairs names {max(s, t)}, but the "
+            raise CollectiveError(f"{op.what}: source_target_pairs names {max(s, t)}, but the "
                                    f"run has {limit} {'partitions' if by_partition else 'replicas'}")
     if by_partition:
         domain = [(proc.replica_id, p) for p in range(limit)]
     else:
         domain = [(r, proc.partition_id) for r in range(limit)]
-    everyone = proc.exchange(domain, ins[0], describe(op))
+    everyone = proc.exchange(domain, ins[0], op.what)
     source = [s for s, t in pairs if t == mine]
     if not source:
         return [np.zeros_like(ins[0])]
     return [np.array(everyone[source[0]], copy=True)]
 
 
-@handler("collective_broadcast")
-def _collective_broadcast(it, op, ins, env):
-    proc = process_of(it)
+def collective_broadcast(proc: Process, op: OpView, ins, combine=None) -> list:
     group = my_group(op, proc, required=False)
     if group is None:
         return [np.zeros_like(ins[0])]
-    everyone = proc.exchange(group, ins[0], describe(op))
+    everyone = proc.exchange(group, ins[0], op.what)
     return [np.array(everyone[0], copy=True)]
 
 
-@handler("replica_id")
-def _replica_id(it, op, ins, env):
-    return [np.array(process_of(it).replica_id, dtype=np.uint32)]
+def replica_id(proc: Process, op: OpView, ins, combine=None) -> list:
+    return [np.array(proc.replica_id, dtype=np.uint32)]
 
 
-@handler("partition_id")
-def _partition_id(it, op, ins, env):
-    return [np.array(process_of(it).partition_id, dtype=np.uint32)]
+def partition_id(proc: Process, op: OpView, ins, combine=None) -> list:
+    return [np.array(proc.partition_id, dtype=np.uint32)]
 
 
-def _checked(op, outs):
-    for r, o in zip(op.results, outs):
-        if o.shape != r.type.shape:
-            raise InterpreterError(f"{describe(op)}: the process group gives {o.dtype}{list(o.shape)} "
-                                   f"for a result of type {r.type}")
+SEMANTICS = {f.__name__: f for f in (all_reduce, all_gather, reduce_scatter, all_to_all,
+                                      collective_permute, collective_broadcast, replica_id,
+                                      partition_id)}
+
+
+def _checked(op: OpView, outs):
+    for shape, o in zip(op.shapes, outs):
+        if o.shape != shape:
+            raise CollectiveError(f"{op.what}: the process group gives {o.dtype}{list(o.shape)} "
+                                   f"for a result of shape {list(shape)}")
     return outs
+
+
+def _region_fold(it, op, env):
+    """``combine`` of the interpreter: the op's computation region, folded in group order."""
+    region = op.regions[0] if op.regions else None
+
+    def combine(values: Sequence[np.ndarray]) -> np.ndarray:
+        acc = values[0]
+        for v in values[1:]:
+            if it.batchable(region):
+                acc = np.asarray(it.eval_region_batched(region, [acc, v], env)[0])
+            else:
+                out = np.empty(np.shape(acc), dtype=np.asarray(acc).dtype)
+                for idx in np.ndindex(out.shape):
+                    out[idx] = it.eval_region(region, [np.asarray(acc)[idx], np.asarray(v)[idx]], env)[0]
+                acc = out
+        return acc
+    return combine
+
+
+def _interpret(it, op, ins, env):
+    return SEMANTICS[op.name](process_of(it), OpView.of(op), ins, _region_fold(it, op, env))
+
+
+for _name_ in SEMANTICS:
+    handler(_name_)(_interpret)
 
 
 # --------------------------------------------------------------------------------------------
