@@ -20,14 +20,26 @@ follows StableHLO's spec from its attributes:
 - an empty ``replica_groups`` is one group of every replica (or partition), as in XLA.
 
 The op semantics live in ``hlo.ir.interp.collectives``. These ops carry the ``collective`` trait:
-never constant-folded (a value depends on the other processes) and never fused. The frontend
-does not trace them yet (``not_traced``): ``hlo.shard_map`` and ``hlo.lax.psum`` are not built.
+never constant-folded (a value depends on the other processes) and never fused. ``hlo.lax.psum``
+and the others (``compiler/lax/parallel.py``) trace them inside ``hlo.shard_map``;
+``collective_broadcast`` and ``run_parallel`` come only from StableHLO (``not_traced``).
 """
 from __future__ import annotations
 
 from typing import Tuple
 
-from .ops import ATTR_KINDS, COLLECTIVE, NOT_TRACED, Attr, OpDef, OpError, _require, _t, register
+from .ops import (
+    ATTR_KINDS,
+    COLLECTIVE,
+    NON_DIFFERENTIABLE,
+    NOT_TRACED,
+    Attr,
+    OpDef,
+    OpError,
+    _require,
+    _t,
+    register,
+)
 from .types import TensorType, u32
 
 
@@ -103,7 +115,7 @@ def _infer_all_reduce(ts, attrs, regions):
 
 
 register(OpDef("all_reduce", _infer_all_reduce, None, regions=("computation",),
-               attrs={**_GROUP_ATTRS, **_GLOBAL_IDS}, traits={COLLECTIVE, NOT_TRACED},
+               attrs={**_GROUP_ATTRS, **_GLOBAL_IDS}, traits={COLLECTIVE},
                doc="reduces each operand over its process group with the computation"))
 
 
@@ -128,7 +140,7 @@ def _verify_all_gather(ts, attrs, regions, rts):
 
 register(OpDef("all_gather", lambda ts, a, r: None, None, attrs={
     "all_gather_dim": Attr("int"), **_GROUP_ATTRS, **_GLOBAL_IDS},
-    verify=_verify_all_gather, result_type_given=True, traits={COLLECTIVE, NOT_TRACED},
+    verify=_verify_all_gather, result_type_given=True, traits={COLLECTIVE},
     doc="concatenates the operands of the process group along all_gather_dim"))
 
 
@@ -153,7 +165,7 @@ def _verify_reduce_scatter(ts, attrs, regions, rts):
 
 register(OpDef("reduce_scatter", lambda ts, a, r: None, 1, regions=("computation",), attrs={
     "scatter_dimension": Attr("int"), **_GROUP_ATTRS, **_GLOBAL_IDS},
-    verify=_verify_reduce_scatter, result_type_given=True, traits={COLLECTIVE, NOT_TRACED},
+    verify=_verify_reduce_scatter, result_type_given=True, traits={COLLECTIVE},
     doc="reduces over the process group, then each process keeps its slice of scatter_dimension"))
 
 
@@ -179,7 +191,7 @@ def _infer_all_to_all(ts, attrs, regions):
 
 register(OpDef("all_to_all", _infer_all_to_all, None, attrs={
     "split_dimension": Attr("int"), "concat_dimension": Attr("int"), "split_count": Attr("int"),
-    **_GROUP_ATTRS}, traits={COLLECTIVE, NOT_TRACED},
+    **_GROUP_ATTRS}, traits={COLLECTIVE},
     doc="splits each operand in split_count blocks, sends block i to the group's process i and "
         "concatenates what it receives along concat_dimension"))
 
@@ -198,7 +210,7 @@ def _infer_permute(ts, attrs, regions):
 
 register(OpDef("collective_permute", _infer_permute, 1, attrs={
     "source_target_pairs": Attr("pairs"), "channel_id": Attr("int", 0)},
-    traits={COLLECTIVE, NOT_TRACED},
+    traits={COLLECTIVE},
     doc="each target receives its source's operand; a process that is no target gets zeros"))
 
 
@@ -213,9 +225,9 @@ register(OpDef("collective_broadcast", _infer_broadcast, 1, attrs=dict(_GROUP_AT
                    "a process in no group gets zeros"))
 
 register(OpDef("replica_id", lambda ts, a, r: [TensorType((), u32)], 0,
-               traits={COLLECTIVE, NOT_TRACED}, doc="this process's replica id (u32)"))
+               traits={COLLECTIVE, NON_DIFFERENTIABLE}, doc="this process's replica id (u32)"))
 register(OpDef("partition_id", lambda ts, a, r: [TensorType((), u32)], 0,
-               traits={COLLECTIVE, NOT_TRACED}, doc="this process's partition id (u32)"))
+               traits={COLLECTIVE, NON_DIFFERENTIABLE}, doc="this process's partition id (u32)"))
 
 
 def _infer_run_parallel(ts, attrs, regions):

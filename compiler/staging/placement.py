@@ -3,7 +3,8 @@
 ``devices()`` lists the default target's devices: the CUDA devices (``Device``: ``id``,
 ``platform`` "cuda", ``device_kind``, the GPU's name; an empty list where there is no usable
 GPU), or the CPU's (``CpuDevice``: ``HLO_CPU_DEVICES`` of them, default 1, as XLA's host platform
-device count); ``devices("cpu")`` / ``devices("cuda")`` ask for one kind. ``device_put(x)`` copies a host
+device count); ``devices("cpu")`` / ``devices("cuda")`` ask for one kind. ``device_put(x,
+NamedSharding(mesh, spec))`` lays ``x`` out over a mesh (``staging/sharded_array.py``). ``device_put(x)`` copies a host
 array (numpy, a numpy scalar, a Python number with hlo's dtype for it, anything with
 ``__array__``) to a GPU (default: device 0) and returns the runtime's ``DeviceArray`` at once
 (the copy is asynchronous); an hlo ``DeviceArray`` already on that device comes back as it is.
@@ -73,8 +74,15 @@ def _device_id(device: Union[None, int, Device]) -> int:
                             f"hlo.devices(), got {device!r}")
 
 
-def device_put(x, device: Union[None, int, Device] = None):
-    """``x`` in GPU memory as an hlo ``DeviceArray`` (see the module's docstring)."""
+def device_put(x, device=None):
+    """``x`` in GPU memory as an hlo ``DeviceArray`` (see the module's docstring); with an
+    ``hlo.sharding.NamedSharding``, a ``ShardedArray`` of ``x``'s blocks on the mesh's devices."""
+    from ..sharding import NamedSharding
+    if isinstance(device, NamedSharding):  # a global array over a mesh of CPU devices
+        from .sharded_array import ShardedArray
+        if isinstance(x, ShardedArray) and x.sharding == device:
+            return x
+        return ShardedArray.from_global(np.asarray(x), device, "hlo.device_put")
     from hlo.runtime.cuda.array import DeviceArray
     from hlo.runtime.cuda.array import device_put as put
     from hlo.runtime.cuda.errors import CudaUnavailableError

@@ -1,0 +1,135 @@
+"""``hlo.shard_map(f, mesh, in_specs, out_specs)``: ``f`` written for one device's block, run on
+every device of ``mesh`` at once, as jax's shard_map.
+
+``in_specs``: one ``PartitionSpec`` per positional argument (it applies to every array of that
+argument's pytree), or for an argument a pytree of them matching it; ``out_specs`` the same for
+the result. A call splits each global argument (numpy arrays, or ``ShardedArray``s, whose blocks
+are used as they are when laid out as the spec says) into the devices' blocks, traces ``f`` on
+one block's shapes with the mesh's axes known to ``hlo.lax.psum`` and the other collectives
+(``hlo.lax.parallel.axis_env``), compiles it once per signature for the CPU, and runs it as
+one SPMD program: one partition per device, collectives in memory
+(``hlo.runtime.cpu.devices.run_spmd``). The results are ``ShardedArray``s laid out by
+``out_specs``; along a mesh axis an out spec does not name, the devices' blocks must agree
+(they are not compared: the first device's is read, as jax's ``check_rep=False``).
+
+Not yet: a shard_map inside a traced function (``hlo.jit``, ``hlo.grad`` of it), ``vmap`` of it
+(``vmap`` inside ``f`` works), other targets than the CPU. Each is an error saying so.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence, Tuple
+
+import numpy as np
+
+from ..errors import ArgumentTypeError, ShapeError, UnsupportedError
+from ..sharding import Mesh, NamedSharding, PartitionSpec
+from ..tracing.tracer import Tracer
+from ..tree_util import tree_flatten, tree_unflatten
+from .sharded_array import ShardedArray
+
+
+def _is_spec(s) -> bool:
+    return isinstance(s, PartitionSpec) or s is None
+
+
+def _leaf_specs(specs, trees: Sequence[Any], what: str) -> List[PartitionSpec]:
+    """One PartitionSpec per leaf of ``trees`` (a spec per tree, or a pytree of specs each)."""
+    if _is_spec(specs):
+        specs = (specs,) * len(trees)
+    if not isinstance(specs, (tuple, list)) or len(specs) != len(trees):
+        raise ArgumentTypeError(f"hlo.shard_map: {what} must give one PartitionSpec per "
+                                f"{'argument' if what == 'in_specs' else 'result'} ({len(trees)}), got {specs!r}")
+    out: List[PartitionSpec] = []
+    for k, (s, t) in enumerate(zip(specs, trees)):
+        leaves, _ = tree_flatten(t)
+        if _is_spec(s):
+            out.extend([s if s is not None else PartitionSpec()] * len(leaves))
+            continue
+        ss, _ = tree_flatten(s, is_leaf=_is_spec)
+        if len(ss) != len(leaves) or not all(_is_spec(x) for x in ss):
+            raise ArgumentTypeError(f"hlo.shard_map: {what}[{k}] does not match its value's "
+                                    f"structure ({len(leaves)} arrays)")
+        out.extend([x if x is not None else PartitionSpec() for x in ss])
+    return out
+
+
+class ShardMapped:
+    def __init__(self, f, mesh: Mesh, in_specs, out_specs):
+        if not callable(f):
+            raise ArgumentTypeError(f"hlo.shard_map: f must be callable, got {type(f).__name__}")
+        if not isinstance(mesh, Mesh):
+            raise ArgumentTypeError(f"hlo.shard_map: mesh must be an hlo.sharding.Mesh, got "
+                                    f"{type(mesh).__name__}")
+        self.f, self.mesh, self.in_specs, self.out_specs = f, mesh, in_specs, out_specs
+        self._compiled: Dict[tuple, Tuple[Any, Any]] = {}
+        self.__name__ = getattr(f, "__name__", "shard_map")
+        self.__wrapped__ = f
+
+    def _blocks(self, x, spec: PartitionSpec, k: int) -> List[np.ndarray]:
+        if isinstance(x, Tracer):
+            raise UnsupportedError("hlo.shard_map inside a traced function (hlo.jit, hlo.grad, "
+                                   "hlo.vmap of it) is not supported yet: call it on arrays, and "
+                                   "transform f inside it")
+        sh = NamedSharding(self.mesh, spec)
+        if isinstance(x, ShardedArray) and x.sharding == sh:
+            return x.blocks
+        a = np.asarray(x)
+        if a.dtype == object:
+            raise ArgumentTypeError(f"hlo.shard_map: argument leaf {k} is not an array "
+                                    f"({type(x).__name__})")
+        return ShardedArray.from_global(a, sh, f"hlo.shard_map: argument leaf {k}").blocks
+
+    def _out_leaf_specs(self, result, n_leaves: int) -> List[PartitionSpec]:
+        return _out_specs_of(self.out_specs, result, n_leaves)
+
+    def __call__(self, *args):
+        import hlo
+        from hlo.runtime.cpu.devices import run_spmd
+
+        from ..lax.parallel import axis_env
+        n = self.mesh.size
+        flat, tree = tree_flatten(list(args))
+        specs = _leaf_specs(self.in_specs, list(args), "in_specs")
+        blocks = [self._blocks(x, s, k) for k, (x, s) in enumerate(zip(flat, specs))]
+        local = [hlo.ShapeDtypeStruct(b[0].shape, b[0].dtype) for b in blocks]
+        key = (tree, tuple((s.shape, str(s.dtype)) for s in local))
+        if key not in self._compiled:
+            local_args = tree_unflatten(tree, local)
+            with axis_env(self.mesh.axis_names, self.mesh.devices.shape):
+                lowered = hlo.jit(self.f).lower(*local_args)
+            self._compiled[key] = (lowered.compile(target="cpu"), lowered.out_tree)
+        compiled, out_tree = self._compiled[key]
+        per_process = [tree_unflatten(tree, [b[i] for b in blocks]) for i in range(n)]
+
+        def call(i, a):
+            out, _ = tree_flatten(compiled(*a))
+            return [np.asarray(o) for o in out]
+        outs = run_spmd(call, per_process, num_replicas=1, num_partitions=n)
+        result = tree_unflatten(out_tree, outs[0])
+        ospecs = self._out_leaf_specs(result, len(outs[0]))
+        made = []
+        for j, spec in enumerate(ospecs):
+            sh = NamedSharding(self.mesh, spec)
+            bl = [outs[i][j] for i in range(n)]
+            shape = tuple(d * sh.parts(k) if k < len(spec) else d for k, d in enumerate(bl[0].shape))
+            if len(spec) > bl[0].ndim:
+                raise ShapeError(f"hlo.shard_map: out_specs {spec} for a result of rank {bl[0].ndim}")
+            made.append(ShardedArray(bl, shape, sh))
+        return tree_unflatten(out_tree, made)
+
+
+def _out_specs_of(out_specs, result, n_leaves: int) -> List[PartitionSpec]:
+    if _is_spec(out_specs):
+        return [out_specs or PartitionSpec()] * n_leaves
+    ss, _ = tree_flatten(out_specs, is_leaf=_is_spec)
+    if len(ss) == n_leaves and all(_is_spec(x) for x in ss):
+        return [x or PartitionSpec() for x in ss]
+    if isinstance(result, (tuple, list)):
+        return _leaf_specs(out_specs, list(result), "out_specs")
+    raise ArgumentTypeError(f"hlo.shard_map: out_specs {out_specs!r} does not match the result's "
+                            f"structure ({n_leaves} arrays)")
+
+
+def shard_map(f, mesh: Mesh, in_specs, out_specs) -> ShardMapped:
+    """``f`` mapped over the blocks of ``mesh`` (see the module's docstring)."""
+    return ShardMapped(f, mesh, in_specs, out_specs)
