@@ -457,7 +457,8 @@ class LoadedExecutable(ProfileMethods):
         return self.executable
 
     def __init__(self, payload: hlox.Payload, where: str = "the executable",
-                 recompile: Optional[Callable[[str, str], Any]] = None, describe_only: bool = False):
+                 recompile: Optional[Callable[[str, str], Any]] = None, describe_only: bool = False,
+                 spmd_ok: bool = False):
         """``recompile``: instead of linking the stored native code, build the program from the
         IR section with ``recompile(ir_text, where)`` (``hlo.aot.load(..., recompile=True)``
         passes its compiler; it returns a ``Compiled``). ``describe_only``: check the manifest
@@ -465,6 +466,9 @@ class LoadedExecutable(ProfileMethods):
         is linked or compiled, and calling the result raises ``LoadError``."""
         m = payload.manifest
         check_manifest(m, where)
+        if m.get("spmd") and not (spmd_ok or describe_only):
+            raise hlox.LoadError(f"{where}: an SPMD program over a mesh of CPU devices "
+                                 f"({m['spmd'].get('mesh_shape')}): load it with hlo.aot.load_sharded")
         try:
             target = m["target"]
             runtime = m["runtime"]

@@ -201,7 +201,7 @@ def test_errors_name_what_is_wrong():
 
 
 @pytest.mark.parametrize("n", [2, 4])
-def test_a_data_parallel_sgd_step_of_the_transformer_layer(n):
+def test_a_data_parallel_sgd_step_of_the_transformer_layer(n, tmp_path):
     """The bench's transformer layer (8 heads), batch sharded over n devices, gradients
     averaged with pmean: the same step as on one device, within float32 tolerance, compiled
     once."""
@@ -227,3 +227,36 @@ def test_a_data_parallel_sgd_step_of_the_transformer_layer(n):
         np.testing.assert_allclose(np.asarray(q) - p, -lr * np.asarray(g), rtol=1e-3, atol=2e-6)
     again = sm([np.asarray(q) for q in new], x, y)  # a second step: the same executable
     assert len(sm._compiled) == 1 and len(again) == len(params)
+    sm.save(tmp_path / "step.hlox", params, x, y)  # saved with its mesh, loaded, the same step
+    loaded = hlo.aot.load_sharded(tmp_path / "step.hlox")
+    for q, r in zip(new, loaded(params, x, y)):
+        np.testing.assert_array_equal(np.asarray(q), np.asarray(r))
+
+
+def test_a_sharded_program_saves_and_loads_in_a_fresh_process(tmp_path):
+    import subprocess
+    import sys
+    m = mesh(4)
+
+    def step(w, x):
+        return w - 0.1 * hlo.lax.pmean(hlo.grad(lambda w: hnp.mean((x @ w) ** 2))(w), "x")
+    sm = hlo.shard_map(step, m, in_specs=(P(), P("x")), out_specs=P())
+    w, x = rand(6, 3, seed=1), rand(8, 6, seed=2)
+    path = tmp_path / "step.hlox"
+    sm.save(path, hlo.ShapeDtypeStruct(w.shape, w.dtype), x)
+    want = np.asarray(sm(w, x))
+    np.save(tmp_path / "w.npy", w)
+    np.save(tmp_path / "x.npy", x)
+    code = ("import numpy as np, hlo\n"
+            f"f = hlo.aot.load_sharded({str(path)!r})\n"
+            f"out = f(np.load({str(tmp_path / 'w.npy')!r}), np.load({str(tmp_path / 'x.npy')!r}))\n"
+            f"np.save({str(tmp_path / 'out.npy')!r}, np.asarray(out))\n")
+    import os
+    env = dict(os.environ, HLO_CPU_DEVICES="4")
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=300)
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), want)
+    env["HLO_CPU_DEVICES"] = "2"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "runs on a mesh of 4 CPU devices" in r.stderr
+    with pytest.raises(hlo.LoadError, match="load it with hlo.aot.load_sharded"):
+        hlo.load(path)
