@@ -62,6 +62,7 @@ class ShardMapped:
                                     f"{type(mesh).__name__}")
         self.f, self.mesh, self.in_specs, self.out_specs = f, mesh, in_specs, out_specs
         self._compiled: Dict[tuple, Tuple[Any, Any]] = {}
+        self._index: Dict[tuple, list] = {}
         self.__name__ = getattr(f, "__name__", "shard_map")
         self.__wrapped__ = f
 
@@ -70,14 +71,19 @@ class ShardMapped:
             raise UnsupportedError("hlo.shard_map inside a traced function (hlo.jit, hlo.grad, "
                                    "hlo.vmap of it) is not supported yet: call it on arrays, and "
                                    "transform f inside it")
-        sh = NamedSharding(self.mesh, spec)
-        if isinstance(x, ShardedArray) and x.sharding == sh:
+        if isinstance(x, ShardedArray) and x.sharding == NamedSharding(self.mesh, spec):
             return x.blocks
         a = np.asarray(x)
         if a.dtype == object:
             raise ArgumentTypeError(f"hlo.shard_map: argument leaf {k} is not an array "
                                     f"({type(x).__name__})")
-        return ShardedArray.from_global(a, sh, f"hlo.shard_map: argument leaf {k}").blocks
+        key = (tuple(spec), a.shape)
+        index = self._index.get(key)
+        if index is None:  # each device's block of an array of this shape (views, no copies)
+            sh = NamedSharding(self.mesh, spec)
+            sh.check_shape(a.shape, f"hlo.shard_map: argument leaf {k}")
+            index = self._index[key] = [sh.index(i, a.shape) for i in range(self.mesh.size)]
+        return [a[i] for i in index]
 
     def _prepare(self, args):
         """(flat blocks per leaf, the args' tree, the compiled program, its out tree)."""

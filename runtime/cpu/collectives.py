@@ -11,6 +11,8 @@ like any other.
 """
 from __future__ import annotations
 
+import threading
+import time
 from typing import Callable, Dict, List, Sequence
 
 import numpy as np
@@ -24,6 +26,17 @@ UFUNCS: Dict[str, Callable] = {
 }
 
 _SINGLE = Process(None, 0, 0)
+
+# Seconds the calling threads spent in collectives (waiting for their group included) and how
+# many ran, over the process's life: ``stats()``; bench/spmd.py reports it per step.
+_stats = [0.0, 0]
+_stats_lock = threading.Lock()
+
+
+def stats() -> Dict[str, float]:
+    """``{"seconds": ..., "calls": ...}`` summed over every device's collectives so far."""
+    with _stats_lock:
+        return {"seconds": _stats[0], "calls": _stats[1]}
 
 
 def record(name: str, attrs: dict, shapes: Sequence[tuple], computation, where: str) -> dict:
@@ -71,4 +84,11 @@ class CollectiveSite:
     def run(self, args: List[np.ndarray]) -> List[np.ndarray]:
         from .devices import current_process
         proc = current_process() or _SINGLE
-        return self.fn(proc, self.view, args, self.combine)
+        t0 = time.perf_counter()
+        try:
+            return self.fn(proc, self.view, args, self.combine)
+        finally:
+            dt = time.perf_counter() - t0
+            with _stats_lock:
+                _stats[0] += dt
+                _stats[1] += 1
