@@ -114,12 +114,19 @@ class NamedSharding:
                 used.append(a)
         self.mesh, self.spec = mesh, spec
 
+    def _key(self) -> tuple:
+        """The spec without trailing whole dimensions (``P("x")`` is ``P("x", None)``)."""
+        entries = [tuple(self.spec.axes_of(d)) for d in range(len(self.spec))]
+        while entries and not entries[-1]:
+            entries.pop()
+        return tuple(entries)
+
     def __eq__(self, other):
         return isinstance(other, NamedSharding) and other.mesh == self.mesh and \
-            tuple(other.spec) + (None,) * 8 == tuple(self.spec) + (None,) * 8
+            other._key() == self._key()
 
     def __hash__(self):
-        return hash((self.mesh, tuple(self.spec)))
+        return hash((self.mesh, self._key()))
 
     def __repr__(self):
         return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"

@@ -46,7 +46,7 @@ FRONTEND_LAYERS = (
      ("hlo.numpy.*",)),
     ("jit", "hlo.jit / make_ir: tracing a function, compiling and caching (registers the eager hook); "
      "hlo.shard_map (traces its function with hlo.jit)",
-     ("hlo.staging.jit", "hlo.staging.shard_map")),
+     ("hlo.staging.jit", "hlo.staging.shard_map", "hlo.staging.sharded_jit")),
     ("autodiff", "grad, value_and_grad, vjp, jvp, stop_gradient, custom_vjp/custom_jvp, checkpoint",
      ("hlo.autodiff.*",)),
     ("batching", "vmap and what builds on it (jacfwd, jacrev, hessian)",
