@@ -297,6 +297,9 @@ class _Importer:
             self.probes.record(b, region, attrs["probe_id"].value, operands[0], loc)
             env[op.results[0]] = operands[0]
             return
+        if name.startswith("hlo_newer."):  # collective forms newer than jaxlib's StableHLO
+            from .newer_collectives import import_op
+            return self._bind(env, op, import_op(self, op, name, attrs, operands, rtypes, b, loc))
         if name == "interpreter.run_parallel":
             from .run_parallel import import_run_parallel
             return self._bind(env, op, import_run_parallel(self, op, attrs, operands, rtypes, b, loc))

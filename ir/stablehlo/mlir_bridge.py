@@ -70,6 +70,12 @@ def parse(text: str, source_name: str = "<stablehlo>"):
         try:
             module = ir.Module.parse(text)
         except ir.MLIRError as e:
+            from . import newer_syntax as nc
+            if nc.needs_rewrite(text):  # collective forms newer than jaxlib's StableHLO
+                try:
+                    return ir.Module.parse(nc.rewrite(text))
+                except ir.MLIRError:
+                    pass
             msg = _diagnostic(e, source_name)
             unsupported = _unsupported_parse_failure(msg, text)
             if unsupported is not None:

@@ -85,3 +85,43 @@ module @m {
     assert "run_parallel() {num_partitions = 3, num_replicas = 1}" in print_module(m)
     assert [int(x) for x in run(m, [])] == [0, 1, 2]
     assert print_module(import_module(export_module(m))) == print_module(m)
+
+
+NEWER = """
+module @m {
+  func.func @main(%a: tensor<2xi64>, %b: tensor<2xi64>, %root: tensor<2xi32>) -> (tensor<2xi64>, tensor<2xi64>, tensor<2xi64>) {
+    %r:2 = "stablehlo.collective_broadcast"(%a, %b, %root) {
+      replica_groups = dense<[[0, 1, 2]]> : tensor<1x3xi64>,
+      has_dynamic_root
+    } : (tensor<2xi64>, tensor<2xi64>, tensor<2xi32>) -> (tensor<2xi64>, tensor<2xi64>)
+    %s = "stablehlo.collective_reduce"(%a) ({
+      ^bb0(%x: tensor<i64>, %y: tensor<i64>):
+        %0 = stablehlo.add %x, %y : tensor<i64>
+        stablehlo.return %0 : tensor<i64>
+    }) {replica_groups = dense<[[2, 0], [1, -1]]> : tensor<2x2xi64>} : (tensor<2xi64>) -> tensor<2xi64>
+    return %r#0, %r#1, %s : tensor<2xi64>, tensor<2xi64>, tensor<2xi64>
+  }
+}
+"""
+
+
+def test_collective_forms_newer_than_jaxlib_are_written_with_hlo_ops():
+    from hlo.ir.stablehlo.newer_syntax import rewrite
+    assert '"hlo_newer.collective_reduce"(' in rewrite(NEWER)
+    assert '"hlo_newer.collective_broadcast"(' in rewrite(NEWER)
+    plain = '"stablehlo.collective_broadcast"(%a) {replica_groups = dense<[[0]]> : tensor<1x1xi64>} : (t) -> t'
+    assert rewrite(plain) == plain  # (the form jaxlib parses stays)
+    m = import_module(NEWER)
+    text = print_module(m)
+    assert "all_gather" in text and "all_reduce" in text and "collective_reduce" not in text
+    a = [np.array([1, 2]), np.array([3, 4]), np.array([5, 6])]
+    b = [10 * x for x in a]
+    root = np.array([2, 1], np.int32)
+    outs = run_parallel(m, [[a[i], b[i], root] for i in range(3)], num_replicas=3)
+    for i, (r0, r1, s) in enumerate(outs):
+        np.testing.assert_array_equal(r0, a[2])   # data 0 from the group's position 2
+        np.testing.assert_array_equal(r1, b[1])   # data 1 from position 1
+        # groups [2, 0] and [1]: replica 2 opens the first and gets a2 + a0, replica 1 its own
+        want = {2: a[2] + a[0], 1: a[1], 0: np.zeros(2, np.int64)}[i]
+        np.testing.assert_array_equal(s, want)
+    assert print_module(import_module(export_module(m))) == text
