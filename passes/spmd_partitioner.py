@@ -24,7 +24,8 @@ Ops of ``@main`` (after inlining), in order:
 - ``transpose``: the sharding permuted; ``convert``, ``reshape`` keeping a sharded leading
   dimension whole;
 - constants, iota: whole; every other op (and every value a region reads): its operands are
-  all-gathered first, and it runs on whole values, as written.
+  all-gathered first, and it runs on whole values, as written;
+- a value with a ``with_sharding_constraint`` is resharded to it where it is made.
 
 Each decision goes to the log (``decisions``) with its reason; ``hlo.jit`` writes it to the
 dump folder as ``spmd-decisions.txt`` and gives it as ``.spmd_decisions``. The result's
@@ -140,7 +141,8 @@ class Partitioner:
 
     # -- the program --------------------------------------------------------------------------
     def run(self, module: Module, in_shardings: Sequence[Sharding],
-            out_shardings: Optional[Sequence[Optional[Sharding]]]) -> Module:
+            out_shardings: Optional[Sequence[Optional[Sharding]]],
+            constraints: Optional[Dict[Value, Sharding]] = None) -> Module:
         fn = module["main"]
         if len(in_shardings) != len(fn.args):
             raise PartitionError(f"{len(in_shardings)} argument shardings for {len(fn.args)} arguments")
@@ -152,11 +154,17 @@ class Partitioner:
         out.add(new)
         env: Dict[Value, Tuple[Value, Sharding]] = {}
         self._env = env
+        cons = constraints or {}
         for a, na, sh in zip(fn.args, new.args, in_shardings):
             env[a] = (na, tuple(tuple(x) for x in sh))
+            if a in cons:
+                self._constrain(Builder(new.body, fn.loc), a, cons[a], env)
         for op in fn.body.ops:
             b = Builder(new.body, op.loc)
             self.op(b, op, env)
+            for r in op.results:
+                if r in cons:
+                    self._constrain(b, r, cons[r], env)
         b = Builder(new.body, fn.body.output_loc)
         outs = []
         for i, v in enumerate(fn.body.outputs):
@@ -168,6 +176,15 @@ class Partitioner:
         new.body.outputs = outs
         self.out_shardings = [env[v][1] for v in fn.body.outputs]
         return out
+
+    def _constrain(self, b: Builder, v: Value, want: Sharding, env) -> None:
+        self._check(v.type, want, "with_sharding_constraint")
+        lv, sh = env[v]
+        want = tuple(tuple(x) for x in want)
+        if sh != want:
+            where = f" at {b.loc}" if getattr(b, "loc", None) is not None else ""
+            env[v] = (self.reshard(b, lv, sh, want, f"with_sharding_constraint{where} asks for "
+                                   f"{list(want)}"), want)
 
     def _check(self, t: TensorType, sh: Sharding, what: str) -> None:
         if len(sh) != t.rank:
@@ -368,13 +385,15 @@ def _add_region(dtype):
 
 
 def partition(module: Module, mesh: Dict[str, int], in_shardings: Sequence[Sharding],
-              out_shardings: Optional[Sequence[Optional[Sharding]]] = None):
-    """(the per-partition module, the result shardings, the decision log)."""
+              out_shardings: Optional[Sequence[Optional[Sharding]]] = None,
+              constraints: Optional[Dict[Value, Sharding]] = None):
+    """(the per-partition module, the result shardings, the decision log). ``constraints``:
+    values of ``@main`` (``with_sharding_constraint``) resharded where they are made."""
     from hlo.ir.verifier import verify_module
 
     from .dce import dce_region
     p = Partitioner(mesh)
-    out = p.run(module, in_shardings, out_shardings)
+    out = p.run(module, in_shardings, out_shardings, constraints)
     dce_region(out["main"].body)  # whole values an op no longer reads (a broadcast made per block)
     verify_module(out)
     return out, p.out_shardings, p.decisions

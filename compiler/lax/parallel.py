@@ -260,6 +260,49 @@ def axis_size(axis_name: AxisName) -> int:
     return env.size(env.axes(axis_name, "lax.axis_size"))
 
 
+# The sharding constraints of the program being traced for hlo.jit(in_shardings=...): traced
+# value (its IR Value) -> NamedSharding; None outside such a trace.
+_CONSTRAINTS: List[Optional[Dict]] = [None]
+
+
+@contextlib.contextmanager
+def constraint_scope() -> Iterator[Dict]:
+    """Collect the ``with_sharding_constraint``s of the trace inside (``staging/sharded_jit``)."""
+    found: Dict = {}
+    _CONSTRAINTS.append(found)
+    try:
+        yield found
+    finally:
+        _CONSTRAINTS.pop()
+
+
+def with_sharding_constraint(x, shardings):
+    """``x`` (a pytree), with each array laid out by ``shardings`` (a ``NamedSharding``, or a
+    pytree of them) at this point of a program run by ``hlo.jit(..., in_shardings=...)``: the
+    partitioner reshards it there (``spmd_partitioner``). Elsewhere (one device) it is ``x``.
+    A constraint inside a function the program calls (a ``checkpoint``, a ``custom_vjp``) is
+    not seen by the partitioner yet."""
+    from ..sharding import NamedSharding
+    from ..tree_util import tree_flatten, tree_unflatten
+    leaves, tree = tree_flatten(x)
+    if isinstance(shardings, NamedSharding):
+        shs = [shardings] * len(leaves)
+    else:
+        shs, _ = tree_flatten(shardings, is_leaf=lambda s: isinstance(s, NamedSharding))
+        if len(shs) != len(leaves) or not all(isinstance(s, NamedSharding) for s in shs):
+            raise ArgumentTypeError("lax.with_sharding_constraint: shardings must be a NamedSharding "
+                                    "or a pytree of them matching x")
+    scope = _CONSTRAINTS[-1]
+    out = []
+    for leaf, sh in zip(leaves, shs):
+        if isinstance(leaf, Tracer):
+            sh.check_shape(leaf.shape, "lax.with_sharding_constraint")
+            if scope is not None:
+                scope[leaf._value] = sh
+        out.append(leaf)
+    return tree_unflatten(tree, out)
+
+
 def _axis(a: int, ndim: int, what: str) -> int:
     if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
         raise ArgumentTypeError(f"{what}: an axis must be an int, got {a!r}")

@@ -74,8 +74,10 @@ class ShardedJit:
             raise ShapeError("hlo.jit: every in_sharding must be over one mesh")
         key = (tree, tuple((a.shape, str(a.dtype)) for a in arrays))
         if key not in self._compiled:
+            from ..lax.parallel import constraint_scope
             specs = [hlo.ShapeDtypeStruct(a.shape, a.dtype) for a in arrays]
-            lowered = hlo.jit(self.f).lower(*tree_unflatten(tree, specs))
+            with constraint_scope() as found:
+                lowered = hlo.jit(self.f).lower(*tree_unflatten(tree, specs))
             module = lowered.ir
             Inline().run(module)
             n_out = lowered.out_tree.num_leaves
@@ -88,7 +90,12 @@ class ShardedJit:
                                 else self.out_shardings, top, "out_shardings")
                 outs = [_tuple_of(s.spec, t.rank) for s, t in zip(osh, module["main"].result_types)]
             ins = [_tuple_of(s.spec, a.ndim) for s, a in zip(shs, arrays)]
-            part, out_sh, decisions = partition(module, dict(mesh.shape), ins, outs)
+            for s_ in found.values():
+                if s_.mesh != mesh:
+                    raise ShapeError("lax.with_sharding_constraint: a sharding over another mesh "
+                                     "than the in_shardings'")
+            cons = {v: _tuple_of(s_.spec, v.type.rank) for v, s_ in found.items()}
+            part, out_sh, decisions = partition(module, dict(mesh.shape), ins, outs, cons)
             self.spmd_decisions = decisions
             dump = os.environ.get("HLO_DUMP_DIR")
             if dump:

@@ -148,3 +148,20 @@ def test_jit_with_batch_sharded_seed_workloads(four_devices, workload):
     out = hlo.jit(f, in_shardings=tuple(shard))(*args)
     np.testing.assert_allclose(np.asarray(out), np.asarray(hlo.jit(f)(*args)), rtol=1e-5, atol=1e-6)
     assert out.sharding == NamedSharding(four_devices, P("batch"))
+
+
+def test_with_sharding_constraint_reshards_where_it_is_made(four_devices):
+    rep, bs = NamedSharding(four_devices, P()), NamedSharding(four_devices, P("batch"))
+
+    def f(x, w):
+        h = hlo.lax.with_sharding_constraint(hnp.tanh(x), bs)  # replicated in, split from here
+        return hnp.sum(h @ w, axis=0)
+    x, w = np.random.rand(8, 4).astype(np.float32), np.random.rand(4, 3).astype(np.float32)
+    g = hlo.jit(f, in_shardings=(rep, rep))
+    out = g(x, w)
+    np.testing.assert_allclose(np.asarray(out), (np.tanh(x) @ w).sum(0), rtol=1e-5)
+    assert g.spmd_decisions[0].startswith("slice: f32[8,4] to its block f32[2,4]")
+    assert "with_sharding_constraint" in g.spmd_decisions[0]
+    assert any(d.startswith("all_reduce (add): 'reduce'") for d in g.spmd_decisions)
+    # without in_shardings (one device) it is the value itself
+    np.testing.assert_allclose(np.asarray(hlo.jit(f)(x, w)), (np.tanh(x) @ w).sum(0), rtol=1e-5)
