@@ -186,3 +186,12 @@ def test_a_program_with_collectives_saves_and_loads(tmp_path):
     outs = cpu_devices.run_spmd(lambda i, a: loaded(*a), [[x] for x in xs], num_replicas=2)
     for o in outs:
         np.testing.assert_array_equal(np.asarray(o[0] if isinstance(o, (list, tuple)) else o), xs[0] + xs[1])
+
+
+def test_a_program_with_collectives_is_not_exported_to_c(tmp_path):
+    from hlo.backends.cpu.export_c.spec import ExportError
+    text = ("module @m\n\nfunc @main(%a: f32[3]) -> (f32[3]) {\n"
+            f"  %0 = all_reduce(%a) {{replica_groups = [[0, 1]]}} : f32[3] {{\n{_comp('add', 'f32', 0)}\n"
+            "  return(%0)\n}\n")
+    with pytest.raises(ExportError, match="holds collectives"):
+        Lowered(parse_module(text)).compile(target="cpu").export_c(tmp_path / "lib", "ar")

@@ -260,3 +260,17 @@ def test_a_sharded_program_saves_and_loads_in_a_fresh_process(tmp_path):
     assert r.returncode != 0 and "runs on a mesh of 4 CPU devices" in r.stderr
     with pytest.raises(hlo.LoadError, match="load it with hlo.aot.load_sharded"):
         hlo.load(path)
+
+
+def test_the_gradient_of_all_to_all_is_all_to_all_back():
+    n = 4
+    m = mesh(n)
+    x = rand(2 * n, 2 * n)  # device i: x_i [2, 8]
+    c = rand(2 * n, 2, seed=3)  # weights on each device's [8, 2] result
+
+    def f(b, cw):
+        return hlo.grad(lambda v: hnp.sum(hlo.lax.all_to_all(v, "x", 1, 0, tiled=True) * cw))(b)
+    g = hlo.shard_map(f, m, in_specs=(P("x"), P()), out_specs=P("x"))(x, c)
+    # y_j stacks x_i[:, 2j:2j+2] at rows 2i:2i+2, so dL/dx_i[:, 2j:2j+2] = c[2i:2i+2]
+    want = np.concatenate([np.tile(c[2 * i:2 * i + 2], (1, n)) for i in range(n)])
+    np.testing.assert_allclose(np.asarray(g), want, rtol=1e-6)
