@@ -39,9 +39,21 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from hlo.ir import ops as _op_table
 from hlo.ir.core import Value
 from hlo.ir.types import TensorType
 from hlo.runtime.steps import BufRef
+
+# Targets without devices to talk to decline the collectives with this reason; the CPU lowers
+# them (collective_steps.py) and declines only run_parallel (RUN_PARALLEL_DECLINED).
+COLLECTIVES_DECLINED: Dict[str, str] = {
+    name: f"'{name}' (a collective) runs on targets 'cpu' and 'interpreter' only so far"
+    for name in sorted(_op_table.with_trait(_op_table.COLLECTIVE))}
+RUN_PARALLEL_DECLINED = {
+    "run_parallel": "run_parallel (a grid of programs, the test vectors' interpreter.run_parallel) "
+                    "runs in the interpreter; on a compiled target each program is compiled by "
+                    "itself and run on the devices (hlo.runtime.cpu.devices.run_spmd, as the "
+                    "conformance runner does)"}
 
 
 @dataclass
@@ -146,6 +158,7 @@ class KernelEmitter(abc.ABC):
     DECLINED: Dict[str, str] = {
         "host_callback": "this target cannot call back into the Python host (hlo.debug.print, "
                          "hlo.pure_callback); run the program on target 'cpu' or 'interpreter'",
+        **COLLECTIVES_DECLINED,
     }
 
     @classmethod

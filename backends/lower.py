@@ -18,7 +18,8 @@ are materialized:
 
 Nested regions of while/if/case/call become nested step lists with scratch buffers. A
 ``host_callback`` becomes a ``HostCall`` step (call site ``len(host_sites)``; ``host_sites``
-describes each site for the runtime), on targets whose emitter does not decline it.
+describes each site for the runtime), on targets whose emitter does not decline it; so does a
+collective (``collective_steps.py``: its site records the op for the runtime's devices).
 """
 from __future__ import annotations
 
@@ -33,13 +34,15 @@ from hlo.passes.util import free_values, inputs_of
 from hlo.runtime.steps import BufRef, Copy, HostCall, Switch, While, type_desc
 
 from . import index_trace
+from .collective_steps import lower_collective
 from .kernel_emitter import KernelEmitter, Root, is_column_reduce, physical_order
 from .scalar_ops import UnsupportedOp
 
 # Ops a fusion materializes (a kernel or steps of their own, before its elementwise outputs);
 # the others are computed per element by the elemental emitter inside their readers' loops.
 HEAVY = op_table.with_trait(op_table.INNER_LOOP, op_table.WHOLE_ARRAY, op_table.CONTROL_FLOW,
-                            op_table.BARRIER, op_table.KERNEL, op_table.SIDE_EFFECT)
+                            op_table.BARRIER, op_table.KERNEL, op_table.SIDE_EFFECT,
+                            op_table.COLLECTIVE)
 BITCAST_OPS = op_table.with_trait(op_table.MAY_BITCAST)
 SCRATCH_ALIGN = 64
 
@@ -372,6 +375,14 @@ class Lowering:
                                    [False] * len(op.operands) + [True] * len(dests), types,
                                    f"{op.attrs.get('what') or 'host_callback'}"
                                    + (f" at {where}" if where else "")))
+
+    def _lower_collective(self, op, dests, env):
+        # a host call into the runtime's in-memory collectives (collective_steps.py)
+        lower_collective(self, op, dests, env)
+
+    _lower_all_reduce = _lower_all_gather = _lower_reduce_scatter = _lower_all_to_all = \
+        _lower_collective_permute = _lower_collective_broadcast = _lower_replica_id = \
+        _lower_partition_id = _lower_collective
 
     # -- control flow --------------------------------------------------------------------
 

@@ -74,6 +74,8 @@ def parse_args(argv):
     p.add_argument("--list", action="store_true", help="print the workloads and their sizes, then exit")
     p.add_argument("--no-interop", action="store_true",
                    help="--gpu: leave out the interop section (hlo fed torch / jax / cupy arrays, bench/interop.py)")
+    p.add_argument("--no-spmd", action="store_true",
+                   help="CPU: leave out the spmd section (hlo.shard_map next to jax's on 1/2/4 CPU devices, bench/spmd.py)")
     p.add_argument("--no-coldstart", action="store_true",
                    help="--gpu: leave out the coldstart section (fresh processes to a first result, bench/coldstart.py)")
     return p.parse_args(argv)
@@ -355,6 +357,16 @@ def main(argv=None) -> int:
             sections["coldstart"] = res
             print("\n" + coldstart.format_table(res))
 
+    spmd_section: dict = {}
+    if not args.gpu and not args.quick and not args.no_spmd and "cpu" in targets \
+            and not (args.workloads or args.systems or args.section):
+        from bench import spmd
+        rows = spmd.run()
+        spmd_section["spmd"] = rows  # (not in ``sections``: a file name of its own is for one section alone)
+        print("\n" + spmd.format_table(rows))
+        failed += [{"case": f"{r['row']}x{r['devices']}", "system": "spmd"} for r in rows
+                   if r.get("status") in ("wrong", "error")]
+
     out_dir = Path(args.out) if args.out else (None if args.quick else RESULTS_DIR)
     if out_dir is not None:
         # a narrowed run never replaces the full run's file (bench/results/.gitignore drops it)
@@ -371,7 +383,7 @@ def main(argv=None) -> int:
                          "jax_default_matmul_precision": "highest" if args.gpu else "default"},
             "cases": list(cases_info.values()), "results": results,
             "geomean_ratio_to_best_peer": {n: {"geomean": g, "cases": k} for n, g, k in geomean_summary(results)},
-            **sections,
+            **sections, **spmd_section,
         }
         path = write_json(out_dir / name, payload)
         print(f"\nwrote {path}")

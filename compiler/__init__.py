@@ -52,6 +52,7 @@ _FRONTEND = (
     ("devices", "hlo.staging.placement", "devices"), ("device_put", "hlo.staging.placement", "device_put"),
     ("device_get", "hlo.staging.placement", "device_get"),
     ("debug", "hlo.debug", None), ("pure_callback", "hlo.lax.callbacks", "pure_callback"),
+    ("sharding", "hlo.sharding", None), ("shard_map", "hlo.staging.shard_map", "shard_map"),
 )
 _FRONTEND_NAMES = {n for n, _, _ in _FRONTEND}
 _loading = False

@@ -65,6 +65,14 @@ def load(path, *, recompile: bool = False) -> LoadedExecutable:
     return LoadedExecutable(hlox.read(p), p, recompile=_compile_ir if recompile else None)
 
 
+def load_sharded(path):
+    """Load an SPMD program saved by ``hlo.shard_map(...).save(path, *args)``: call it with
+    global arrays; it runs on as many CPU devices as its mesh has (a ``LoadError`` where
+    ``HLO_CPU_DEVICES`` gives fewer). As ``load``: native code, load only files you trust."""
+    from .staging.shard_map import load_sharded as _load
+    return _load(path)
+
+
 def describe(path) -> LoadedExecutable:
     """The description of the executable saved at ``path`` (signature, target, kernels,
     analyses, buffer plan, the optimized IR: what ``hlo inspect`` prints), read from its

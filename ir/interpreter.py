@@ -25,7 +25,7 @@ from .interp import ELEMENTWISE, HANDLERS, InterpreterError
 from .interp.numerics import bitcast_convert
 from .verifier import describe, verify_module
 
-__all__ = ["run", "InterpreterError", "Interpreter"]
+__all__ = ["run", "run_parallel", "InterpreterError", "Interpreter"]
 
 _FROM_HOST = "_hlo_raised_by_host_callback"
 
@@ -59,6 +59,30 @@ def run(module: Module, args: Sequence[np.ndarray], function: str = "main",
     with np.errstate(all="ignore"):
         outs = interp.call(fn, args)
     return [np.array(o, copy=True, order="C") for o in outs]
+
+
+def run_parallel(module: Module, args: Sequence[Sequence[np.ndarray]], num_replicas: int = 1,
+                 num_partitions: int = 1, function: str = "main",
+                 verify: bool = True) -> List[List[np.ndarray]]:
+    """Run ``function`` as each process of a ``num_replicas x num_partitions`` grid (a thread
+    each, meeting at its collectives; ``hlo.ir.interp.collectives``): ``args[i]`` are process
+    ``i``'s arguments (replica-major), and the result is each process's outputs."""
+    from .interp.collectives import run_processes
+    if function not in module:
+        raise InterpreterError(f"module @{module.name} has no function @{function}")
+    if num_replicas < 1 or num_partitions < 1:
+        raise InterpreterError(f"a run needs at least one replica and one partition, got "
+                               f"{num_replicas} x {num_partitions}")
+    fn = module[function]
+    n = num_replicas * num_partitions
+    if len(args) != n:
+        raise InterpreterError(f"{num_replicas} x {num_partitions} processes need {n} argument "
+                               f"lists, got {len(args)}")
+    checked = [_check_args(fn, a) for a in args]
+    if verify:
+        verify_module(module)
+    outs = run_processes(lambda: Interpreter(module), [fn] * n, checked, num_replicas, num_partitions)
+    return [[np.array(o, copy=True, order="C") for o in per] for per in outs]
 
 
 def _check_args(fn: Function, args) -> List[np.ndarray]:

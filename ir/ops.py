@@ -124,6 +124,7 @@ KERNEL = "kernel"
 NON_DIFFERENTIABLE = "non_differentiable"
 NOT_TRACED = "not_traced"
 SIDE_EFFECT = "side_effect"
+COLLECTIVE = "collective"
 
 TRAITS: Dict[str, str] = {
     ELEMENTWISE: "each result element depends only on the operand elements at the same index "
@@ -161,6 +162,8 @@ TRAITS: Dict[str, str] = {
     SIDE_EFFECT: "calls back into the host (hlo.debug.print, hlo.pure_callback): never removed, "
                  "merged, folded or fused, and kept in program order with the other side-effecting "
                  "ops; an op whose regions hold one counts as one (passes/util.has_side_effect)",
+    COLLECTIVE: "talks to the other processes of a parallel run (ir/collective_ops.py): never "
+                "constant-folded (its value depends on the other processes) nor fused",
 }
 
 
@@ -967,6 +970,11 @@ register(OpDef("fusion", _infer_fusion, None, regions=("fused",), attrs={
 
 def region_names(opdef: OpDef, n: int) -> List[str]:
     """The names of an op's ``n`` regions (case's branches are branch0, branch1, ...)."""
-    if opdef.regions == ("*branch",):
-        return [f"branch{i}" for i in range(n)]
+    if len(opdef.regions) == 1 and opdef.regions[0].startswith("*"):
+        base = opdef.regions[0][1:]
+        return [f"{base}{i}" for i in range(n)]
     return list(opdef.regions)
+
+
+# The collective ops (and run_parallel) register themselves into the table.
+from . import collective_ops  # noqa: F401

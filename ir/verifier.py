@@ -31,9 +31,9 @@ def verify_op_local(op: Operation) -> None:
     try:
         if d.num_operands is not None and len(op.operands) != d.num_operands:
             raise OpError(f"expects {d.num_operands} operand(s), got {len(op.operands)}")
-        if d.regions == ("*branch",):
+        if len(d.regions) == 1 and d.regions[0].startswith("*"):
             if not op.regions:
-                raise OpError("needs at least one branch region")
+                raise OpError(f"needs at least one {d.regions[0][1:]} region")
         elif len(op.regions) != len(d.regions):
             raise OpError(f"expects {len(d.regions)} region(s), got {len(op.regions)}")
         op.attrs = d.normalize_attrs(op.attrs)

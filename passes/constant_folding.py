@@ -5,7 +5,8 @@ replaced by a constant.
 Limits: no result with more than ``Options.constant_fold_limit`` elements is made unless it is
 a splat (printed and stored as one value); ``broadcast_in_dim`` and ``iota`` are folded only up
 to ``SMALL`` elements, because in a fusion they cost nothing while a big constant costs memory;
-control flow (``while``, ``if``, ``case``, ``call``) and host callbacks are left to run."""
+control flow (``while``, ``if``, ``case``, ``call``), host callbacks and collectives (their
+values depend on the other processes of a parallel run) are left to run."""
 from __future__ import annotations
 
 from typing import Dict, Optional
@@ -21,7 +22,8 @@ from .options import PassConfig
 from .util import free_values, replace_values
 
 SMALL = 64
-NOT_FOLDED = ops.with_trait(ops.CONTROL_FLOW, ops.BARRIER, ops.KERNEL, ops.SIDE_EFFECT) | {"constant"}
+NOT_FOLDED = ops.with_trait(ops.CONTROL_FLOW, ops.BARRIER, ops.KERNEL, ops.SIDE_EFFECT,
+                            ops.COLLECTIVE) | {"constant"}
 
 
 def evaluate(op: Operation, operand_values) -> Optional[list]:

@@ -36,7 +36,7 @@ FRONTEND_LAYERS = (
      ("hlo.tracing.*",)),
     ("compile", "targets, the persistent cache, Lowered / Compiled, device placement (device_put)",
      ("hlo.staging.targets", "hlo.staging.cache", "hlo.staging.stages", "hlo.staging.placement",
-      "hlo.staging.progress")),
+      "hlo.staging.progress", "hlo.sharding", "hlo.staging.sharded_array")),
     ("lax", "hlo.lax's op wrappers and what builds on them only (PRNG bits, erf_inv); host "
      "callbacks (pure_callback, debug.print)",
      ("hlo.lax.*", "hlo.debug")),
@@ -44,8 +44,9 @@ FRONTEND_LAYERS = (
      ("hlo.lax.control_flow",)),
     ("numpy", "hlo.numpy (numpy semantics on lax)",
      ("hlo.numpy.*",)),
-    ("jit", "hlo.jit / make_ir: tracing a function, compiling and caching (registers the eager hook)",
-     ("hlo.staging.jit",)),
+    ("jit", "hlo.jit / make_ir: tracing a function, compiling and caching (registers the eager hook); "
+     "hlo.shard_map (traces its function with hlo.jit)",
+     ("hlo.staging.jit", "hlo.staging.shard_map", "hlo.staging.sharded_jit")),
     ("autodiff", "grad, value_and_grad, vjp, jvp, stop_gradient, custom_vjp/custom_jvp, checkpoint",
      ("hlo.autodiff.*",)),
     ("batching", "vmap and what builds on it (jacfwd, jacrev, hessian)",
@@ -88,6 +89,8 @@ KNOWN_CYCLES = (
     ("hlo.staging.cache", "hlo.staging.stages", "hlo.staging.targets"),
     # hlo.numpy's basic families call each other inside functions (reductions of ufuncs, ...).
     ("hlo.numpy.creation", "hlo.numpy.reductions", "hlo.numpy.shapes", "hlo.numpy.ufuncs"),
+    # The op table registers the collective ops from their own module, which uses its helpers.
+    ("hlo.ir.collective_ops", "hlo.ir.ops"),
 )
 MAX_CYCLE = 5
 

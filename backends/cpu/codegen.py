@@ -4,7 +4,7 @@
 big reductions split over threads."""
 from __future__ import annotations
 
-from ..kernel_emitter import KernelEmitter
+from ..kernel_emitter import RUN_PARALLEL_DECLINED, KernelEmitter
 from .dot import lower_dot
 from .kernels import (
     Codegen,
@@ -19,7 +19,8 @@ from .sort_scatter import lower_scatter, lower_sort
 
 
 class CpuCodegen(Codegen, KernelEmitter):
-    DECLINED = {}  # host callbacks run through the runtime's dispatcher (entry.py)
+    # host callbacks and collectives run through the runtime's dispatcher (entry.py)
+    DECLINED = dict(RUN_PARALLEL_DECLINED)
 
     def __init__(self, ctx, threads):
         super().__init__(ctx, threads)

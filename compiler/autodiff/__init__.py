@@ -8,10 +8,10 @@ Everything is ordinary traced IR, so derivatives compose with ``hlo.jit`` and wi
 Modules: ``api`` (the public functions), ``backprop`` (tracing, inlining, the reverse walk),
 ``table`` (the rule registry), ``prims`` (the ops rules emit), and the rules:
 ``vjp_elementwise``, ``vjp_shape``, ``vjp_reduce``, ``vjp_linalg``, ``vjp_indexing``,
-``vjp_control``.
+``vjp_control``, ``vjp_collectives``.
 """
-from . import (vjp_control, vjp_elementwise, vjp_indexing, vjp_linalg, vjp_reduce,
-               vjp_shape)  # (importing them registers the rules)
+from . import (vjp_collectives, vjp_control, vjp_elementwise, vjp_indexing, vjp_linalg,
+               vjp_reduce, vjp_shape)  # (importing them registers the rules)
 from .api import grad, jvp, stop_gradient, value_and_grad, vjp
 from .table import RULES
 

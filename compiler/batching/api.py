@@ -18,7 +18,15 @@ from ..errors import ArgumentTypeError, ShapeError
 from ..tracing.abstract import ShapedArray
 from ..tracing.tracer import Tracer, is_tracing, lift, trace_region
 from ..tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
-from . import rules_control, rules_elementwise, rules_host, rules_indexing, rules_reduce, rules_shape
+from . import (
+    rules_collectives,
+    rules_control,
+    rules_elementwise,
+    rules_host,
+    rules_indexing,
+    rules_reduce,
+    rules_shape,
+)
 from .interpreter import Env, batch_ops
 from .table import batched, move_axis
 

@@ -29,6 +29,8 @@ from .contractions import (dot_general, dot, conv_general_dilated, conv, ConvDim
                            conv_dimension_numbers)
 from .indexing import (gather, scatter, scatter_add, scatter_mul, scatter_min, scatter_max,
                        scatter_apply, GatherDimensionNumbers, ScatterDimensionNumbers)
+from .parallel import (psum, pmean, pmax, pmin, all_gather, psum_scatter, all_to_all, ppermute,
+                       axis_index, axis_size, with_sharding_constraint)
 
 # Every array library (hlo.numpy, hlo.nn, hlo.random, control flow) imports hlo.lax first. Their
 # functions called outside a trace compile the call with hlo.jit, which registers itself with

@@ -618,9 +618,17 @@ def _as_tuple(x, what: str, typ) -> tuple:
 
 
 def jit(fun: Optional[Callable] = None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
-        target: Optional[str] = None, _eager: bool = False):
+        target: Optional[str] = None, _eager: bool = False, in_shardings=None, out_shardings=None):
     """Compile ``fun`` per abstract signature (see the module docstring). Usable as
-    ``@hlo.jit`` or ``@hlo.jit(static_argnames=("n",))``."""
+    ``@hlo.jit`` or ``@hlo.jit(static_argnames=("n",))``. With ``in_shardings`` (and
+    ``out_shardings``): one SPMD program over a mesh of CPU devices (``staging/sharded_jit.py``)."""
+    if in_shardings is not None or out_shardings is not None:
+        from .sharded_jit import sharded_jit
+        if in_shardings is None:
+            raise TypeError("hlo.jit: out_shardings needs in_shardings (the mesh and the inputs' layout)")
+        if fun is None:
+            return lambda f: sharded_jit(f, in_shardings, out_shardings)
+        return sharded_jit(fun, in_shardings, out_shardings)
     if fun is None:
         return lambda f: JitFunction(f, static_argnums, static_argnames, donate_argnums, target, _eager=_eager)
     return JitFunction(fun, static_argnums, static_argnames, donate_argnums, target, _eager=_eager)

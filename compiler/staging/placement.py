@@ -1,7 +1,10 @@
 """``hlo.devices()``, ``hlo.device_put(x, device=None)`` and ``hlo.device_get(tree)``, like jax's.
 
-``devices()`` lists the CUDA devices (``Device``: ``id``, ``platform`` "cuda", ``device_kind``,
-the GPU's name); an empty list where there is no usable GPU. ``device_put(x)`` copies a host
+``devices()`` lists the default target's devices: the CUDA devices (``Device``: ``id``,
+``platform`` "cuda", ``device_kind``, the GPU's name; an empty list where there is no usable
+GPU), or the CPU's (``CpuDevice``: ``HLO_CPU_DEVICES`` of them, default 1, as XLA's host platform
+device count); ``devices("cpu")`` / ``devices("cuda")`` ask for one kind. ``device_put(x,
+NamedSharding(mesh, spec))`` lays ``x`` out over a mesh (``staging/sharded_array.py``). ``device_put(x)`` copies a host
 array (numpy, a numpy scalar, a Python number with hlo's dtype for it, anything with
 ``__array__``) to a GPU (default: device 0) and returns the runtime's ``DeviceArray`` at once
 (the copy is asynchronous); an hlo ``DeviceArray`` already on that device comes back as it is.
@@ -9,7 +12,7 @@ Without a GPU: ``TargetUnavailableError`` saying why.
 """
 from __future__ import annotations
 
-from typing import List, Union
+from typing import List, Optional, Union
 
 import numpy as np
 
@@ -36,8 +39,22 @@ class Device:
         return f"CudaDevice(id={self.id}, device_kind={self.device_kind!r})"
 
 
-def devices() -> List[Device]:
-    """The CUDA devices of this machine ([] without a GPU, the driver or its bindings)."""
+def devices(backend: Optional[str] = None) -> list:
+    """The devices of ``backend`` ("cpu" or "cuda"; default: the default target's, as
+    ``jax.devices()``): the CUDA devices of this machine ([] without a GPU, the driver or its
+    bindings), or the CPU devices (``HLO_CPU_DEVICES``, default 1: ``hlo.runtime.cpu.devices``)."""
+    from .targets import check_target_name, default_target
+    kind = default_target() if backend is None else check_target_name(backend)
+    if kind == "cpu":
+        from hlo.runtime.cpu.devices import devices as cpu_devices
+        return list(cpu_devices())
+    if kind != "cuda":
+        raise ArgumentTypeError(f"hlo.devices: target {kind!r} has no devices (it runs in this "
+                                f"process's interpreter); ask for 'cpu' or 'cuda'")
+    return _cuda_devices()
+
+
+def _cuda_devices() -> List[Device]:
     from hlo.runtime.cuda import driver
     from hlo.runtime.cuda.errors import CudaUnavailableError
     try:
@@ -57,8 +74,15 @@ def _device_id(device: Union[None, int, Device]) -> int:
                             f"hlo.devices(), got {device!r}")
 
 
-def device_put(x, device: Union[None, int, Device] = None):
-    """``x`` in GPU memory as an hlo ``DeviceArray`` (see the module's docstring)."""
+def device_put(x, device=None):
+    """``x`` in GPU memory as an hlo ``DeviceArray`` (see the module's docstring); with an
+    ``hlo.sharding.NamedSharding``, a ``ShardedArray`` of ``x``'s blocks on the mesh's devices."""
+    from ..sharding import NamedSharding
+    if isinstance(device, NamedSharding):  # a global array over a mesh of CPU devices
+        from .sharded_array import ShardedArray
+        if isinstance(x, ShardedArray) and x.sharding == device:
+            return x
+        return ShardedArray.from_global(np.asarray(x), device, "hlo.device_put")
     from hlo.runtime.cuda.array import DeviceArray
     from hlo.runtime.cuda.array import device_put as put
     from hlo.runtime.cuda.errors import CudaUnavailableError

@@ -232,7 +232,8 @@ def artifact_payload(art) -> hlox.Payload:
                         "compile it for target='cpu' (hlo.aot.compile(f, *specs, target='cpu'))")
     from hlo.ir.callbacks import first_host_callback  # not on the load path
     cb = first_host_callback(art.optimized_module)
-    if cb is not None or exe.manifest.get("host_calls"):
+    python_sites = [d for d in exe.manifest.get("host_calls") or [] if not d.get("collective")]
+    if cb is not None or python_sites:  # (a collective's site is a record, saved as it is)
         at = f" ({cb.attrs.get('what') or 'a host callback'} at {cb.loc})" if cb is not None else ""
         raise SaveError(f"this program calls back into Python{at}: a saved executable cannot hold "
                         "the Python callable (it cannot be serialized); save a version without "
@@ -456,7 +457,8 @@ class LoadedExecutable(ProfileMethods):
         return self.executable
 
     def __init__(self, payload: hlox.Payload, where: str = "the executable",
-                 recompile: Optional[Callable[[str, str], Any]] = None, describe_only: bool = False):
+                 recompile: Optional[Callable[[str, str], Any]] = None, describe_only: bool = False,
+                 spmd_ok: bool = False):
         """``recompile``: instead of linking the stored native code, build the program from the
         IR section with ``recompile(ir_text, where)`` (``hlo.aot.load(..., recompile=True)``
         passes its compiler; it returns a ``Compiled``). ``describe_only``: check the manifest
@@ -464,6 +466,9 @@ class LoadedExecutable(ProfileMethods):
         is linked or compiled, and calling the result raises ``LoadError``."""
         m = payload.manifest
         check_manifest(m, where)
+        if m.get("spmd") and not (spmd_ok or describe_only):
+            raise hlox.LoadError(f"{where}: an SPMD program over a mesh of CPU devices "
+                                 f"({m['spmd'].get('mesh_shape')}): load it with hlo.aot.load_sharded")
         try:
             target = m["target"]
             runtime = m["runtime"]

@@ -15,8 +15,8 @@ Each test ends as:
 
 - passed: every check holds;
 - unsupported: a quantized element type, a token, tuple or dynamic type that cannot be
-  flattened, an op outside the op table (collectives, ``interpreter.print`` and
-  ``run_parallel``, ...), or no check ops at all, unless the file's RUN lines FileCheck the
+  flattened, an op outside the op table (tokens, ``interpreter.print``, ...), an op the
+  target declines (collectives on compiled targets, so far), or no check ops at all, unless the file's RUN lines FileCheck the
   interpreter's printed results: then those results are printed as the reference interpreter
   prints them and matched against the chunk's patterns (``conformance_filecheck``);
 - failed: anything else, including a crash, an error or a time-out while importing or running.
@@ -167,7 +167,6 @@ def _first_line(e: BaseException) -> str:
 
 def _run_case(case: Case, options: Options) -> Result:
     from hlo.ir.stablehlo import UnsupportedError, import_with_checks
-    from hlo.ir.stablehlo.checks import evaluate_all
     text = chunk_text(case)
     try:
         module, checks = import_with_checks(text, source_name=case.path)
@@ -192,15 +191,38 @@ def _run_case(case: Case, options: Options) -> Result:
         rename_entry_to_main(module, entry)
     except Exception as e:
         return Result("failed", "entry: " + _first_line(e), entry)
+    from . import conformance_parallel as cp
+    if info(options.target).compiled and cp.has_run_parallel(module):
+        # the programs of interpreter.run_parallel compiled for the target, run on its devices
+        try:
+            results = cp.run_on_target(module, options.target)
+        except Exception as e:
+            return _declined(e, options, entry) or Result("failed", "run_parallel: " + _first_line(e), entry)
+        return _finish(case, options, module, fn, checks, entry, printed, results)
     try:
         from hlo.staging.stages import Lowered
         compiled = Lowered(module).compile(target=options.target)
     except Exception as e:
-        return Result("failed", "compile: " + _first_line(e), entry)
+        return _declined(e, options, entry) or Result("failed", "compile: " + _first_line(e), entry)
     try:
         results = compiled()
     except Exception as e:
         return Result("failed", "run: " + _first_line(e), entry)
+    return _finish(case, options, module, fn, checks, entry, printed, results)
+
+
+def _declined(e: BaseException, options: Options, entry: str) -> Optional[Result]:
+    """An unsupported result when ``e`` is an op the target's backend declines, with its
+    reason (``check_declined_ops``)."""
+    from hlo.errors import UnsupportedError as Declined
+    m = re.search(r"(\S+) cannot be compiled for target", str(e))
+    if isinstance(e, Declined) and m:
+        return Result("unsupported", _first_line(e), entry, category=f"{m.group(1)} on {options.target}")
+    return None
+
+
+def _finish(case, options, module, fn, checks, entry, printed, results) -> Result:
+    from hlo.ir.stablehlo.checks import evaluate_all
     try:
         if printed is not None:
             failures = _check_printed(printed, results, fn)
@@ -342,6 +364,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--verbose", "-v", action="store_true", help="print passing tests too")
     p.add_argument("--json", metavar="FILE", help="write every result to FILE as JSON")
     a = p.parse_args(argv)
+    # the collective tests' grids (interpreter.run_parallel, up to 5 processes) need devices
+    os.environ.setdefault("HLO_CPU_DEVICES", "8")
 
     if not os.path.isdir(a.folder):
         print(f"conformance: no such folder: {a.folder}", file=sys.stderr)

@@ -5,9 +5,10 @@
   min/max, total order) shared by every family.
 - ``elementwise``, ``shape_ops``, ``reduction`` (reduce, reduce_window), ``linalg``
   (dot_general, convolution), ``indexing`` (gather, scatter), ``sorting`` (sort), ``control``
-  (while, if, case, call, fusion).
+  (while, if, case, call, fusion), ``collectives`` (the collective ops, run_parallel: a
+  parallel run is a thread per process meeting at rendezvous).
 """
 from .registry import HANDLERS, ELEMENTWISE, InterpreterError
-from . import elementwise, shape_ops, reduction, linalg, indexing, sorting, control
+from . import elementwise, shape_ops, reduction, linalg, indexing, sorting, control, collectives
 
 __all__ = ["HANDLERS", "ELEMENTWISE", "InterpreterError"]

@@ -126,6 +126,13 @@ class _Writer:
     def op(self, op: Operation, depth: int) -> None:
         ind = "  " * depth
         operands = ", ".join(self.use(v) for v in op.operands)
+        if op.name == "run_parallel":  # the test vectors' interpreter.run_parallel of functions
+            from .run_parallel import export_programs
+            results = ", ".join(self.define(r) for r in op.results)
+            sig = f"({_types(op.operands)}) -> ({', '.join(tensor_to_mlir_text(t) for t in op.result_types)})"
+            self.lines.append(f'{ind}{results}{" = " if op.results else ""}"interpreter.run_parallel"'
+                              f'({operands}) {{{export_programs(op, _symbol)}}} : {sig} {_loc(op.loc)}')
+            return
         attrs = self.attrs(op)
         regions = ""
         if op.regions:

@@ -49,9 +49,7 @@ from .typemap import TextAttr, array_from_attr, tensor_from_mlir
 
 # Ops that exist in StableHLO (or its companions) but not in hlo's op table, with a reason.
 _OUTSIDE_TABLE_REASON = "op outside hlo's op table"
-_COLLECTIVES = {"all_gather", "all_reduce", "all_to_all", "collective_broadcast",
-                "collective_permute", "reduce_scatter", "replica_id", "partition_id",
-                "send", "recv", "infeed", "outfeed", "after_all", "create_token",
+_COLLECTIVES = {"send", "recv", "infeed", "outfeed", "after_all", "create_token",
                 "cross_replica_sum", "async_start", "async_done"}
 _SDY_IDENTITY = {"sdy.sharding_constraint", "sdy.reshard", "sdy.propagation_barrier"}
 _SHARDING_CALLS = {"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"}
@@ -119,6 +117,7 @@ class _Importer:
         self.checks: Dict[str, List[Check]] = {}
         self.probed: Set[str] = set()  # functions that run interpreter.probe
         self.names: Dict[str, str] = {}
+        self.func_ops: Dict[str, Any] = {}  # MLIR symbol -> its func.func (run_parallel's programs)
 
     # -- module and functions -------------------------------------------------------------
     def run(self, text: str) -> Module:
@@ -144,6 +143,7 @@ class _Importer:
         for f in funcs:
             sym = f.operation.attributes["sym_name"].value
             self.names[sym] = self._unique(_SYMBOL_OK.sub("_", sym) or "f")
+            self.func_ops[sym] = f
         for f in funcs:
             m.add(self.function(f))
         for op in m.walk():
@@ -297,9 +297,15 @@ class _Importer:
             self.probes.record(b, region, attrs["probe_id"].value, operands[0], loc)
             env[op.results[0]] = operands[0]
             return
+        if name.startswith("hlo_newer."):  # collective forms newer than jaxlib's StableHLO
+            from .newer_collectives import import_op
+            return self._bind(env, op, import_op(self, op, name, attrs, operands, rtypes, b, loc))
+        if name == "interpreter.run_parallel":
+            from .run_parallel import import_run_parallel
+            return self._bind(env, op, import_run_parallel(self, op, attrs, operands, rtypes, b, loc))
         if short is None:
             if name.startswith("interpreter."):
-                raise UnsupportedError(name, "interpreter dialect op (probes, printing, run_parallel)", loc)
+                raise UnsupportedError(name, "interpreter dialect op (printing, ...)", loc)
             raise UnsupportedError(name, "op from outside the StableHLO dialect", loc)
         if short in _COLLECTIVES:
             raise UnsupportedError(name, "collective, token or host-communication op", loc)

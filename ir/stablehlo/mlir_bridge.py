@@ -70,6 +70,12 @@ def parse(text: str, source_name: str = "<stablehlo>"):
         try:
             module = ir.Module.parse(text)
         except ir.MLIRError as e:
+            from . import newer_syntax as nc
+            if nc.needs_rewrite(text):  # collective forms newer than jaxlib's StableHLO
+                try:
+                    return ir.Module.parse(nc.rewrite(text))
+                except ir.MLIRError:
+                    pass
             msg = _diagnostic(e, source_name)
             unsupported = _unsupported_parse_failure(msg, text)
             if unsupported is not None:
@@ -93,7 +99,10 @@ def _unsupported_parse_failure(msg: str, text: str) -> Optional[UnsupportedError
         return UnsupportedError("quantized type", "quantized element type; jaxlib's parser rejects "
                                 "this program: " + msg[:200])
     m = _OP_IN_ERROR.search(msg)
-    if m and m.group(1)[len("stablehlo."):] not in op_table.OPS:
+    # (collectives hlo has may still come in newer forms jaxlib's StableHLO rejects: a variadic
+    # collective_broadcast, a dynamic root)
+    if m and (m.group(1)[len("stablehlo."):] not in op_table.OPS
+              or op_table.OPS[m.group(1)[len("stablehlo."):]].has(op_table.COLLECTIVE)):
         return UnsupportedError(m.group(1), "jaxlib's StableHLO (" + _jaxlib_stablehlo_version()
                                 + ") rejects this form of it: " + msg[:200])
     return None

@@ -121,6 +121,31 @@ def write_compare_type(v) -> str:
     return f"#stablehlo<comparison_type {v}>"
 
 
+def read_groups(a) -> Tuple[Tuple[int, ...], ...]:
+    """Replica groups: StableHLO's dense [groups x size] array, -1 padding ragged groups."""
+    arr = np.array(a).astype(np.int64)
+    if arr.size == 0:
+        return ()
+    return tuple(tuple(int(i) for i in row if i != -1) for row in arr.reshape(arr.shape[0], -1))
+
+
+def write_groups(v) -> str:
+    if not len(v):
+        return "dense<> : tensor<0x0xi64>"
+    width = max(len(g) for g in v)
+    rows = ", ".join("[" + ", ".join(str(int(i)) for i in list(g) + [-1] * (width - len(g))) + "]"
+                     for g in v)
+    return f"dense<[{rows}]> : tensor<{len(v)}x{width}xi64>"
+
+
+def read_unit(a) -> bool:
+    return True  # a unit attribute is true by being there
+
+
+def write_unit(v) -> str:
+    return "unit"
+
+
 INTS = (read_ints, write_i64s)
 INT = (read_int, write_i64)
 INT32 = (read_int, write_i32)
@@ -129,6 +154,8 @@ BOOLS = (read_bools, write_bools)
 PAIRS = (read_pairs, write_pairs)
 DIRECTION = (read_direction, write_direction)
 COMPARE_TYPE = (read_compare_type, write_compare_type)
+GROUPS = (read_groups, write_groups)
+UNIT = (read_unit, write_unit)
 
 # op -> {attribute name (the same on both sides): codec}
 SIMPLE_ATTRS: Dict[str, Dict[str, Tuple[Callable, Callable]]] = {
@@ -151,6 +178,14 @@ SIMPLE_ATTRS: Dict[str, Dict[str, Tuple[Callable, Callable]]] = {
                     "feature_group_count": INT, "batch_group_count": INT},
     "gather": {"slice_sizes": INTS, "indices_are_sorted": BOOL},
     "scatter": {"indices_are_sorted": BOOL, "unique_indices": BOOL},
+    "all_reduce": {"replica_groups": GROUPS, "use_global_device_ids": UNIT},
+    "all_gather": {"all_gather_dim": INT, "replica_groups": GROUPS, "use_global_device_ids": UNIT},
+    "reduce_scatter": {"scatter_dimension": INT, "replica_groups": GROUPS,
+                       "use_global_device_ids": UNIT},
+    "all_to_all": {"split_dimension": INT, "concat_dimension": INT, "split_count": INT,
+                   "replica_groups": GROUPS},
+    "collective_permute": {"source_target_pairs": PAIRS},
+    "collective_broadcast": {"replica_groups": GROUPS},
 }
 
 # Struct attributes: MLIR attribute name -> the hlo attribute names of its fields.
@@ -169,12 +204,19 @@ STRUCT_ATTRS = {
     "gather": ("dimension_numbers", GATHER_FIELDS),
     "scatter": ("scatter_dimension_numbers", SCATTER_FIELDS),
     "convolution": ("dimension_numbers", CONV_FIELDS),
+    # the collectives' channel_handle: hlo keeps its handle (channel_id; 0 = no channel), the
+    # channel type carries no semantics of these ops
+    **{op: ("channel_handle", ("channel_id",)) for op in (
+        "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute",
+        "collective_broadcast")},
 }
 
 
 def read_struct(op_name: str, a) -> Dict[str, Any]:
     """The flattened fields of a struct attribute, named as hlo names them."""
     from jaxlib.mlir.dialects import stablehlo
+    if STRUCT_ATTRS[op_name][0] == "channel_handle":
+        return {"channel_id": int(stablehlo.ChannelHandle(a).handle)}
     if op_name == "dot_general":
         s = stablehlo.DotDimensionNumbers(a)
         return {f: tuple(getattr(s, f)) for f in DOT_FIELDS}
@@ -206,6 +248,9 @@ def _list(v) -> str:
 def write_struct(op_name: str, attrs: Dict[str, Any]) -> Tuple[str, str]:
     """(MLIR attribute name, MLIR text) of the struct attribute of an hlo op."""
     g = lambda k: attrs.get(k, ())
+    if STRUCT_ATTRS[op_name][0] == "channel_handle":
+        h = int(attrs.get("channel_id", 0))
+        return "channel_handle", f"#stablehlo.channel_handle<handle = {h}, type = {1 if h > 0 else 0}>"
     if op_name == "dot_general":
         fields = [f"{f} = {_list(g(f))}" for f in DOT_FIELDS if g(f)]
         return "dot_dimension_numbers", "#stablehlo.dot<" + ", ".join(fields) + ">"

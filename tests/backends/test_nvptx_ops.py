@@ -35,6 +35,10 @@ NOT_ELEMENTAL = {
     "fusion": "a region the lowering splits into kernels",
     "optimization_barrier": "no computation: copies of the lowering",
     "host_callback": "a call back into the Python host (a HostCall step); GPU targets decline it",
+    **{name: "a collective: a HostCall step into the CPU runtime's devices; GPU targets decline it"
+       for name in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute",
+                    "collective_broadcast", "replica_id", "partition_id")},
+    "run_parallel": "the interpreter's grid of programs; compiled targets decline it",
 }
 
 PROBE_TYPES = ("pred", "s8", "s32", "s64", "u8", "u32", "f16", "bf16", "f32", "f64", "c64", "s4",

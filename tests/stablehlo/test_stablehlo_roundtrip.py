@@ -167,7 +167,6 @@ UNSUPPORTED = {
     "stablehlo.custom_call @foo": "func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n %0 = stablehlo.custom_call @foo(%a) : (tensor<4xf32>) -> tensor<4xf32>\n return %0 : tensor<4xf32>\n}",
     "check.expect_eq_const": "func.func @main() {\n %0 = stablehlo.constant dense<1> : tensor<i32>\n check.expect_eq_const %0, dense<1> : tensor<i32>\n func.return\n}",
     "tuple<tensor<4xf32>>": "func.func @main(%a: tensor<4xf32>) -> tuple<tensor<4xf32>> {\n %t = stablehlo.tuple %a : tuple<tensor<4xf32>>\n return %t : tuple<tensor<4xf32>>\n}",
-    "stablehlo.all_reduce": "func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n %0 = \"stablehlo.all_reduce\"(%a) ({\n ^bb0(%x: tensor<f32>, %y: tensor<f32>):\n %s = stablehlo.add %x, %y : tensor<f32>\n stablehlo.return %s : tensor<f32>\n }) {replica_groups = dense<[[0]]> : tensor<1x1xi64>} : (tensor<4xf32>) -> tensor<4xf32>\n return %0 : tensor<4xf32>\n}",
 }
 
 

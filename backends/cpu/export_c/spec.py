@@ -93,6 +93,9 @@ def from_executable(exe, name: str, arg_names: Optional[Sequence[str]] = None,
     other than row-major."""
     check_name(name)
     m = exe.manifest
+    if any(d.get("collective") for d in m.get("host_calls") or []):
+        raise ExportError("this program holds collectives (an SPMD program over several devices); "
+                          "an exported C library runs on one device: export a program without them")
     if m.get("host_calls"):
         raise ExportError("this program calls back into Python (hlo.debug.print / hlo.pure_callback); "
                           "an exported C library cannot: export a version without them")
