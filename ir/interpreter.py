@@ -52,6 +52,8 @@ def run(module: Module, args: Sequence[np.ndarray], function: str = "main",
         raise InterpreterError(f"module @{module.name} has no function @{function} "
                                f"(functions: {', '.join('@' + n for n in module.functions) or 'none'})")
     fn = module[function]
+    if any(not t.is_static for t in fn.arg_types):  # symbolic dimensions: bound from the args
+        module, fn = _specialized(module, fn, args, function)
     args = _check_args(fn, args)
     if verify:
         verify_module(module)
@@ -59,6 +61,24 @@ def run(module: Module, args: Sequence[np.ndarray], function: str = "main",
     with np.errstate(all="ignore"):
         outs = interp.call(fn, args)
     return [np.array(o, copy=True, order="C") for o in outs]
+
+
+def _specialized(module: Module, fn: Function, args, function: str):
+    """The module specialized to the sizes its symbols have in ``args`` (ir/specialize.py)."""
+    from .specialize import DimBindingError, bind_symbols, specialize_module
+    if isinstance(args, (list, tuple)) and len(args) == len(fn.arg_types):
+        shapes = [np.shape(a) for a in args]
+        for i, (t, s) in enumerate(zip(fn.arg_types, shapes)):
+            if len(s) != t.rank:
+                raise InterpreterError(f"@{fn.name} argument #{i} must be {t.without_layout()} "
+                                       f"(rank {t.rank}), got shape {s}")
+        try:
+            env = bind_symbols(fn.arg_types, shapes)
+        except DimBindingError as e:
+            raise InterpreterError(f"@{fn.name}: {e}") from None
+        module = specialize_module(module, env)
+        fn = module[function]
+    return module, fn
 
 
 def _check_args(fn: Function, args) -> List[np.ndarray]:

@@ -6,6 +6,7 @@ from typing import Optional, Set
 
 from . import ops as op_table
 from .core import Function, Module, Operation, Region, Value
+from .dim_expr import InconclusiveDimensionError, SymbolicDimError
 from .errors import VerifyError
 from .ops import OpError
 
@@ -54,6 +55,8 @@ def verify_op_local(op: Operation) -> None:
             d.verify(op.operand_types, op.attrs, op.regions, op.result_types)
     except OpError as e:
         raise op_error(op, str(e)) from None
+    except (InconclusiveDimensionError, SymbolicDimError) as e:  # symbolic shapes (dim_expr.py)
+        raise op_error(op, f"symbolic dimensions: {e}") from None
 
 
 def _verify_region(region: Region, visible: Set[Value], module: Optional[Module],
