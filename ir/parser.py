@@ -375,6 +375,24 @@ class Parser:
                 self.expect(":", "and a type after a dense attribute")
                 ty = self.parse_type()
                 return self.dense_to_array(lit, ty)
+        if self.at("("):  # a symbolic size: (d0-1) (ir/dim_expr.py)
+            j, depth_p = self.i, 0
+            while True:
+                u = self.toks[j]
+                if u.kind == "eof":
+                    raise self.error("unclosed '(' in an attribute", t)
+                depth_p += 1 if u.text == "(" else -1 if u.text == ")" else 0
+                j += 1
+                if depth_p == 0:
+                    break
+            text = "".join(u.text for u in self.toks[self.i + 1:j - 1])
+            from .dim_expr import DimParseError, parse
+            try:
+                d = parse(text)
+            except (DimParseError, ZeroDivisionError) as e:
+                raise self.error(f"bad dimension {text!r}: {e}", t) from None
+            self.i = j
+            return d
         if self.at("[") and depth >= MAX_ATTR_NESTING:
             raise self.error(f"an attribute list nested more than {MAX_ATTR_NESTING} deep")
         if self.accept("["):
@@ -522,11 +540,21 @@ class Parser:
         name = self.expect_kind("symbol", "a function name like @main")
         self.expect("(", "after the function name")
         params: List[Tuple[Token, TensorType]] = []
+        dim_args: Dict[int, str] = {}
         if not self.at(")"):
             while True:
                 t = self.expect_kind("value", "a parameter name")
                 self.expect(":", "after a parameter name")
                 params.append((t, self.parse_type()))
+                if self.at("{") and self.toks[self.i + 1].text == "dim":
+                    self.next(); self.next()
+                    self.expect("=", "after 'dim'")
+                    sym = self.tok
+                    if sym.kind != "ident" or sym.text.startswith("-") or "." in sym.text:
+                        raise self.error(f"expected a dimension symbol, found {self._what(sym)}")
+                    self.next()
+                    dim_args[len(params) - 1] = sym.text
+                    self.expect("}", "to close the dimension argument")
                 if not self.accept(","):
                     break
         self.expect(")", "to close the parameter list")
@@ -536,6 +564,7 @@ class Parser:
         self.expect(")", "to close the result types")
         loc = self.parse_loc()
         fn = Function(name.text[1:], [t for _, t in params], vis, loc)
+        fn.dim_args = dim_args
         scope: List[Dict[str, Value]] = [{}]
         for (t, _), a in zip(params, fn.args):
             self.define(scope, t, a)

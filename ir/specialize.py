@@ -39,12 +39,13 @@ def _linear(e: DimExpr) -> Optional[Tuple[str, int, int]]:
 
 def bind_symbols(types: Sequence[TensorType], shapes: Sequence[Sequence[int]],
                  names: Optional[Sequence[str]] = None,
-                 env: Optional[Mapping[str, int]] = None) -> Dict[str, int]:
+                 env: Optional[Mapping[str, int]] = None,
+                 env_from: Optional[Mapping[str, str]] = None) -> Dict[str, int]:
     """The symbols' values that make ``types`` have ``shapes`` (ranks already checked equal);
     ``names`` names the arguments in errors (default ``argument #i``); ``env`` holds values
-    already known."""
+    already known (``env_from`` says where each came from, for errors)."""
     out: Dict[str, int] = dict(env or {})
-    where: Dict[str, str] = {s: "given" for s in out}
+    where: Dict[str, str] = {s: (env_from or {}).get(s, "given") for s in out}
     label = (lambda i: names[i]) if names is not None else (lambda i: f"argument #{i}")
     for i, (t, shape) in enumerate(zip(types, shapes)):
         for j, d in enumerate(t.shape):
@@ -78,6 +79,23 @@ def bind_symbols(types: Sequence[TensorType], shapes: Sequence[Sequence[int]],
                     f"{label(i)} dimension {j} is {int(shape[j])} but its type says '{d}' = "
                     f"{want} with {syms}")
     return out
+
+
+def dim_arg_values(fn, args) -> Tuple[Dict[str, int], Dict[str, str]]:
+    """The symbols that ``fn``'s dimension arguments (``Function.dim_args``) set, from the
+    argument values ``args``, and where each came from."""
+    env: Dict[str, int] = {}
+    where: Dict[str, str] = {}
+    for i, sym in fn.dim_args.items():
+        v = int(args[i])
+        if sym in env and env[sym] != v:
+            raise DimBindingError(f"dimension argument #{i} is {v} but {sym} = {env[sym]} "
+                                  f"from {where[sym]}")
+        if v < 0:
+            raise DimBindingError(f"dimension argument #{i} ({sym}) is {v}, a negative size")
+        env[sym] = v
+        where[sym] = f"the value of argument #{i}"
+    return env, where
 
 
 def specialize_type(t: TensorType, env: Mapping[str, int]) -> TensorType:
@@ -128,4 +146,7 @@ def specialize_module(module: Module, env: Mapping[str, int]) -> Module:
             for reg in op.regions:
                 for a in reg.args:
                     a.type = specialize_type(a.type, env)
+            for k, v in op.attrs.items():
+                if isinstance(v, (list, tuple)) and any(isinstance(x, DimExpr) for x in v):
+                    op.attrs[k] = tuple(substitute(x, env) for x in v)
     return out

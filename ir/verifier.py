@@ -103,6 +103,11 @@ def _verify_call(op: Operation, module: Module) -> None:
 
 
 def verify_function(fn: Function) -> None:
+    for i, sym in fn.dim_args.items():  # dimension arguments: scalar integers (issue 38)
+        if not 0 <= i < len(fn.args) or fn.args[i].type.rank or not fn.args[i].type.dtype.is_int:
+            what = str(fn.args[i].type) if 0 <= i < len(fn.args) else "missing"
+            raise VerifyError(f"@{fn.name}: dimension argument #{i} ({sym}) must be a scalar "
+                              f"integer, is {what}")
     _verify_region(fn.body, set(), fn.module)
 
 

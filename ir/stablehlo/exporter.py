@@ -20,7 +20,7 @@ from ..core import Function, Location, Module, Operation, Region, Value
 from ..verifier import verify_module
 from . import mlir_bridge as mb
 from . import opmap
-from .errors import StableHLOError
+from .errors import StableHLOError, UnsupportedError
 from .typemap import dense_text, tensor_to_mlir_text
 
 
@@ -31,6 +31,13 @@ def export_module(module: Module, pretty: bool = False, verify: bool = True) -> 
     compact form of a reduce whose body is one binary op drops that op's location.
     ``verify=False`` returns the generated text without running jaxlib at all."""
     verify_module(module)
+    from ..specialize import module_symbols
+    syms = module_symbols(module)
+    if syms or any(fn.dim_args for fn in module.functions.values()):
+        raise UnsupportedError(f"export of module @{module.name} with symbolic dimensions "
+                               f"({', '.join(sorted(syms)) or 'dimension arguments'})",
+                               "writing StableHLO's dynamic ops back is not built yet; "
+                               "specialize the module to sizes first (hlo.ir.specialize)")
     text = _Writer(module).module()
     if not verify:
         return text
