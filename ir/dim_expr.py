@@ -550,3 +550,8 @@ class _Parser:
 
 def dim_str(d: Dim) -> str:
     return str(d)
+
+
+def as_dim(d) -> Dim:
+    """A dimension as the IR holds it: a ``DimExpr`` as it is, anything else ``int(d)``."""
+    return d if isinstance(d, DimExpr) else int(d)

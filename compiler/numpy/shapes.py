@@ -4,6 +4,7 @@ broadcasting, joining and splitting, tiling and repeating, padding, flipping and
 from __future__ import annotations
 
 import builtins
+import math
 from typing import List
 
 import numpy as np
@@ -55,7 +56,7 @@ def reshape(a, shape=None, order: str = "C", *, newshape=None) -> Tracer:
         if known == 0 or x.size % known:
             raise ShapeError(f"reshape: cannot reshape array of shape {x.shape} (size {x.size}) into shape {tuple(dims)}")
         dims[dims.index(-1)] = x.size // known
-    if any(d < 0 for d in dims) or int(np.prod(dims, dtype=np.int64)) != x.size:
+    if any(d < 0 for d in dims) or math.prod(dims) != x.size:  # (math.prod: symbolic sizes too)
         raise ShapeError(f"reshape: cannot reshape array of shape {x.shape} (size {x.size}) into shape {tuple(dims)}")
     if order == "C":
         return _reshape(x, dims)
