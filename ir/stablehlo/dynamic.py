@@ -17,13 +17,16 @@ that feed the dynamic ops' shape operands. The importer follows those computatio
 - a small integer tensor whose elements are known dimension expressions carries them
   (``svals``); a dynamic op whose shape operand has them gets its symbolic result type and
   becomes its static form (``dynamic_broadcast_in_dim`` -> ``broadcast_in_dim : f32[2,d0,4]``,
-  ``dynamic_iota`` -> ``iota``, ``dynamic_reshape`` -> ``reshape``); pads, slice sizes and
-  strides must still be constants;
+  ``dynamic_iota`` -> ``iota``, ``dynamic_reshape`` -> ``reshape``, ``real_dynamic_slice`` ->
+  ``slice`` / ``dynamic_slice`` with symbolic bounds); pads, gather sizes and strides must still
+  be constants;
 - a private function whose type has a ``?`` is imported at each call with the call's operand
   types (one copy per distinct signature), as StableHLO's refinement specializes callees.
 
-A shape operand that is not such a computation, a symbolic slice limit or pad, and a ``?`` that
-stays unbound in a result are UnsupportedErrors naming the op.
+Comparisons of sizes (and their ``and``/``or``) carry True/False where the symbols' bounds
+decide them, so jax.export's ``custom_call @shape_assertion`` is dropped when proven. A shape
+operand that is not such a computation and a pad or gather size that is not constant are
+UnsupportedErrors naming the op.
 """
 from __future__ import annotations
 
@@ -183,7 +186,8 @@ class ShapeValues:
         if len(results) != 1:
             return
         r = results[0]
-        if not (r.type.dtype.is_int and r.type.rank <= 1 and r.type.is_static and r.type.size <= 64):
+        if not ((r.type.dtype.is_int or r.type.dtype.is_pred) and r.type.rank <= 1
+                and r.type.is_static and r.type.size <= 64):
             return
         vals = self._value_of(short, operands, attrs, r)
         if vals is not None:
@@ -198,6 +202,16 @@ class ShapeValues:
             return list(sv[0])
         if any(s is None for s in sv) or not sv:
             return None
+        if short == "compare":  # a condition on sizes: True / False where the bounds decide it
+            x, y = sv
+            if len(x) != len(y):
+                return None
+            return [_decide(attrs["comparison_direction"], a, b) for a, b in zip(x, y)]
+        if short in ("and", "or") and r.type.dtype.is_pred:
+            x, y = sv
+            if len(x) != len(y):
+                return None
+            return [_bool_op(short, a, b) for a, b in zip(x, y)]
         if short == "concatenate":
             return [d for s in sv for d in s]
         if short == "slice":
@@ -234,6 +248,24 @@ def _linear_in(e: DimExpr, name: str):
         else:
             return None, None
     return k, DimExpr._from(rest)
+
+
+def _decide(direction: str, a, b):
+    """A comparison of sizes: True, False, or None when the symbols' bounds leave it open."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return None
+    lo, hi = bounds(a - b)
+    table = {"EQ": (lo == hi == 0, lo > 0 or hi < 0), "NE": (lo > 0 or hi < 0, lo == hi == 0),
+             "GE": (lo >= 0, hi < 0), "GT": (lo > 0, hi <= 0), "LE": (hi <= 0, lo > 0),
+             "LT": (hi < 0, lo >= 0)}
+    yes, no = table[direction]
+    return True if yes else False if no else None
+
+
+def _bool_op(op: str, a, b):
+    if op == "and":
+        return False if (a is False or b is False) else True if (a is True and b is True) else None
+    return True if (a is True or b is True) else False if (a is False and b is False) else None
 
 
 def _nonneg(d) -> bool:

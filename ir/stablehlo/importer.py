@@ -44,7 +44,7 @@ from ..verifier import verify_module
 from . import mlir_bridge as mb
 from . import opmap
 from .checks import Check
-from .dynamic import ShapeValues, finish_types, materialize
+from .dynamic import ShapeValues, finish_types, is_placeholder, materialize
 from .errors import StableHLOError, UnsupportedError, shorten
 from .probes import Probes
 from .typemap import TextAttr, array_from_attr, element_from_mlir, tensor_from_mlir, tensor_from_mlir_dims
@@ -218,6 +218,13 @@ class _Importer:
             for v, sv in zip(fn.args, arg_svals or ()):
                 if sv is not None:
                     self.dyn.svals[v] = sv
+            for i, name_ in _global_constants(attrs).items():  # jax.export's dimension names
+                sv = self.dyn.svals.get(fn.args[i]) if i < len(fn.args) else None
+                if sv is not None and len(sv) == 1 and is_placeholder(self.dyn.resolve(sv[0])):
+                    try:
+                        self.dyn.unify(sv[0], DimExpr.symbol(name_))
+                    except ValueError:  # not a name hlo's symbols can have: keep the placeholder
+                        pass
         self.fn_checks: List[Check] = []
         self.fn_check_values: List[Value] = []
         self.probes = Probes(fn.body, _wanted_probes(block)) if self.collect else None
@@ -790,6 +797,8 @@ class _Importer:
     # -- checks and custom calls ----------------------------------------------------------
     def custom_call(self, op, attrs, region, env, top, loc):
         target = attrs["call_target_name"].value
+        if target == "shape_assertion" and self.dyn is not None and op.operands:
+            return self._shape_assertion(op, attrs, env, loc)
         if target.startswith("check."):
             return self.check_op(op, "custom_call @" + target, attrs, env, top, loc)
         if target in _SHARDING_CALLS and len(op.operands) == 1 and len(op.results) == 1:
@@ -798,6 +807,21 @@ class _Importer:
                 env[op.results[0]] = v
                 return
         raise UnsupportedError(f"stablehlo.custom_call @{target}", "custom calls are opaque to hlo", loc)
+
+    def _shape_assertion(self, op, attrs, env, loc) -> None:
+        """jax.export's ``custom_call @shape_assertion(%pred, ...)``: dropped when the sizes'
+        bounds prove it (``b >= 1``), an error when they refute it; a condition they leave open
+        (``mod(b, 2) == 0``) would need a check at the call, which is not built."""
+        pred = self.value(env, op.operands[0], "custom_call @shape_assertion", loc)
+        known = self.dyn.svals.get(pred)
+        msg = attrs["error_message"].value if "error_message" in attrs else ""
+        if known is not None and all(k is True for k in known):
+            return
+        if known is not None and any(k is False for k in known):
+            raise StableHLOError(f"shape_assertion fails for every size{_at(loc)}: {shorten(msg, 300)}")
+        raise UnsupportedError("stablehlo.custom_call @shape_assertion",
+                               "a condition on sizes that hlo cannot decide when importing "
+                               "(checking it at the call is not built yet)", loc)
 
     def check_op(self, op, name: str, attrs: Dict, env: Dict, top: bool, loc) -> None:
         if not self.collect:
@@ -855,6 +879,20 @@ def _wanted_probes(block) -> Dict[str, Set[int]]:
             a = op.operation.attributes
             it = int(a["iteration"].value) if "iteration" in a else 0
             out.setdefault(a["probe_id"].value, set()).add(it)
+    return out
+
+
+def _global_constants(attrs) -> Dict[int, str]:
+    """jax.export's ``jax.global_constant = "b"`` argument attributes: index -> name."""
+    out: Dict[int, str] = {}
+    if "arg_attrs" not in attrs:
+        return out
+    for i, d in enumerate(attrs["arg_attrs"]):
+        try:
+            if "jax.global_constant" in d:
+                out[i] = str(d["jax.global_constant"].value)
+        except (TypeError, AttributeError, ValueError):
+            continue
     return out
 
 

@@ -158,3 +158,51 @@ def test_conformance_runner_checks_against_jax_refinement(target):
     assert compare([np.array([1.0, 2.0])], [np.array([1.0, 2.001])]) is not None
     assert compare([np.array([1, 2])], [np.array([1, 3])]) is not None
     assert compare([np.array([np.nan])], [np.array([np.nan])]) is None
+
+
+def _jax_export(f, *specs):
+    jax = pytest.importorskip("jax")
+    from jax import export
+    return export.export(jax.jit(f))(*specs).mlir_module()
+
+
+def test_jax_export_modules_load_with_jaxs_symbol_names():
+    """jax.export's own form: no dimension arguments, get_dimension_size, a shape_assertion
+    that the bounds prove (b >= 1), the body in a private function whose dimension argument
+    carries jax.global_constant = "b"."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    from jax import export
+
+    import hlo
+
+    def f(x, w):
+        return jnp.tanh(x @ w).sum(axis=1), jnp.concatenate([x, x], axis=0)
+    b, = export.symbolic_shape("b")
+    text = _jax_export(f, jax.ShapeDtypeStruct((b, 8), jnp.float32), jax.ShapeDtypeStruct((8, 16), jnp.float32))
+    low = hlo.load_stablehlo(text)
+    assert "func @main(%arg0: f32[b,8], %arg1: f32[8,16]) -> (f32[b], f32[2*b,8])" in low.as_text()
+    c = low.compile("cpu")
+    w = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)
+    for n in (1, 3, 17):
+        x = np.random.default_rng(n).standard_normal((n, 8)).astype(np.float32)
+        got, want = c(x, w), f(x, w)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(got[1], want[1])
+    assert c.compiles == 3
+
+
+def test_undecided_shape_assertion_is_unsupported():
+    from hlo.ir.dim_expr import DimExpr
+    from hlo.ir.stablehlo.dynamic import _decide
+    b = DimExpr.symbol("b")
+    assert _decide("GE", b, 1) is True and _decide("LT", b, 1) is False
+    assert _decide("GE", b, 2) is None and _decide("EQ", b % 2, 0) is None
+    text = BROADCAST_ADD.replace(
+        "    %6 = stablehlo.add", "    %g = stablehlo.get_dimension_size %arg1, dim = 0 : (tensor<?x4xf32>) -> tensor<i32>\n"
+        "    %two = stablehlo.constant dense<2> : tensor<i32>\n"
+        "    %p = stablehlo.compare GE, %g, %two, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>\n"
+        "    stablehlo.custom_call @shape_assertion(%p, %g) {error_message = \"b >= 2\", has_side_effect = true} : (tensor<i1>, tensor<i32>) -> ()\n"
+        "    %6 = stablehlo.add")
+    with pytest.raises(UnsupportedError, match="shape_assertion .a condition on sizes that hlo cannot decide"):
+        import_module(text)
