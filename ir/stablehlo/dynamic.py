@@ -136,8 +136,37 @@ class ShapeValues:
                 self.unify(x.type.shape[d], lim - const if const < 0 else lim)
 
     def unify_reshape(self, x: TensorType, result: TensorType) -> None:
-        """A reshape keeps the element count: solve it for one placeholder, else tie leading
+        """A reshape keeps the element count: solve it for one placeholder; else, when the
+        element counts are ``k * (product of placeholders)`` and ``k * (product of symbols)``,
+        pair the placeholders with the symbols in the order they appear; else tie leading
         dimensions one by one until it is solved."""
+        xs, rs = self.type(x).shape, self.type(result).shape
+        holders = [d for d in xs if is_placeholder(d)]
+        if len(holders) > 1 and all(is_placeholder(d) or not isinstance(d, DimExpr) for d in xs):
+            syms: List[str] = []
+            konst_r = 1
+            for d in rs:
+                if isinstance(d, DimExpr):
+                    if len(d.terms) != 1:
+                        syms = []
+                        break
+                    m, c = d.terms[0]
+                    konst_r *= c
+                    for f, p in m:
+                        if not isinstance(f, str) or f.startswith(PLACEHOLDER):
+                            syms = []
+                            break
+                        syms.extend([f] * p)
+                else:
+                    konst_r *= d
+            konst_x = 1
+            for d in xs:
+                if not isinstance(d, DimExpr):
+                    konst_x *= d
+            if len(syms) == len(holders) and konst_x == konst_r:
+                for h, sname in zip(holders, syms):
+                    self.unify(h, DimExpr.symbol(sname))
+                return
         for i in range(x.rank + 1):
             xs = self.type(x).shape
             rs = self.type(result).shape

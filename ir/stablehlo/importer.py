@@ -651,6 +651,9 @@ class _Importer:
         kind = stablehlo.TransposeAttr(attrs["transpose_a"]).value
         self._only_hints("stablehlo.triangular_solve",
                          {k: v for k, v in attrs.items() if k not in flags and k != "transpose_a"}, loc)
+        if self.dyn is not None:  # batch dimensions of a and b are one size
+            ta, tb = operands[0].type, operands[1].type
+            self.dyn.unify_shapes(ta.shape[:-2], tb.shape[:-2])
         x = decompositions.triangular_solve(b, operands[0], operands[1], transpose_a=kind, **flags)
         return [x]
 
@@ -743,7 +746,7 @@ class _Importer:
         select_r = self.region(op.regions[0], "select", env)
         update_r = self.region(op.regions[1], "update", env)
         n, m = x.type.size, source.type.size
-        it = s32 if n < 2 ** 31 else s64
+        it = s32 if not isinstance(n, DimExpr) and n < 2 ** 31 else s64  # symbolic: s64
         et = x.type.dtype
         flat = b.value("iota", attrs={"iota_dimension": 0}, result_types=[TensorType((max(n, 1),), it)])
         if n == 0:
@@ -765,6 +768,10 @@ class _Importer:
         rw_attrs = opmap.drop_defaults(op_table.OPS["reduce_window"], {
             "window_dimensions": wd, "window_strides": ws, "padding": pad})
         rw = b.op("reduce_window", [x, idx, init, none], rw_attrs, regions=[body])
+        if self.dyn is not None:  # the source has the windows' shape
+            self.dyn.unify_shapes(rw.results[0].type.shape, source.type.shape)
+            n, m = self.dyn.resolve(x.type.size), self.dyn.resolve(source.type.size)
+            rtypes = [t if t is not None else TensorType(x.type.shape, et) for t in rtypes]
         chosen = b.value("reshape", [rw.results[1]], result_types=[TensorType((m, 1), it)])
         updates = b.value("reshape", [source], result_types=[TensorType((m,), et)])
         base = b.value("broadcast_in_dim", [init], attrs={"broadcast_dimensions": ()},
