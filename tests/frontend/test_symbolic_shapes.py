@@ -102,3 +102,27 @@ def test_save_of_a_per_size_compile_is_refused():
                            S((16,), "float32")).compile("cpu")
     with pytest.raises(NotImplementedError, match="compiled per size at the call"):
         c.save("/nonexistent/x.hlox")
+
+
+@pytest.mark.parametrize("wid", ["simple_mlp", "transformer_layer"])
+def test_seed_workloads_with_a_symbolic_batch(wid):
+    """A seed workload lowered once with its batch symbolic, run at a size other than the
+    lowering's example (1 and a prime), equals the static compile of that size."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    from bench.workloads import BY_ID, Case, Ops  # the repo root holds bench/
+    w = BY_ID[wid]
+    ins = Case(w, "quick", "f32").inputs()
+    batch = ins[0].shape[0]
+    specs = [S(("b",) + a.shape[1:], a.dtype) if i == 0 else S(a.shape, a.dtype) for i, a in enumerate(ins)]
+
+    def fn(*a):
+        return w.fn(Ops(hnp), *a)
+    c = hlo.jit(fn).lower(*specs).compile("cpu")
+    assert "f32[b," in c.as_text()
+    for n in (1, 3):
+        x = np.random.default_rng(n).standard_normal((n,) + ins[0].shape[1:]).astype(np.float32)
+        args = [x] + ins[1:]
+        np.testing.assert_array_equal(np.asarray(c(*args)), np.asarray(hlo.jit(fn)(*args)))
+    assert c.compiles == 2 and batch not in (1, 3)
