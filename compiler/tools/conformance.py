@@ -185,7 +185,8 @@ def _run_case(case: Case, options: Options) -> Result:
         status, message = run_dynamic(text, module, entry, options.target)
         result = Result(status, message, entry, category="dynamic reference" if status == "unsupported" else "")
         if status == "passed" and options.check_export:
-            result.export = check_export(module)
+            from .conformance_dynamic import check_export as check_symbolic_export
+            result.export = check_symbolic_export(module)
         return result
     printed = None
     if entry not in checks:

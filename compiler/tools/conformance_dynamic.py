@@ -177,6 +177,38 @@ def compare(got: List[np.ndarray], want: List[np.ndarray]) -> Optional[str]:
     return None
 
 
+def check_export(module) -> str:
+    """"ok" when the symbolic ``module`` exports to StableHLO that jaxlib verifies and
+    re-imports to the same program: compared after dead code elimination on both sides, since
+    the export computes sizes with ops (``get_dimension_size``, arithmetic) that the re-import
+    reads into its types and leaves unused."""
+    from hlo.ir import print_module
+    from hlo.ir.clone import clone_module
+    from hlo.ir.stablehlo import export_module, import_module
+    from hlo.passes.dce import dce_region
+
+    def live(m) -> list:
+        m = clone_module(m)
+        for fn in m.functions.values():
+            dce_region(fn.body)
+        return print_module(m).split("\n")
+    try:
+        text = export_module(module)
+    except Exception as e:
+        return "export: " + _first_line(e)
+    try:
+        again = import_module(text)
+    except Exception as e:
+        return "re-import: " + _first_line(e)
+    a, b = live(module), live(again)
+    if a == b:
+        return "ok"
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return f"re-import differs at line {i + 1}: {x.strip()!r} became {y.strip()!r}"
+    return f"re-import differs: {len(a)} lines became {len(b)}"
+
+
 def _first_line(e: BaseException) -> str:
     s = str(e).strip().split("\n")[0]
     return f"{type(e).__name__}: {s}" if not s.startswith(type(e).__name__) else s

@@ -15,6 +15,7 @@ from typing import Optional
 import numpy as np
 
 from ..core import Location
+from ..dim_expr import DimExpr
 from ..types import FROM_MLIR, MLIR_NAMES, ElementType, TensorType
 from .errors import StableHLOError, UnsupportedError
 
@@ -89,7 +90,7 @@ def tensor_from_mlir_dims(t, loc: Optional[Location], dynamic) -> TensorType:
 
 def tensor_to_mlir_text(t: TensorType) -> str:
     """``tensor<4x8xf32>`` for ``f32[4,8]`` (layouts have no StableHLO spelling and are dropped)."""
-    dims = "".join(f"{d}x" for d in t.shape)
+    dims = "".join("?x" if isinstance(d, DimExpr) else f"{d}x" for d in t.shape)  # symbolic: ?
     return f"tensor<{dims}{MLIR_NAMES[t.dtype.name]}>"
 
 
