@@ -34,7 +34,7 @@ _AOT_NAMES = {
 # in the order the frontend has always been imported.
 _FRONTEND = (
     ("errors", "hlo.errors", None), ("dtypes", "hlo.dtypes", None),
-    ("ShapeDtypeStruct", "hlo.tracing.abstract", "ShapeDtypeStruct"),
+    ("ShapeDtypeStruct", "hlo.tracing.abstract", "ShapeDtypeStruct"), ("Dim", "hlo.tracing.dims", "Dim"),
     ("jit", "hlo.staging.jit", "jit"), ("make_ir", "hlo.staging.jit", "make_ir"), ("JitFunction", "hlo.staging.jit", "JitFunction"),
     ("Lowered", "hlo.staging.stages", "Lowered"), ("Compiled", "hlo.staging.stages", "Compiled"),
     ("TARGETS", "hlo.config", "TARGETS"), ("default_target", "hlo.staging.targets", "default_target"),

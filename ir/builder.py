@@ -9,6 +9,7 @@ from typing import Any, Dict, Optional, Sequence
 
 from . import ops as op_table
 from .core import Location, Operation, Region, Value
+from .dim_expr import InconclusiveDimensionError, SymbolicDimError
 from .ops import OpError
 from .types import TensorType
 from .verifier import op_error, verify_op_local
@@ -33,7 +34,7 @@ class Builder:
                 d = op_table.get(name)
                 norm = d.normalize_attrs(attrs)
                 inferred = d.infer([v.type for v in operands], norm, list(regions))
-            except OpError as e:
+            except (OpError, InconclusiveDimensionError, SymbolicDimError) as e:
                 raise op_error(probe, str(e)) from None
             if inferred is None:
                 raise op_error(probe, "result types cannot be inferred for this op; pass result_types")

@@ -29,6 +29,7 @@ def clone_op(op: Operation, vmap: Dict[Value, Value]) -> Operation:
 
 def clone_function(fn: Function) -> Function:
     new = Function(fn.name, fn.arg_types, fn.visibility, fn.loc)
+    new.dim_args = dict(fn.dim_args)
     vmap: Dict[Value, Value] = dict(zip(fn.args, new.args))
     body = clone_region(fn.body, vmap)
     new.body.ops = body.ops

@@ -199,6 +199,9 @@ class Function:
         self.visibility = visibility
         self.loc = loc
         self.module: Optional[Module] = None
+        # symbolic dimensions whose value is a scalar integer argument (issue 38, the StableHLO
+        # dimension arguments): argument index -> symbol; printed `%arg0: s64[] {dim = b}`
+        self.dim_args: Dict[int, str] = {}
 
     @property
     def args(self) -> List[Value]:

@@ -52,6 +52,8 @@ def run(module: Module, args: Sequence[np.ndarray], function: str = "main",
         raise InterpreterError(f"module @{module.name} has no function @{function} "
                                f"(functions: {', '.join('@' + n for n in module.functions) or 'none'})")
     fn = module[function]
+    if fn.dim_args or any(not t.is_static for t in fn.arg_types):  # symbolic dimensions
+        module, fn = _specialized(module, fn, args, function)
     args = _check_args(fn, args)
     if verify:
         verify_module(module)
@@ -83,6 +85,25 @@ def run_parallel(module: Module, args: Sequence[Sequence[np.ndarray]], num_repli
         verify_module(module)
     outs = run_processes(lambda: Interpreter(module), [fn] * n, checked, num_replicas, num_partitions)
     return [[np.array(o, copy=True, order="C") for o in per] for per in outs]
+
+
+def _specialized(module: Module, fn: Function, args, function: str):
+    """The module specialized to the sizes its symbols have in ``args`` (ir/specialize.py)."""
+    from .specialize import DimBindingError, bind_symbols, dim_arg_values, specialize_module
+    if isinstance(args, (list, tuple)) and len(args) == len(fn.arg_types):
+        shapes = [np.shape(a) for a in args]
+        for i, (t, s) in enumerate(zip(fn.arg_types, shapes)):
+            if len(s) != t.rank:
+                raise InterpreterError(f"@{fn.name} argument #{i} must be {t.without_layout()} "
+                                       f"(rank {t.rank}), got shape {s}")
+        try:
+            given, where = dim_arg_values(fn, args)
+            env = bind_symbols(fn.arg_types, shapes, env=given, env_from=where)
+        except DimBindingError as e:
+            raise InterpreterError(f"@{fn.name}: {e}") from None
+        module = specialize_module(module, env)
+        fn = module[function]
+    return module, fn
 
 
 def _check_args(fn: Function, args) -> List[np.ndarray]:

@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 import ml_dtypes
 import numpy as np
 
+from .dim_expr import DimExpr
 from .types import ElementType, TensorType, element_type, pred, s32
 
 
@@ -40,6 +41,8 @@ def _is_int(x):
 
 
 def _norm_int(x):
+    if isinstance(x, DimExpr):  # a symbolic size (slice bounds, slice sizes: dim_expr.py)
+        return x
     if not _is_int(x):
         raise OpError(f"expected an integer, got {x!r}")
     return int(x)

@@ -14,6 +14,7 @@ import numpy as np
 
 from . import ops as op_table
 from .core import Function, Location, Module, Operation, Region, Value
+from .dim_expr import DimExpr
 from .errors import ParseError, VerifyError
 from .nesting import call_with_stack_for_depth
 from .types import BY_NAME, ElementType, TensorType
@@ -28,7 +29,7 @@ _TOKEN_RE = re.compile(r"""
   | (?P<number>-?(?:0[xX][0-9a-fA-F]+|(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)))
   | (?P<ident>-?[A-Za-z_][A-Za-z0-9_.]*)
   | (?P<arrow>->)
-  | (?P<punct>[()\[\]{}<>,:=])
+  | (?P<punct>[()\[\]{}<>,:=*+-])
 """, re.VERBOSE)
 
 
@@ -179,6 +180,38 @@ class Parser:
         self.next()
         return _int(t.text)
 
+    def dim_tok(self):
+        """A dimension: an integer, or a symbolic expression (``b``, ``2*b``, ``b-1``,
+        ``floordiv(b,2)``: ``ir/dim_expr.py``) read up to the ``,`` or ``]`` that ends it."""
+        t = self.tok
+        if t.kind == "eof":
+            raise self.error(f"expected a dimension size, found {self._what(t)}")
+        nxt = self.toks[self.i + 1]
+        if t.kind == "number" and nxt.text in (",", "]"):
+            return self.int_tok("a dimension size")
+        depth, j = 0, self.i
+        while True:
+            u = self.toks[j]
+            if u.kind == "eof" or (depth == 0 and u.text in (",", "]")):
+                break
+            if u.text == "(":
+                depth += 1
+            elif u.text == ")":
+                depth -= 1
+            elif u.kind not in ("number", "ident", "punct") or u.text in ("[", "{", "}", "<", ">", ":", "="):
+                raise self.error(f"expected a dimension size, found {self._what(u)}", u)
+            j += 1
+        if j == self.i:
+            raise self.error(f"expected a dimension size, found {self._what(t)}")
+        text = "".join(u.text for u in self.toks[self.i:j])
+        from .dim_expr import DimParseError, parse
+        try:
+            d = parse(text)
+        except (DimParseError, ZeroDivisionError) as e:
+            raise self.error(f"bad dimension {text!r}: {e}", t) from None
+        self.i = j
+        return d
+
     # -- types --------------------------------------------------------------------------------
     def parse_type(self) -> TensorType:
         t = self.tok
@@ -189,9 +222,9 @@ class Parser:
         self.expect("[", "after the element type")
         dims = []
         if not self.at("]"):
-            dims.append(self.int_tok("a dimension size"))
+            dims.append(self.dim_tok())
             while self.accept(","):
-                dims.append(self.int_tok("a dimension size"))
+                dims.append(self.dim_tok())
         self.expect("]", "to close the shape")
         layout = None
         if self.at("{") and self.toks[self.i + 1].kind == "number":
@@ -200,7 +233,7 @@ class Parser:
             while self.accept(","):
                 layout.append(self.int_tok("a layout dimension"))
             self.expect("}", "to close the layout")
-        if any(d < 0 for d in dims):
+        if any(not isinstance(d, DimExpr) and d < 0 for d in dims):
             raise self.error("negative dimension size", t)
         try:
             return TensorType(tuple(dims), et, None if layout is None else tuple(layout))
@@ -342,6 +375,24 @@ class Parser:
                 self.expect(":", "and a type after a dense attribute")
                 ty = self.parse_type()
                 return self.dense_to_array(lit, ty)
+        if self.at("("):  # a symbolic size: (d0-1) (ir/dim_expr.py)
+            j, depth_p = self.i, 0
+            while True:
+                u = self.toks[j]
+                if u.kind == "eof":
+                    raise self.error("unclosed '(' in an attribute", t)
+                depth_p += 1 if u.text == "(" else -1 if u.text == ")" else 0
+                j += 1
+                if depth_p == 0:
+                    break
+            text = "".join(u.text for u in self.toks[self.i + 1:j - 1])
+            from .dim_expr import DimParseError, parse
+            try:
+                d = parse(text)
+            except (DimParseError, ZeroDivisionError) as e:
+                raise self.error(f"bad dimension {text!r}: {e}", t) from None
+            self.i = j
+            return d
         if self.at("[") and depth >= MAX_ATTR_NESTING:
             raise self.error(f"an attribute list nested more than {MAX_ATTR_NESTING} deep")
         if self.accept("["):
@@ -489,11 +540,21 @@ class Parser:
         name = self.expect_kind("symbol", "a function name like @main")
         self.expect("(", "after the function name")
         params: List[Tuple[Token, TensorType]] = []
+        dim_args: Dict[int, str] = {}
         if not self.at(")"):
             while True:
                 t = self.expect_kind("value", "a parameter name")
                 self.expect(":", "after a parameter name")
                 params.append((t, self.parse_type()))
+                if self.at("{") and self.toks[self.i + 1].text == "dim":
+                    self.next(); self.next()
+                    self.expect("=", "after 'dim'")
+                    sym = self.tok
+                    if sym.kind != "ident" or sym.text.startswith("-") or "." in sym.text:
+                        raise self.error(f"expected a dimension symbol, found {self._what(sym)}")
+                    self.next()
+                    dim_args[len(params) - 1] = sym.text
+                    self.expect("}", "to close the dimension argument")
                 if not self.accept(","):
                     break
         self.expect(")", "to close the parameter list")
@@ -503,6 +564,7 @@ class Parser:
         self.expect(")", "to close the result types")
         loc = self.parse_loc()
         fn = Function(name.text[1:], [t for _, t in params], vis, loc)
+        fn.dim_args = dim_args
         scope: List[Dict[str, Value]] = [{}]
         for (t, _), a in zip(params, fn.args):
             self.define(scope, t, a)

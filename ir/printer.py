@@ -23,6 +23,7 @@ from typing import Dict, List
 import numpy as np
 
 from .core import Function, Module, Operation, Region, Value
+from .dim_expr import DimExpr
 from .nesting import call_with_stack_for
 from .types import ElementType, TensorType, element_type
 
@@ -95,6 +96,8 @@ def format_attr_value(v) -> str:
         return "true" if v else "false"
     if isinstance(v, (int, np.integer)):
         return str(int(v))
+    if isinstance(v, DimExpr):  # a symbolic size in an attribute: (d0-1)
+        return f"({v})"
     if isinstance(v, (float, np.floating)):
         return format_scalar(v, element_type("f64"))
     if isinstance(v, str):
@@ -169,7 +172,9 @@ def _print_region(r: Region, namer: _Namer, depth: int, lines: List[str], label:
 
 def print_function(fn: Function) -> str:
     namer = _Namer()
-    args = ", ".join(f"{namer.define(a, f'%arg{i}')}: {a.type}" for i, a in enumerate(fn.args))
+    args = ", ".join(f"{namer.define(a, f'%arg{i}')}: {a.type}"
+                     + (f" {{dim = {fn.dim_args[i]}}}" if i in fn.dim_args else "")
+                     for i, a in enumerate(fn.args))
     vis = "private " if fn.visibility == "private" else ""
     loc = f" {fn.loc.text()}" if fn.loc is not None else ""
     lines = [f"func {vis}@{fn.name}({args}) -> ({', '.join(str(t) for t in fn.result_types)}){loc} {{"]

@@ -3,9 +3,11 @@
 Element types carry XLA's short names (``f32``, ``s32``, ``pred``, ``c64``, ``s4``,
 ``f8e4m3fn``...) in the text form and map one-to-one onto numpy dtypes (``ml_dtypes`` supplies
 bfloat16, the 8-bit and narrower floats and the 2- and 4-bit integers, each one byte wide in numpy
-arrays; complex64/complex128 are numpy's, real and imaginary parts interleaved). Tensor types are ranked and
-static: a shape (possibly rank 0, possibly with zero-sized dimensions), an element type and an
+arrays; complex64/complex128 are numpy's, real and imaginary parts interleaved). Tensor types are ranked:
+a shape (possibly rank 0, possibly with zero-sized dimensions), an element type and an
 optional physical layout (minor-to-major dimension order) that layout assignment fills in.
+A dimension is a plain ``int``, or a ``DimExpr`` (``ir/dim_expr.py``) when it is symbolic
+(``f32[b,512]``, ``f32[2*b]``); static shapes are tuples of ints, as before.
 """
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from typing import Optional, Tuple
 
 import ml_dtypes
 import numpy as np
+
+from .dim_expr import DimExpr, SymbolicDimError
 
 
 @dataclass(frozen=True)
@@ -197,7 +201,7 @@ def _overflow_message(shape, dtype) -> str:
 
 @dataclass(frozen=True)
 class TensorType:
-    """A ranked, statically shaped tensor type, e.g. ``f32[4,8]`` or ``f32[4,8]{0,1}``.
+    """A ranked tensor type, e.g. ``f32[4,8]``, ``f32[4,8]{0,1}`` or ``f32[b,8]`` (symbolic).
 
     ``layout`` is the minor-to-major order of dimensions, or None while unassigned (which
     means the default row-major layout, minor-to-major ``rank-1, ..., 0``).
@@ -208,12 +212,20 @@ class TensorType:
     layout: Optional[Tuple[int, ...]] = None
 
     def __post_init__(self):
-        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
-        n = 1
-        for d in self.shape:
-            if d < 0:
-                raise ValueError(f"negative dimension in shape {self.shape}")
-            n *= d
+        try:
+            object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        except SymbolicDimError:  # symbolic dimensions (ir/dim_expr.py): no size checks here
+            object.__setattr__(self, "shape", tuple(
+                d if isinstance(d, DimExpr) else int(d) for d in self.shape))
+            if any(not isinstance(d, DimExpr) and d < 0 for d in self.shape):
+                raise ValueError(f"negative dimension in shape {self.shape}") from None
+            n = 0
+        else:
+            n = 1
+            for d in self.shape:
+                if d < 0:
+                    raise ValueError(f"negative dimension in shape {self.shape}")
+                n *= d
         if n * self.dtype.itemsize > INDEX_MAX:
             # the frame that made the type (past the dataclass's generated __init__), for the
             # frontend to find the user's line from
@@ -223,6 +235,11 @@ class TensorType:
             if sorted(lay) != list(range(len(self.shape))):
                 raise ValueError(f"layout {lay} is not a permutation of the dimensions of {self.shape}")
             object.__setattr__(self, "layout", lay)
+
+    @property
+    def is_static(self) -> bool:
+        """Every dimension a plain int (no symbolic ``DimExpr``)."""
+        return not any(isinstance(d, DimExpr) for d in self.shape)
 
     @property
     def rank(self) -> int:

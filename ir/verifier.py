@@ -6,6 +6,7 @@ from typing import Optional, Set
 
 from . import ops as op_table
 from .core import Function, Module, Operation, Region, Value
+from .dim_expr import InconclusiveDimensionError, SymbolicDimError
 from .errors import VerifyError
 from .ops import OpError
 
@@ -54,6 +55,8 @@ def verify_op_local(op: Operation) -> None:
             d.verify(op.operand_types, op.attrs, op.regions, op.result_types)
     except OpError as e:
         raise op_error(op, str(e)) from None
+    except (InconclusiveDimensionError, SymbolicDimError) as e:  # symbolic shapes (dim_expr.py)
+        raise op_error(op, f"symbolic dimensions: {e}") from None
 
 
 def _verify_region(region: Region, visible: Set[Value], module: Optional[Module],
@@ -100,6 +103,11 @@ def _verify_call(op: Operation, module: Module) -> None:
 
 
 def verify_function(fn: Function) -> None:
+    for i, sym in fn.dim_args.items():  # dimension arguments: scalar integers (issue 38)
+        if not 0 <= i < len(fn.args) or fn.args[i].type.rank or not fn.args[i].type.dtype.is_int:
+            what = str(fn.args[i].type) if 0 <= i < len(fn.args) else "missing"
+            raise VerifyError(f"@{fn.name}: dimension argument #{i} ({sym}) must be a scalar "
+                              f"integer, is {what}")
     _verify_region(fn.body, set(), fn.module)
 
 

@@ -17,6 +17,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from hlo.ir import Builder, Location, Region, TensorType, VerifyError, element_type
+from hlo.ir.dim_expr import as_dim
 
 from ..errors import HloError
 from ..tracing.abstract import aval_of_type
@@ -178,7 +179,7 @@ def add_any(a: Optional[Tracer], b: Optional[Tracer]) -> Optional[Tracer]:
 # --------------------------------------------------------------------------------------------
 
 def broadcast_in_dim(x: Tracer, shape, dims: Sequence[int]) -> Tracer:
-    shape = tuple(int(d) for d in shape)
+    shape = tuple(as_dim(d) for d in shape)
     if x.shape == shape and tuple(dims) == tuple(range(len(shape))):
         return x
     return emit1("broadcast_in_dim", [x], {"broadcast_dimensions": list(dims)},
@@ -186,7 +187,7 @@ def broadcast_in_dim(x: Tracer, shape, dims: Sequence[int]) -> Tracer:
 
 
 def reshape(x: Tracer, shape) -> Tracer:
-    shape = tuple(int(d) for d in shape)
+    shape = tuple(as_dim(d) for d in shape)
     if x.shape == shape:
         return x
     return emit1("reshape", [x], result_types=[ir_type(shape, x.dtype)])

@@ -8,6 +8,7 @@ from typing import Sequence, Tuple
 import numpy as np
 
 from hlo.ir import TensorType
+from hlo.ir.dim_expr import as_dim
 
 from .. import dtypes
 from ..errors import ArgumentTypeError, DTypeError, HloIndexError, ShapeError
@@ -139,7 +140,7 @@ def with_weak(x: Tracer, weak: bool) -> Tracer:
 
 
 def broadcast_in_dim(x: Tracer, shape, dims: Sequence[int]) -> Tracer:
-    shape = tuple(int(d) for d in shape)
+    shape = tuple(as_dim(d) for d in shape)
     if x.shape == shape and tuple(dims) == tuple(range(len(shape))):
         return x
     return emit1("broadcast_in_dim", [x], {"broadcast_dimensions": list(dims)},
@@ -148,7 +149,7 @@ def broadcast_in_dim(x: Tracer, shape, dims: Sequence[int]) -> Tracer:
 
 def broadcast_to_shape(x: Tracer, shape, what: str = "broadcast_to") -> Tracer:
     """numpy-style broadcast of ``x`` to ``shape`` (trailing dimensions aligned)."""
-    shape = tuple(int(d) for d in shape)
+    shape = tuple(as_dim(d) for d in shape)
     if x.shape == shape:
         return x
     nd, xd = len(shape), x.ndim
@@ -160,7 +161,7 @@ def broadcast_to_shape(x: Tracer, shape, what: str = "broadcast_to") -> Tracer:
 
 
 def reshape(x: Tracer, shape) -> Tracer:
-    shape = tuple(int(d) for d in shape)
+    shape = tuple(as_dim(d) for d in shape)
     if x.shape == shape:
         return x
     return emit1("reshape", [x], result_types=[ir_type(shape, x.dtype)], weak_type=x.weak_type)

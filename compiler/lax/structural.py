@@ -7,6 +7,8 @@ from typing import List, Sequence
 
 import numpy as np
 
+from hlo.ir.dim_expr import DimExpr
+
 from .. import dtypes
 from ..errors import ArgumentTypeError, DTypeError, ShapeError
 from ..tracing.api_util import api_function
@@ -96,7 +98,8 @@ def slice(operand, start_indices, limit_indices, strides=None) -> Tracer:
     """Static slice ``operand[start:limit:stride]`` per dimension (in bounds, positive strides)."""
     x = as_tracer(operand, what="lax.slice")
     st = [static_int("lax.slice: start index", s) for s in start_indices]
-    li = [static_int("lax.slice: limit index", s) for s in limit_indices]
+    li = [s if isinstance(s, DimExpr) else static_int("lax.slice: limit index", s)  # symbolic too
+          for s in limit_indices]
     sd = [static_int("lax.slice: stride", s) for s in strides] if strides is not None else [1] * x.ndim
     if not len(st) == len(li) == len(sd) == x.ndim:
         raise ShapeError(f"lax.slice: start, limit and strides need one entry per dimension of {x.shape}")

@@ -136,7 +136,10 @@ def _expand(x: Tracer, idx) -> List[_Entry]:
                         "fixed-size window at a traced position")
             n = x.shape[dim]
             try:
-                st, sp, step = v.indices(n)
+                if v.start is None and v.stop is None and v.step in (None, 1):
+                    st, sp, step = 0, n, 1  # the whole axis (a symbolic size too)
+                else:
+                    st, sp, step = v.indices(n)
             except (TypeError, ValueError) as e:
                 raise HloIndexError(f"invalid slice {v!r}: {e}") from None
             entries.append(_Entry("slice", dim, (st, sp, step)))

@@ -12,6 +12,8 @@ import builtins
 
 import numpy as np
 
+from hlo.ir.dim_expr import DimExpr
+
 from .. import dtypes
 from ..errors import ShapeError
 from ..lax import elementwise as ew
@@ -116,8 +118,12 @@ def mean(a, axis=None, dtype=None, out=None, keepdims: bool = False, where=None)
     xc = convert(x, cdt)
     if where is None:
         total = _reduce(xc, axes, ew.add, 0)
-        n = as_tracer(np.asarray(_count(x, axes), cdt))
-        res = emit1("divide", [total, broadcast_in_dim(n, total.shape, [])])
+        if builtins.any(isinstance(x.shape[i], DimExpr) for i in axes):  # a symbolic count: summed ones
+            ones = broadcast_in_dim(as_tracer(np.asarray(1, cdt)), x.shape, [])
+            res = emit1("divide", [total, _reduce(ones, axes, ew.add, 0)])
+        else:
+            n = as_tracer(np.asarray(_count(x, axes), cdt))
+            res = emit1("divide", [total, broadcast_in_dim(n, total.shape, [])])
     else:
         from ..lax.common import broadcast_to_shape
         from .promotion import to_bool

@@ -4,9 +4,12 @@ broadcasting, joining and splitting, tiling and repeating, padding, flipping and
 from __future__ import annotations
 
 import builtins
+import math
 from typing import List
 
 import numpy as np
+
+from hlo.ir.dim_expr import DimExpr
 
 from .. import dtypes
 from ..errors import ArgumentTypeError, HloIndexError, ShapeError, UnsupportedError
@@ -47,15 +50,15 @@ def reshape(a, shape=None, order: str = "C", *, newshape=None) -> Tracer:
         shape = (shape,)
     if isinstance(shape, Tracer):
         raise ArgumentTypeError("reshape: the new shape must be static (Python ints), not a traced value")
-    dims = [static_int("reshape: shape entry", d) for d in shape]
+    dims = [d if isinstance(d, DimExpr) else static_int("reshape: shape entry", d) for d in shape]
     if dims.count(-1) > 1:
         raise ShapeError(f"reshape: can only infer one dimension, got shape {tuple(dims)}")
     if -1 in dims:
-        known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+        known = math.prod(d for d in dims if not (isinstance(d, int) and d == -1))
         if known == 0 or x.size % known:
             raise ShapeError(f"reshape: cannot reshape array of shape {x.shape} (size {x.size}) into shape {tuple(dims)}")
         dims[dims.index(-1)] = x.size // known
-    if any(d < 0 for d in dims) or int(np.prod(dims, dtype=np.int64)) != x.size:
+    if any(d < 0 for d in dims) or math.prod(dims) != x.size:  # (math.prod: symbolic sizes too)
         raise ShapeError(f"reshape: cannot reshape array of shape {x.shape} (size {x.size}) into shape {tuple(dims)}")
     if order == "C":
         return _reshape(x, dims)

@@ -289,7 +289,10 @@ class JitFunction:
     @api_boundary
     def lower(self, *args, **kwargs) -> Lowered:
         """Trace for these arguments (arrays or ``hlo.ShapeDtypeStruct``) and return the IR."""
-        return self._lower(self._signature(args, kwargs, allow_struct=True))
+        low = self._lower(self._signature(args, kwargs, allow_struct=True))
+        from .specializing import declared_ranges
+        low.dim_ranges = declared_ranges((args, kwargs))
+        return low
 
     @native_first  # self._native(*args) when there is one and no kwargs, else:
     def __call__(self, args, kwargs):

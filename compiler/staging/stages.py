@@ -24,6 +24,7 @@ from ..tracing.abstract import ShapedArray, array_key, aval_of_type, c_strides, 
 from ..tracing.tracer import abstractify
 from ..tree_util import PyTreeDef, native_finish, positional_treedef, tree_unflatten, unflattener
 from . import progress
+from .specializing import SpecializingCompiled, is_symbolic, symbolic_avals
 from .targets import Artifact, compile_module, resolve_target
 
 
@@ -42,12 +43,15 @@ class Lowered:
         main = module.main
         self.in_tree = in_tree
         self.out_tree = out_tree
+        if in_avals is None and is_symbolic(module):  # symbolic dimensions (specializing.py)
+            in_avals, out_avals = symbolic_avals(module)
         self.in_avals = list(in_avals) if in_avals is not None else [aval_of_type(t) for t in main.arg_types]
         self.out_avals = list(out_avals) if out_avals is not None else [aval_of_type(t) for t in main.result_types]
         self.arg_names = list(arg_names) if arg_names is not None else [f"argument {i}" for i in range(len(self.in_avals))]
         self.donated = tuple(donated)
         self.target = target
         self.fun_name = fun_name or module.name
+        self.dim_ranges: Dict[str, Any] = {}  # declared sizes of symbols (hlo.Dim): checked at the call
 
     def as_text(self) -> str:
         return print_module(self.ir)
@@ -62,6 +66,8 @@ class Lowered:
         (two clock reads a step); on cuda the code is the same and CUDA events time each step
         (no CUDA graphs); its cache entry differs."""
         t = resolve_target(target if target is not None else self.target)
+        if is_symbolic(self.ir):  # compiled per size at the call: not one compile for a range
+            return SpecializingCompiled(self, t, dump_dir=dump_dir, profile=profile)
         with progress.compiling(f"hlo.jit({self.fun_name})"):
             return Compiled(self, compile_module(self.ir, t, donated=self.donated,
                                                  dump_dir=dump_dir, profile=profile))

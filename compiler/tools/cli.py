@@ -72,7 +72,12 @@ def parse_spec(text: str):
         for d in dims.split(","):
             d = d.strip()
             if not d.isdigit():
-                raise CliError(f"bad --arg {text!r}: dimension {d!r} is not a non-negative integer", 2)
+                hint = ""
+                if any(c.isalpha() for c in d):
+                    hint = (" (a symbolic dimension: a .hlox holds one compile for static shapes; "
+                            "symbolic ones work through f.lower(hlo.ShapeDtypeStruct(...)).compile(), "
+                            "compiled per size at the call)")
+                raise CliError(f"bad --arg {text!r}: dimension {d!r} is not a non-negative integer{hint}", 2)
             shape.append(int(d))
     nbytes = math.prod(shape) * BY_NAME[dt].np_dtype.itemsize
     if nbytes >= 2 ** 63:

@@ -179,6 +179,14 @@ def _run_case(case: Case, options: Options) -> Result:
     if entry is None:
         return Result("failed", "no entry function: the module has no @main and several functions")
     fn = module[entry]
+    if entry not in checks and (fn.dim_args or any(not t.is_static for t in fn.arg_types)):
+        from .conformance_dynamic import run_dynamic  # shape-polymorphic: testdata/dynamic
+        status, message = run_dynamic(text, module, entry, options.target)
+        result = Result(status, message, entry, category="dynamic reference" if status == "unsupported" else "")
+        if status == "passed" and options.check_export:
+            from .conformance_dynamic import check_export as check_symbolic_export
+            result.export = check_symbolic_export(module)
+        return result
     printed = None
     if entry not in checks:
         printed = _printed_expectations(case, text)

@@ -17,6 +17,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from hlo.ir import TensorType
+from hlo.ir.dim_expr import DimExpr, SymbolicDimError
 from hlo.runtime.cuda.interop import gpu_array_type
 
 from .. import dtypes
@@ -29,7 +30,10 @@ class ShapedArray:
     __slots__ = ("shape", "dtype", "weak_type")
 
     def __init__(self, shape, dtype, weak_type: bool = False):
-        self.shape: Tuple[int, ...] = tuple(int(d) for d in shape)
+        try:
+            self.shape: Tuple[int, ...] = tuple(int(d) for d in shape)
+        except SymbolicDimError:  # symbolic dimensions (hlo.ir.dim_expr)
+            self.shape = tuple(d if isinstance(d, DimExpr) else int(d) for d in shape)
         self.dtype: np.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)
 
@@ -84,6 +88,15 @@ def _static_shape(shape) -> Tuple[int, ...]:
     dimension that is not one (dynamic dimensions, ``None``, are not supported)."""
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
+    if isinstance(shape, str):  # "b, 512": symbolic dimensions (hlo.Dim, hlo.ir.dim_expr)
+        from hlo.ir.dim_expr import DimParseError
+
+        from .dims import parse_shape_text
+        try:
+            shape = parse_shape_text(shape)
+        except DimParseError as err:
+            raise TypeError(f"ShapeDtypeStruct: shape {shape!r} is not a list of sizes and "
+                            f"dimension expressions ({err})") from None
     try:
         dims = tuple(shape)
     except TypeError:
@@ -92,9 +105,21 @@ def _static_shape(shape) -> Tuple[int, ...]:
     for i, d in enumerate(dims):
         if d is None:
             raise TypeError(
-                f"ShapeDtypeStruct: dimension {i} of shape {shape!r} is None: dynamic (unknown) "
-                "dimensions are not supported yet; hlo compiles for static shapes (give the size, "
-                "and lower again for each size you need)")
+                f"ShapeDtypeStruct: dimension {i} of shape {shape!r} is None: unknown dimensions "
+                "are not supported; give the size, or name a symbolic one ('b', 'b, 512' or "
+                "hlo.Dim('b', max=...))")
+        if isinstance(d, DimExpr):
+            out.append(d)
+            continue
+        if isinstance(d, str):
+            from hlo.ir.dim_expr import DimParseError, parse
+            try:
+                e = parse(d)
+            except DimParseError as err:
+                raise TypeError(f"ShapeDtypeStruct: dimension {i} of shape {shape!r} is {d!r}, "
+                                f"not a size or a dimension expression ({err})") from None
+            out.append(e if isinstance(e, DimExpr) else int(e))
+            continue
         if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
             raise TypeError(f"ShapeDtypeStruct: dimension {i} of shape {shape!r} is {d!r} of type "
                             f"{type(d).__name__}, not an int")
@@ -114,12 +139,18 @@ def from_foreign_struct(x) -> Optional["ShapeDtypeStruct"]:
 
 
 class ShapeDtypeStruct:
-    """A stand-in for an array in ``f.lower(...)``: only its shape and dtype matter."""
+    """A stand-in for an array in ``f.lower(...)``: only its shape and dtype matter. A
+    dimension may be symbolic: a name or expression (``("b", 512)``, ``"b, 2*b"``) or an
+    ``hlo.Dim`` with a range (``hlo.tracing.dims``)."""
 
-    __slots__ = ("shape", "dtype", "weak_type")
+    __slots__ = ("shape", "dtype", "weak_type", "dim_ranges")
 
     def __init__(self, shape, dtype, weak_type: bool = False):
         self.shape = _static_shape(shape)
+        self.dim_ranges = {}
+        if any(isinstance(d, DimExpr) for d in self.shape):
+            from .dims import ranges_of
+            self.dim_ranges = ranges_of(self.shape)
         self.dtype = dtypes.canonicalize(dtype)
         self.weak_type = bool(weak_type)
 

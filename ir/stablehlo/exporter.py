@@ -20,6 +20,7 @@ from ..core import Function, Location, Module, Operation, Region, Value
 from ..verifier import verify_module
 from . import mlir_bridge as mb
 from . import opmap
+from .dynamic_export import SymbolSources, needs_dynamic_form, write_dynamic_op
 from .errors import StableHLOError
 from .typemap import dense_text, tensor_to_mlir_text
 
@@ -50,6 +51,12 @@ def _loc(loc: Optional[Location]) -> str:
     return f'loc("{f}":{loc.line}:0)'
 
 
+def _symbolic(fn: Function) -> bool:
+    if fn.dim_args or any(not t.is_static for t in fn.arg_types):
+        return True
+    return any(not r.type.is_static for op in fn.walk() for r in op.results)
+
+
 def _types(vals) -> str:
     return ", ".join(tensor_to_mlir_text(v.type) for v in vals)
 
@@ -72,6 +79,8 @@ class _Writer:
         self.counter = 0
         self.lines = []
         args = ", ".join(f"{self.define(a)}: {tensor_to_mlir_text(a.type)} {_loc(fn.loc)}" for a in fn.args)
+        # symbolic dimensions (dynamic_export.py): where each size comes from in this function
+        self.src = SymbolSources(fn, self.names, tensor_to_mlir_text) if _symbolic(fn) else None
         results = ", ".join(tensor_to_mlir_text(t) for t in fn.result_types)
         vis = "private " if fn.visibility == "private" else ""
         head = f"  func.func {vis}{_symbol(fn.name)}({args}) -> ({results}) {{"
@@ -125,6 +134,10 @@ class _Writer:
     # -- ops --------------------------------------------------------------------------------
     def op(self, op: Operation, depth: int) -> None:
         ind = "  " * depth
+        if self.src is not None and needs_dynamic_form(op):
+            write_dynamic_op(op, self.src, self.use, self.define, _types, tensor_to_mlir_text,
+                             _loc(op.loc), self.lines, ind)
+            return
         operands = ", ".join(self.use(v) for v in op.operands)
         if op.name == "run_parallel":  # the test vectors' interpreter.run_parallel of functions
             from .run_parallel import export_programs

@@ -38,14 +38,16 @@ from .. import ops as op_table
 from ..builder import Builder
 from ..clone import clone_op
 from ..core import Function, Location, Module, Region, Value
+from ..dim_expr import DimExpr, InconclusiveDimensionError, SymbolicDimError
 from ..types import TensorType, s32, s64
 from ..verifier import verify_module
 from . import mlir_bridge as mb
 from . import opmap
 from .checks import Check
+from .dynamic import ShapeValues, finish_types, is_placeholder, materialize
 from .errors import StableHLOError, UnsupportedError, shorten
 from .probes import Probes
-from .typemap import TextAttr, array_from_attr, tensor_from_mlir
+from .typemap import TextAttr, array_from_attr, element_from_mlir, tensor_from_mlir, tensor_from_mlir_dims
 
 # Ops that exist in StableHLO (or its companions) but not in hlo's op table, with a reason.
 _OUTSIDE_TABLE_REASON = "op outside hlo's op table"
@@ -118,6 +120,10 @@ class _Importer:
         self.probed: Set[str] = set()  # functions that run interpreter.probe
         self.names: Dict[str, str] = {}
         self.func_ops: Dict[str, Any] = {}  # MLIR symbol -> its func.func (run_parallel's programs)
+        # shape-polymorphic modules (dynamic.py): None when every type is static
+        self.dyn: Optional[ShapeValues] = None
+        self.deferred: Dict[str, Any] = {}  # private functions with `?` types: imported per call
+        self.specialized: Dict[Any, Function] = {}
 
     # -- module and functions -------------------------------------------------------------
     def run(self, text: str) -> Module:
@@ -144,8 +150,19 @@ class _Importer:
             sym = f.operation.attributes["sym_name"].value
             self.names[sym] = self._unique(_SYMBOL_OK.sub("_", sym) or "f")
             self.func_ops[sym] = f
+        if any(_dynamic_signature(f) for f in funcs):
+            self.dyn = ShapeValues()
+            self.module_ref = m
+            for f in funcs:
+                if _dynamic_signature(f) and _attrs(f.operation).get("sym_visibility") is not None \
+                        and _attrs(f.operation)["sym_visibility"].value == "private":
+                    self.deferred[f.operation.attributes["sym_name"].value] = f
         for f in funcs:
+            if f.operation.attributes["sym_name"].value in self.deferred:
+                continue
             m.add(self.function(f))
+        if self.dyn is not None:
+            finish_types(m, self.dyn)
         for op in m.walk():
             fname = op.attrs["callee"] if op.name == "call" else None
             if self.checks.get(fname):
@@ -164,7 +181,8 @@ class _Importer:
             i += 1
         return name
 
-    def function(self, fop) -> Function:
+    def function(self, fop, arg_types: Optional[List[TensorType]] = None, name: Optional[str] = None,
+                 arg_svals: Optional[List] = None) -> Function:
         op = fop.operation
         attrs = _attrs(op)
         sym = attrs["sym_name"].value
@@ -176,14 +194,37 @@ class _Importer:
             raise StableHLOError(f"function @{sym} is declared without a body{_at(loc)}")
         if len(op.regions[0].blocks) > 1:
             raise UnsupportedError(f"function @{sym}", "more than one block", loc)
-        arg_types = [tensor_from_mlir(t, loc) for t in ftype.inputs]
-        for t in ftype.results:
-            tensor_from_mlir(t, loc)
-        fn = Function(self.names[sym], arg_types, "private" if vis == "private" else "public", loc)
+        dim_args: Dict[int, str] = {}
+        if arg_types is None and self.dyn is not None:
+            arg_types = [self.type_of(t, loc, fresh=True) for t in ftype.inputs]
+            for i, t in enumerate(arg_types):  # the dimension arguments (dynamic.py)
+                if t.rank or not t.dtype.is_int:
+                    break
+                dim_args[i] = f"d{i}"
+        elif arg_types is None:
+            arg_types = [tensor_from_mlir(t, loc) for t in ftype.inputs]
+            for t in ftype.results:
+                tensor_from_mlir(t, loc)
+        fn = Function(name or self.names[sym], arg_types, "private" if vis == "private" else "public", loc)
+        fn.dim_args = dim_args
         block = op.regions[0].blocks[0]
         env: Dict[Any, Any] = {}
         for ba, v in zip(block.arguments, fn.args):
             env[ba] = v
+        if self.dyn is not None:
+            self.dyn.register(fn.args)
+            for i, sym_name in dim_args.items():
+                self.dyn.svals[fn.args[i]] = (DimExpr.symbol(sym_name),)
+            for v, sv in zip(fn.args, arg_svals or ()):
+                if sv is not None:
+                    self.dyn.svals[v] = sv
+            for i, name_ in _global_constants(attrs).items():  # jax.export's dimension names
+                sv = self.dyn.svals.get(fn.args[i]) if i < len(fn.args) else None
+                if sv is not None and len(sv) == 1 and is_placeholder(self.dyn.resolve(sv[0])):
+                    try:
+                        self.dyn.unify(sv[0], DimExpr.symbol(name_))
+                    except ValueError:  # not a name hlo's symbols can have: keep the placeholder
+                        pass
         self.fn_checks: List[Check] = []
         self.fn_check_values: List[Value] = []
         self.probes = Probes(fn.body, _wanted_probes(block)) if self.collect else None
@@ -225,10 +266,12 @@ class _Importer:
         block = blocks[0]
         loc = self.loc(block.owner.location) if hasattr(block, "owner") else None
         keys, outside = extra
-        r = Region([tensor_from_mlir(a.type, loc) for a in block.arguments] + [v.type for v in outside],
+        r = Region([self.type_of(a.type, loc, fresh=True) for a in block.arguments] + [v.type for v in outside],
                    name=name)
         for ba, v in zip(block.arguments, r.args):
             env[ba] = v
+        if self.dyn is not None:
+            self.dyn.register(r.args)
         if keys and name == "body":
             self.probes.bind(keys, r.args[len(block.arguments):], r)
         self.block(block, r, env)
@@ -263,7 +306,7 @@ class _Importer:
         if name not in ("stablehlo.tuple", "stablehlo.get_tuple_element"):
             for r in op.results:
                 if not name.startswith(("check.", "stablehlo.custom_call")):
-                    tensor_from_mlir(r.type, loc)
+                    self.type_of(r.type, loc)
         attrs = _attrs(op, loc)
         if name.startswith("check."):
             return self.check_op(op, name, attrs, env, top, loc)
@@ -284,13 +327,17 @@ class _Importer:
         if name == "sdy.sharding_group":
             return
         short = name[len("stablehlo."):] if name.startswith("stablehlo.") else None
-        rtypes = [tensor_from_mlir(r.type, loc) for r in op.results]
+        rtypes = [self.type_of(r.type, loc) for r in op.results]
         operands = [self.value(env, v, name, loc) for v in op.operands]
         b = Builder(region, loc)
         if name == "func.call":
             callee = attrs["callee"].value
             if callee not in self.names:
                 raise StableHLOError(f"call of unknown function @{callee}{_at(loc)}")
+            if callee in self.deferred:
+                fn = self._specialize_callee(callee, operands, loc)
+                res = b.op("call", operands, {"callee": fn.name}, result_types=fn.result_types)
+                return self._bind(env, op, res.results)
             res = b.op("call", operands, {"callee": self.names[callee]}, result_types=rtypes)
             return self._bind(env, op, res.results)
         if name == "interpreter.probe" and self.collect:
@@ -321,17 +368,96 @@ class _Importer:
         """The op of hlo's table that ``op`` is; ``extra`` as ``region`` takes it."""
         opdef = op_table.OPS[short]
         hlo_attrs = self.read_attrs(short, op.name, attrs, loc)
+        if self.dyn is not None:
+            self.dyn.unify_operands(short, operands, hlo_attrs, opdef.has(op_table.ELEMENTWISE),
+                                    rtypes[0] if len(rtypes) == 1 else None)
         regions = []
         if op.regions:
             rnames = op_table.region_names(opdef, len(op.regions))
             regions = [self.region(r, rn, env, extra) for r, rn in zip(op.regions, rnames)]
+            if self.dyn is not None and short in ("while", "if", "case"):
+                self._unify_regions(short, operands, regions)
         rtypes = list(rtypes) + [v.type for v in extra[1]]
+        if self.dyn is not None:
+            rtypes = [t if t is None else self.dyn.type(t) for t in rtypes]
+        if any(t is None for t in rtypes):
+            rtypes = self._dynamic_results(op, short, opdef, operands, hlo_attrs, regions, rtypes, loc)
         return b.op(short, list(operands) + list(extra[1]), hlo_attrs, result_types=rtypes,
                     regions=regions).results
+
+    # -- shape-polymorphic modules (dynamic.py) ----------------------------------------------
+    def type_of(self, t, loc, fresh: bool = False) -> Optional[TensorType]:
+        """``tensor_from_mlir``; in a shape-polymorphic module a ``?`` is a fresh placeholder
+        (``fresh``: arguments) or makes the type None (results: inferred from the operands)."""
+        if self.dyn is None or _static_or_not_tensor(t):
+            return tensor_from_mlir(t, loc)
+        if not fresh:
+            tensor_from_mlir_dims(t, loc, lambda: None)  # element type and encoding checks
+            return None
+        return tensor_from_mlir_dims(t, loc, self.dyn.fresh)
+
+    def _dynamic_results(self, op, short, opdef, operands, attrs, regions, rtypes, loc):
+        if short in ("convert", "bitcast_convert") and len(operands) == 1:
+            et = element_from_mlir(op.results[0].type.element_type, loc)
+            if short == "bitcast_convert" and et.itemsize != operands[0].type.dtype.itemsize:
+                raise UnsupportedError(f"{op.name} with a dynamic shape", "changes the element width", loc)
+            return [TensorType(operands[0].type.shape, et)]
+        if opdef.result_type_given:
+            raise UnsupportedError(f"{op.name} with a dynamic result type", "hlo cannot infer it", loc)
+        try:
+            inferred = opdef.infer([v.type for v in operands], opdef.normalize_attrs(attrs), list(regions))
+        except (op_table.OpError, InconclusiveDimensionError, SymbolicDimError) as e:
+            raise StableHLOError(f"{op.name}: {e}{_at(loc)}") from None
+        if inferred is None:
+            raise UnsupportedError(f"{op.name} with a dynamic result type", "hlo cannot infer it", loc)
+        out = []
+        for mr, given, inf in zip(op.results, rtypes, inferred):
+            if given is not None:
+                out.append(given)
+            else:
+                et = element_from_mlir(mr.type.element_type, loc)
+                out.append(TensorType(inf.shape, et))
+        return out
+
+    def _unify_regions(self, short, operands, regions) -> None:
+        if short == "while":
+            for r in regions:
+                for a, v in zip(r.args, operands):
+                    self.dyn.unify_shapes(a.type.shape, v.type.shape)
+            body = regions[-1]
+            for a, v in zip(body.args, body.outputs):
+                self.dyn.unify_shapes(a.type.shape, v.type.shape)
+        else:
+            first = regions[0].outputs
+            for r in regions[1:]:
+                for a, v in zip(first, r.outputs):
+                    self.dyn.unify_shapes(a.type.shape, v.type.shape)
+
+    def _specialize_callee(self, callee: str, operands: List[Value], loc) -> Function:
+        """The deferred private function imported for these operand types (one per signature)."""
+        types = [self.dyn.type(v.type) for v in operands]
+        svals = [self.dyn.dims_of(v) for v in operands]
+        key = (callee, tuple(types), tuple(svals))
+        fn = self.specialized.get(key)
+        if fn is None:
+            base = self.names[callee]
+            name = base if not any(k[0] == callee for k in self.specialized) else self._unique(base)
+            self.names.setdefault(f"\0{name}", name)
+            saved = (getattr(self, "fn_checks", None), getattr(self, "fn_check_values", None), self.probes)
+            fn = self.function(self.deferred[callee], arg_types=types, name=name, arg_svals=svals)
+            self.fn_checks, self.fn_check_values, self.probes = saved
+            self.module_ref.add(fn)
+            self.specialized[key] = fn
+        return fn
 
     def _bind(self, env, op, results) -> None:
         for mr, v in zip(op.results, results):
             env[mr] = v
+        if self.dyn is not None and results:
+            self.dyn.register(results)
+            hop = results[0].op
+            if hop is not None:
+                self.dyn.track(hop.name, hop.operands, hop.attrs, hop.results)
 
     def _tuple_elem(self, env, mv, loc):
         v = env.get(mv)
@@ -378,68 +504,151 @@ class _Importer:
         return b.op("broadcast_in_dim", [x], {"broadcast_dimensions": dims}, result_types=rtypes).results
 
     def op_dynamic_broadcast_in_dim(self, op, attrs, operands, rtypes, b, env, loc):
-        self._check_shape_operand(operands[1], rtypes[0], "output_dimensions", loc)
+        rt = self._shaped_result(op, operands[1], rtypes[0], "output_dimensions", loc)
         dims = opmap.read_ints(attrs["broadcast_dimensions"])
+        if self.dyn is not None:
+            x = operands[0]
+            for i, d in enumerate(dims):
+                if i < x.type.rank and d < rt.rank and x.type.shape[i] != 1:
+                    self.dyn.unify(x.type.shape[i], rt.shape[d])
+            rt = self.dyn.type(rt)
         return b.op("broadcast_in_dim", [operands[0]], {"broadcast_dimensions": dims},
-                    result_types=rtypes).results
+                    result_types=[rt]).results
 
     def op_dynamic_iota(self, op, attrs, operands, rtypes, b, env, loc):
-        self._check_shape_operand(operands[0], rtypes[0], "output_shape", loc)
+        rt = self._shaped_result(op, operands[0], rtypes[0], "output_shape", loc)
         return b.op("iota", [], {"iota_dimension": opmap.read_int(attrs["iota_dimension"])},
-                    result_types=rtypes).results
+                    result_types=[rt]).results
 
     def op_dynamic_reshape(self, op, attrs, operands, rtypes, b, env, loc):
-        self._check_shape_operand(operands[1], rtypes[0], "output_shape", loc)
-        return b.op("reshape", [operands[0]], {}, result_types=rtypes).results
+        rt = self._shaped_result(op, operands[1], rtypes[0], "output_shape", loc)
+        if self.dyn is not None:
+            self.dyn.unify_reshape(operands[0].type, rt)
+            rt = self.dyn.type(rt)
+        return b.op("reshape", [operands[0]], {}, result_types=[rt]).results
+
+    def _shaped_result(self, op, shape_v: Value, given: Optional[TensorType], what: str, loc) -> TensorType:
+        """A dynamic op's result type: its shape operand's known dimensions (dynamic.py) or
+        the static type MLIR gives."""
+        dims = self.dyn.dims_of(shape_v) if self.dyn is not None else None
+        if dims is not None:
+            et = element_from_mlir(op.results[0].type.element_type, loc)
+            t = TensorType(dims, et)
+            if given is not None and given.shape != t.shape:
+                raise StableHLOError(f"{what} {list(dims)} does not match the result type {given}{_at(loc)}")
+            return t
+        if given is None:
+            raise UnsupportedError(f"{op.name} with a computed {what}",
+                                   "the shape operand is not a computation of dimension sizes", loc)
+        self._check_shape_operand(shape_v, given, what, loc)
+        return given
 
     def op_get_dimension_size(self, op, attrs, operands, rtypes, b, env, loc):
         d = opmap.read_int(attrs["dimension"])
         size = operands[0].type.shape[d]
+        if isinstance(size, DimExpr):
+            args = self._dim_arg_values()
+            if size.symbols() <= args.keys():
+                return [materialize(b, size, rtypes[0], args, loc)]
+            # a size no dimension argument holds: the count of a vector of ones of that size
+            # (exact for any size; after specialization it folds to a constant)
+            et = rtypes[0]
+            one = b.value("constant", [], attrs={"value": np.array(1, dtype=et.np_dtype)})
+            zero = b.value("constant", [], attrs={"value": np.array(0, dtype=et.np_dtype)})
+            ones = b.value("broadcast_in_dim", [one], attrs={"broadcast_dimensions": ()},
+                           result_types=[TensorType((size,), et.dtype)])
+            body = Region([et, et], name="body")
+            body.outputs = [Builder(body, loc).value("add", list(body.args))]
+            res = b.op("reduce", [ones, zero], {"dimensions": (0,)}, regions=[body]).results
+            self.dyn.svals[res[0]] = (size,)
+            return res
         return b.op("constant", [], {"value": np.array(size, dtype=rtypes[0].np_dtype)},
                     result_types=rtypes).results
 
+    def _dim_arg_values(self) -> Dict[str, Value]:
+        out = {}
+        for v, dims in self.dyn.svals.items():
+            if v.is_arg and len(dims) == 1 and isinstance(dims[0], DimExpr) and v.type.rank == 0:
+                syms = dims[0].symbols()
+                if len(syms) == 1 and dims[0] == DimExpr.symbol(next(iter(syms))):
+                    out.setdefault(next(iter(syms)), v)
+        return out
+
     def op_dynamic_pad(self, op, attrs, operands, rtypes, b, env, loc):
         x, pv, lo, hi, interior = operands
-        a = {"edge_padding_low": self._const_ints(lo, "stablehlo.dynamic_pad", loc),
-             "edge_padding_high": self._const_ints(hi, "stablehlo.dynamic_pad", loc),
-             "interior_padding": self._const_ints(interior, "stablehlo.dynamic_pad", loc)}
-        return b.op("pad", [x, pv], a, result_types=rtypes).results
+        a = {"edge_padding_low": self._known_ints(lo, "stablehlo.dynamic_pad", loc),
+             "edge_padding_high": self._known_ints(hi, "stablehlo.dynamic_pad", loc),
+             "interior_padding": self._known_ints(interior, "stablehlo.dynamic_pad", loc)}
+        return b.op("pad", [x, pv], a, result_types=self._given_or_inferred(op, "pad", [x, pv], a, rtypes, loc)).results
 
     def op_real_dynamic_slice(self, op, attrs, operands, rtypes, b, env, loc):
         x, st, li, sd = operands
         n = "stablehlo.real_dynamic_slice"
-        strides = self._const_ints(sd, n, loc)
-        if _is_const(st) and _is_const(li):
-            a = {"start_indices": self._const_ints(st, n, loc), "limit_indices": self._const_ints(li, n, loc),
-                 "strides": strides}
-            return b.op("slice", [x], opmap.drop_defaults(op_table.OPS["slice"], a), result_types=rtypes).results
+        strides = self._known_ints(sd, n, loc)
+        starts, limits = self._known_ints(st, n, loc, False), self._known_ints(li, n, loc, False)
+        if starts is not None and limits is None and self.dyn is not None:
+            limits = self.dyn.dims_of(li)  # symbolic limits: a slice with symbolic bounds
+            if limits is not None:
+                self.dyn.unify_slice_operand(x, limits)
+        if starts is not None and limits is not None:
+            a = {"start_indices": starts, "limit_indices": tuple(limits), "strides": strides}
+            return b.op("slice", [x], opmap.drop_defaults(op_table.OPS["slice"], a),
+                        result_types=self._given_or_inferred(op, "slice", [x], a, rtypes, loc)).results
         if any(s != 1 for s in strides):
             raise UnsupportedError(f"{n} with computed start indices and strides other than 1",
-                                   "hlo's shapes are static", loc)
+                                   "hlo's slices have constant bounds", loc)
+        rt = rtypes[0]
+        if rt is None or not rt.is_static:
+            sdims, ldims = (self.dyn.dims_of(st), self.dyn.dims_of(li)) if self.dyn else (None, None)
+            if sdims is None or ldims is None:
+                raise UnsupportedError(f"{n} with a computed result shape",
+                                       "its start and limit are not computations of dimension sizes", loc)
+            shape = tuple(lim - s0 for s0, lim in zip(sdims, ldims))
+            self.dyn.unify_slice_operand(x, ldims)
+            shape = tuple(self.dyn.resolve(d) for d in shape)
+            rt = TensorType(shape, element_from_mlir(op.results[0].type.element_type, loc))
         # Unit strides and a static result: a dynamic_slice of the result's size. (Out-of-range
         # starts are undefined behaviour for real_dynamic_slice; dynamic_slice clamps them.)
-        starts = []
+        starts_v = []
         for d in range(x.type.rank):
             s1 = b.value("slice", [st], attrs={"start_indices": (d,), "limit_indices": (d + 1,)})
-            starts.append(b.value("reshape", [s1], result_types=[TensorType((), st.type.dtype)]))
-        return b.op("dynamic_slice", [x] + starts, {"slice_sizes": rtypes[0].shape}, result_types=rtypes).results
+            starts_v.append(b.value("reshape", [s1], result_types=[TensorType((), st.type.dtype)]))
+        return b.op("dynamic_slice", [x] + starts_v, {"slice_sizes": rt.shape}, result_types=[rt]).results
+
+    def _known_ints(self, v: Value, user: str, loc, required: bool = True):
+        """A shape operand's values when they are constant (a constant op, or a computation of
+        constants: dynamic.py); UnsupportedError when ``required``, else None."""
+        if _is_const(v):
+            return self._const_ints(v, user, loc)
+        dims = self.dyn.dims_of(v) if self.dyn is not None else None
+        if dims is not None and all(isinstance(d, int) for d in dims):
+            return tuple(dims)
+        if required:
+            self._const_array(v, user, loc)  # raises the usual UnsupportedError
+        return None
 
     def op_dynamic_gather(self, op, attrs, operands, rtypes, b, env, loc):
         x, idx, sizes = operands
         a = {k: v for k, v in attrs.items() if k != "dimension_numbers"}
         hlo = self.read_attrs("gather", "stablehlo.dynamic_gather", a, loc)
         hlo.update(opmap.read_struct("gather", attrs["dimension_numbers"]))
-        hlo["slice_sizes"] = self._const_ints(sizes, "stablehlo.dynamic_gather", loc)
+        hlo["slice_sizes"] = self._known_ints(sizes, "stablehlo.dynamic_gather", loc)
         hlo = opmap.drop_defaults(op_table.OPS["gather"], hlo)
-        return b.op("gather", [x, idx], hlo, result_types=rtypes).results
+        return b.op("gather", [x, idx], hlo, result_types=self._given_or_inferred(op, "gather", [x, idx], hlo, rtypes, loc)).results
 
     def op_dynamic_conv(self, op, attrs, operands, rtypes, b, env, loc):
         lhs, rhs, pad = operands
         hlo = self.read_attrs("convolution", "stablehlo.dynamic_conv", attrs, loc)
-        p = self._const_array(pad, "stablehlo.dynamic_conv", loc)
+        p = np.asarray(self._known_ints(pad, "stablehlo.dynamic_conv", loc))
         hlo["padding"] = tuple((int(lo), int(hi)) for lo, hi in p.reshape(-1, 2))
         hlo = opmap.drop_defaults(op_table.OPS["convolution"], hlo)
-        return b.op("convolution", [lhs, rhs], hlo, result_types=rtypes).results
+        return b.op("convolution", [lhs, rhs], hlo,
+                    result_types=self._given_or_inferred(op, "convolution", [lhs, rhs], hlo, rtypes, loc)).results
+
+    def _given_or_inferred(self, op, short, operands, attrs, rtypes, loc):
+        if all(t is not None for t in rtypes):
+            return rtypes
+        return self._dynamic_results(op, short, op_table.OPS[short], operands, attrs, [], rtypes, loc)
 
     def op_triangular_solve(self, op, attrs, operands, rtypes, b, env, loc):
         # expressed with hlo's own ops (ir/decompositions.py)
@@ -448,6 +657,9 @@ class _Importer:
         kind = stablehlo.TransposeAttr(attrs["transpose_a"]).value
         self._only_hints("stablehlo.triangular_solve",
                          {k: v for k, v in attrs.items() if k not in flags and k != "transpose_a"}, loc)
+        if self.dyn is not None:  # batch dimensions of a and b are one size
+            ta, tb = operands[0].type, operands[1].type
+            self.dyn.unify_shapes(ta.shape[:-2], tb.shape[:-2])
         x = decompositions.triangular_solve(b, operands[0], operands[1], transpose_a=kind, **flags)
         return [x]
 
@@ -540,7 +752,7 @@ class _Importer:
         select_r = self.region(op.regions[0], "select", env)
         update_r = self.region(op.regions[1], "update", env)
         n, m = x.type.size, source.type.size
-        it = s32 if n < 2 ** 31 else s64
+        it = s32 if not isinstance(n, DimExpr) and n < 2 ** 31 else s64  # symbolic: s64
         et = x.type.dtype
         flat = b.value("iota", attrs={"iota_dimension": 0}, result_types=[TensorType((max(n, 1),), it)])
         if n == 0:
@@ -562,6 +774,10 @@ class _Importer:
         rw_attrs = opmap.drop_defaults(op_table.OPS["reduce_window"], {
             "window_dimensions": wd, "window_strides": ws, "padding": pad})
         rw = b.op("reduce_window", [x, idx, init, none], rw_attrs, regions=[body])
+        if self.dyn is not None:  # the source has the windows' shape
+            self.dyn.unify_shapes(rw.results[0].type.shape, source.type.shape)
+            n, m = self.dyn.resolve(x.type.size), self.dyn.resolve(source.type.size)
+            rtypes = [t if t is not None else TensorType(x.type.shape, et) for t in rtypes]
         chosen = b.value("reshape", [rw.results[1]], result_types=[TensorType((m, 1), it)])
         updates = b.value("reshape", [source], result_types=[TensorType((m,), et)])
         base = b.value("broadcast_in_dim", [init], attrs={"broadcast_dimensions": ()},
@@ -594,6 +810,8 @@ class _Importer:
     # -- checks and custom calls ----------------------------------------------------------
     def custom_call(self, op, attrs, region, env, top, loc):
         target = attrs["call_target_name"].value
+        if target == "shape_assertion" and self.dyn is not None and op.operands:
+            return self._shape_assertion(op, attrs, env, loc)
         if target.startswith("check."):
             return self.check_op(op, "custom_call @" + target, attrs, env, top, loc)
         if target in _SHARDING_CALLS and len(op.operands) == 1 and len(op.results) == 1:
@@ -602,6 +820,21 @@ class _Importer:
                 env[op.results[0]] = v
                 return
         raise UnsupportedError(f"stablehlo.custom_call @{target}", "custom calls are opaque to hlo", loc)
+
+    def _shape_assertion(self, op, attrs, env, loc) -> None:
+        """jax.export's ``custom_call @shape_assertion(%pred, ...)``: dropped when the sizes'
+        bounds prove it (``b >= 1``), an error when they refute it; a condition they leave open
+        (``mod(b, 2) == 0``) would need a check at the call, which is not built."""
+        pred = self.value(env, op.operands[0], "custom_call @shape_assertion", loc)
+        known = self.dyn.svals.get(pred)
+        msg = attrs["error_message"].value if "error_message" in attrs else ""
+        if known is not None and all(k is True for k in known):
+            return
+        if known is not None and any(k is False for k in known):
+            raise StableHLOError(f"shape_assertion fails for every size{_at(loc)}: {shorten(msg, 300)}")
+        raise UnsupportedError("stablehlo.custom_call @shape_assertion",
+                               "a condition on sizes that hlo cannot decide when importing "
+                               "(checking it at the call is not built yet)", loc)
 
     def check_op(self, op, name: str, attrs: Dict, env: Dict, top: bool, loc) -> None:
         if not self.collect:
@@ -660,6 +893,32 @@ def _wanted_probes(block) -> Dict[str, Set[int]]:
             it = int(a["iteration"].value) if "iteration" in a else 0
             out.setdefault(a["probe_id"].value, set()).add(it)
     return out
+
+
+def _global_constants(attrs) -> Dict[int, str]:
+    """jax.export's ``jax.global_constant = "b"`` argument attributes: index -> name."""
+    out: Dict[int, str] = {}
+    if "arg_attrs" not in attrs:
+        return out
+    for i, d in enumerate(attrs["arg_attrs"]):
+        try:
+            if "jax.global_constant" in d:
+                out[i] = str(d["jax.global_constant"].value)
+        except (TypeError, AttributeError, ValueError):
+            continue
+    return out
+
+
+def _dynamic_signature(f) -> bool:
+    """Whether a func.func's type has a dynamic dimension."""
+    ir = mb.mlir()
+    ft = ir.FunctionType(f.operation.attributes["function_type"].value)
+    return any(not _static_or_not_tensor(t) for t in list(ft.inputs) + list(ft.results))
+
+
+def _static_or_not_tensor(t) -> bool:
+    ir = mb.mlir()
+    return not isinstance(t, ir.RankedTensorType) or t.has_static_shape
 
 
 def _is_const(v: Value) -> bool:

@@ -15,6 +15,7 @@ from typing import Optional
 import numpy as np
 
 from ..core import Location
+from ..dim_expr import DimExpr
 from ..types import FROM_MLIR, MLIR_NAMES, ElementType, TensorType
 from .errors import StableHLOError, UnsupportedError
 
@@ -65,9 +66,31 @@ def tensor_from_mlir(t, loc: Optional[Location] = None) -> TensorType:
     return TensorType(tuple(rt.shape), element_from_mlir(rt.element_type, loc))
 
 
+def tensor_from_mlir_dims(t, loc: Optional[Location], dynamic) -> TensorType:
+    """``tensor_from_mlir`` for a type with dynamic dimensions: each ``?`` is ``dynamic()``
+    (a symbol, ``ir/stablehlo/dynamic.py``); with ``dynamic()`` None only the element type and
+    the encoding are checked (and a placeholder type is returned)."""
+    ir = _ir()
+    s = str(t)
+    if not isinstance(t, ir.RankedTensorType):
+        why = "unranked tensor" if isinstance(t, ir.UnrankedTensorType) else describe_unsupported_type(s)
+        raise UnsupportedError(f"type {s}", why, loc)
+    if t.encoding is not None:
+        raise UnsupportedError(f"type {s}", "tensor with an encoding (bounded dynamism or sparsity)", loc)
+    et = element_from_mlir(t.element_type, loc)
+    dims = []
+    for i in range(t.rank):
+        if t.is_dynamic_dim(i):
+            d = dynamic()
+            dims.append(1 if d is None else d)
+        else:
+            dims.append(t.get_dim_size(i))
+    return TensorType(tuple(dims), et)
+
+
 def tensor_to_mlir_text(t: TensorType) -> str:
     """``tensor<4x8xf32>`` for ``f32[4,8]`` (layouts have no StableHLO spelling and are dropped)."""
-    dims = "".join(f"{d}x" for d in t.shape)
+    dims = "".join("?x" if isinstance(d, DimExpr) else f"{d}x" for d in t.shape)  # symbolic: ?
     return f"tensor<{dims}{MLIR_NAMES[t.dtype.name]}>"
 
 

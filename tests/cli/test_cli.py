@@ -100,7 +100,7 @@ def _err(capsys, *argv):
 
 
 @pytest.mark.parametrize("spec, status, text", [
-    ("f32[16,x]", 2, "dimension 'x' is not a non-negative integer"),
+    ("f32[16,x]", 2, "dimension 'x' is not a non-negative integer (a symbolic dimension: a .hlox holds"),
     ("q32[3]", 2, "unknown element type 'q32'"),
     ("f32", 2, "expected a type like f32[16,64,512]"),
     ("f32[-1]", 2, "dimension '-1'"),

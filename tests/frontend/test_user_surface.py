@@ -196,9 +196,11 @@ def test_asking_for_a_missing_name_imports_no_jax():
 # ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("shape, kind, text", [
-    ((None, 4), TypeError, "dimension 0 of shape (None, 4) is None: dynamic (unknown) dimensions are "
-                           "not supported yet"),
-    ((3, "a"), TypeError, "dimension 1 of shape (3, 'a') is 'a' of type str, not an int"),
+    ((None, 4), TypeError, "dimension 0 of shape (None, 4) is None: unknown dimensions are not "
+                           "supported; give the size, or name a symbolic one"),
+    ((3, "2a"), TypeError, "dimension 1 of shape (3, '2a') is '2a', not a size or a dimension "
+                           "expression (unexpected 'a' in dimension '2a')"),
+    ((3, b"a"), TypeError, "dimension 1 of shape (3, b'a') is b'a' of type bytes, not an int"),
     ((3, 2.5), TypeError, "dimension 1 of shape (3, 2.5) is 2.5 of type float"),
     ((-1,), ValueError, "dimension 0 of shape (-1,) is negative"),
     (None, TypeError, "shape must be a tuple of ints, got None"),

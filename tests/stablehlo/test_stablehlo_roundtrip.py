@@ -161,7 +161,7 @@ def test_ops_without_location_stay_without():
 
 
 UNSUPPORTED = {
-    "tensor<?xf32>": "func.func @main(%a: tensor<?xf32>) -> tensor<?xf32> {\n return %a : tensor<?xf32>\n}",
+    "tensor<*xf32>": "func.func @main(%a: tensor<*xf32>) -> tensor<*xf32> {\n return %a : tensor<*xf32>\n}",
     "!stablehlo.token": "func.func @main() -> !stablehlo.token {\n %0 = stablehlo.after_all : !stablehlo.token\n return %0 : !stablehlo.token\n}",
     "stablehlo.cholesky": "func.func @main(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {\n %0 = stablehlo.cholesky %a, lower = true : tensor<4x4xf32>\n return %0 : tensor<4x4xf32>\n}",
     "stablehlo.custom_call @foo": "func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n %0 = stablehlo.custom_call @foo(%a) : (tensor<4xf32>) -> tensor<4xf32>\n return %0 : tensor<4xf32>\n}",
