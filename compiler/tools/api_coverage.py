@@ -64,6 +64,7 @@ ABSENT: Dict[str, Dict[str, str]] = {
     },
     "jax.random": {
         "key_impl": "hlo's keys are raw uint32[2] threefry data: one implementation",
+        "key_dtype": "the dtype of jax's typed key arrays: hlo's keys are raw uint32[2] data",
     },
 }
 

@@ -4,7 +4,7 @@ import pytest
 
 pytest.importorskip("jax")
 
-from hlo.tools import api_coverage  # noqa: E402
+from hlo.tools import api_coverage
 
 
 @pytest.fixture(scope="module")
