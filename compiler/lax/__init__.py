@@ -32,6 +32,8 @@ from .indexing import (gather, scatter, scatter_add, scatter_mul, scatter_min, s
 from .parallel import (psum, pmean, pmax, pmin, all_gather, psum_scatter, all_to_all, ppermute,
                        axis_index, axis_size, with_sharding_constraint)
 from .topk import top_k
+from .conv_transpose import conv_transpose
+from .cumlogsumexp import cumlogsumexp
 
 # Every array library (hlo.numpy, hlo.nn, hlo.random, control flow) imports hlo.lax first. Their
 # functions called outside a trace compile the call with hlo.jit, which registers itself with

@@ -31,3 +31,44 @@ def test_top_k_errors_and_gradient():
     x = R.standard_normal(8).astype(np.float32)
     g = hlo.grad(lambda a: hl.top_k(a, 3)[0].sum())(x)
     np.testing.assert_array_equal(g, jax.grad(lambda a: jax.lax.top_k(a, 3)[0].sum())(x))
+
+
+@pytest.mark.parametrize("shape, axis, reverse", [((5, 40), 1, False), ((5, 40), 1, True), ((9, 3), 0, False),
+                                                  ((6,), 0, True)])
+def test_cumlogsumexp_matches_jax(shape, axis, reverse):
+    x = (R.standard_normal(shape) * 30).astype(np.float32)
+    x.flat[:2] = -np.inf
+    x.flat[-1] = np.inf
+    got = hlo.jit(lambda a: hl.cumlogsumexp(a, axis, reverse))(x)
+    np.testing.assert_allclose(got, jax.lax.cumlogsumexp(x, axis, reverse), rtol=1e-6)
+    y = R.standard_normal(shape)
+    ref = (np.flip(np.logaddexp.accumulate(np.flip(y, axis), axis=axis), axis) if reverse
+           else np.logaddexp.accumulate(y, axis=axis))
+    np.testing.assert_allclose(hl.cumlogsumexp(y, axis, reverse), ref, rtol=1e-12)  # float64
+    with pytest.raises(TypeError, match="floating-point"):
+        hl.cumlogsumexp(np.ones(3, np.int32))
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID", ((1, 2), (0, 1))])
+@pytest.mark.parametrize("strides", [(1, 1), (2, 2), (2, 1)])
+@pytest.mark.parametrize("transpose_kernel", [False, True])
+def test_conv_transpose_matches_jax(padding, strides, transpose_kernel):
+    lhs = R.standard_normal((2, 7, 6, 3)).astype(np.float32)
+    rhs = R.standard_normal((3, 3, 3 if not transpose_kernel else 4, 4 if not transpose_kernel else 3)).astype(np.float32)
+    f = lambda m: lambda a, b: m.conv_transpose(a, b, strides, padding, transpose_kernel=transpose_kernel)
+    got = hlo.jit(f(hl), target="interpreter")(lhs, rhs)
+    want = f(jax.lax)(lhs, rhs)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_conv_transpose_1d_dilated_compiled_and_its_gradient():
+    lhs = R.standard_normal((2, 9, 3)).astype(np.float32)
+    rhs = R.standard_normal((4, 3, 5)).astype(np.float32)
+    got = hlo.jit(lambda a, b: hl.conv_transpose(a, b, (3,), "SAME", rhs_dilation=(2,)))(lhs, rhs)
+    np.testing.assert_allclose(got, jax.lax.conv_transpose(lhs, rhs, (3,), "SAME", rhs_dilation=(2,)), atol=1e-4)
+    g = hlo.grad(lambda a: (hl.conv_transpose(a, rhs, (2,), "VALID") ** 2).sum())(lhs)
+    jg = jax.grad(lambda a: (jax.lax.conv_transpose(a, rhs, (2,), "VALID") ** 2).sum())(lhs)
+    np.testing.assert_allclose(g, jg, rtol=1e-4, atol=1e-3)
+    with pytest.raises(ValueError, match="padding must be"):
+        hl.conv_transpose(lhs, rhs, (1,), "FULL")
