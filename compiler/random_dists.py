@@ -9,6 +9,8 @@ The gamma family (gamma, loggamma, beta, dirichlet, chisquare, f, t, generalized
 draws with Marsaglia and Tsang's rejection method as jax does, but vectorized: every element
 redraws in one ``while_loop`` until all have accepted, from keys folded with the iteration
 number. The distribution is jax's; the values are not jax's (jax runs one loop per element).
+poisson, binomial and multinomial run jax's algorithms (Knuth's and Hormann's for poisson,
+inversion and BTRS for binomial), which loop over the whole array as hlo does: jax's values.
 """
 from __future__ import annotations
 
@@ -547,6 +549,202 @@ def ball(key, d: int, p: float = 2, shape=(), dtype=None) -> Tracer:
 
 
 # --------------------------------------------------------------------------------------------
+# Counts: poisson, binomial, multinomial (jax's algorithms, loops over the whole array)
+# --------------------------------------------------------------------------------------------
+
+def _split2(k):
+    ks = split(k)
+    return ks[0], ks[1]
+
+
+def _split3(k):
+    ks = split(k, 3)
+    return ks[0], ks[1], ks[2]
+
+
+def _poisson_knuth(key, lam, shape, dt):
+    def cond(c):
+        return hnp.any(c[3] > -lam)
+
+    def body(c):
+        i, k, rng, log_prod = c
+        rng, sub = _split2(rng)
+        k = hnp.where(log_prod > -lam, k + 1, k)
+        u = uniform(sub, shape, np.float32)
+        return i + 1, k, rng, log_prod + hnp.log(u)
+    init = (np.int32(0), hnp.zeros(shape, dt), key, hnp.zeros(shape, np.float32))
+    return (while_loop(cond, body, init)[1] - 1).astype(dt)
+
+
+def _poisson_rejection(key, lam, shape, dt):
+    from .lax.gamma_fns import lgamma
+    log_lam = hnp.log(lam)
+    b = 0.931 + 2.53 * hnp.sqrt(lam)
+    a = -0.059 + 0.02483 * b
+    inv_alpha = 1.1239 + 1.1328 / (b - 3.4)
+    v_r = 0.9277 - 3.6224 / (b - 2)
+
+    def cond(c):
+        return hnp.any(hnp.logical_not(c[2]))
+
+    def body(c):
+        i, k_out, accepted, key = c
+        key, s0, s1 = _split3(key)
+        u = uniform(s0, shape, lam.dtype) - 0.5
+        v = uniform(s1, shape, lam.dtype)
+        us = 0.5 - hnp.abs(u)
+        k = hnp.floor((2 * a / us + b) * u + lam + 0.43)
+        s = hnp.log(v * inv_alpha / (a / (us * us) + b))
+        t = -lam + k * log_lam - lgamma(k + 1)
+        accept1 = hnp.logical_and(us >= 0.07, v <= v_r)
+        reject = hnp.logical_or(k < 0, hnp.logical_and(us < 0.013, v > us))
+        accept = hnp.logical_or(accept1, hnp.logical_and(hnp.logical_not(reject), s <= t))
+        return i + 1, hnp.where(accept, k, k_out), hnp.logical_or(accepted, accept), key
+    init = (np.int32(0), hnp.full(shape, -1, lam.dtype), hnp.zeros(shape, bool), key)
+    return while_loop(cond, body, init)[1].astype(dt)
+
+
+@api_function
+def poisson(key, lam, shape=None, dtype=None) -> Tracer:
+    """Poisson(lam) counts (int32 by default): Knuth's multiplication method below rate 10,
+    Hormann's transformed rejection above, as jax (the same values for the same key, up to
+    the rounding of lgamma at acceptance boundaries)."""
+    what = "hlo.random.poisson"
+    k = _key(what, key)
+    dt = _dtype(what, dtype, dtypes.int32, "iu", "an integer type")
+    shape = _param_shape(what, shape, lam)
+    lt = hnp.broadcast_to(hnp.asarray(lam), shape).astype(np.float32)
+    use_knuth = hnp.logical_or(hnp.isnan(lt), lt < 10)
+    lam_knuth = hnp.where(use_knuth, lt, 0.0)
+    lam_rej = hnp.where(use_knuth, 1e5, lt)
+    out = hnp.where(use_knuth, _poisson_knuth(k, lam_knuth, shape, dt), _poisson_rejection(k, lam_rej, shape, dt))
+    return hnp.where(lt == 0, np.array(0, dt), out)
+
+
+_STIRLING_TAIL = np.array([0.0810614667953272, 0.0413406959554092, 0.0276779256849983, 0.02079067210376509,
+                           0.0166446911898211, 0.0138761288230707, 0.0118967099458917, 0.0104112652619720,
+                           0.00925546218271273, 0.00833056343336287])
+
+
+def _stirling_tail(k):
+    use_table = k <= 9
+    kc = hnp.clip(k, 0.0, 9.0)
+    kp1sq = (kc + 1) * (kc + 1)
+    approx = (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (kc + 1)
+    table = hnp.take(hnp.asarray(_STIRLING_TAIL.astype(k.dtype)), hnp.floor(kc).astype(np.int32))
+    return hnp.where(use_table, table, approx)
+
+
+def _binomial_inversion(key, count, prob, shape, dt):
+    log1mp = hnp.log1p(-prob)
+
+    def cond(c):
+        return hnp.any(c[2] <= count)
+
+    def body(c):
+        i, num_geom, geom_sum, key = c
+        sub, key = _split2(key)
+        num_geom = hnp.where(geom_sum <= count, num_geom + 1, num_geom)
+        u = uniform(sub, shape, prob.dtype)
+        geom = hnp.ceil(hnp.log(u) / log1mp)
+        return i + 1, num_geom, geom_sum + geom, key
+    init = (np.int32(0), hnp.zeros(shape, prob.dtype), hnp.zeros(shape, prob.dtype), key)
+    return (while_loop(cond, body, init)[1] - 1).astype(dt)
+
+
+def _btrs(key, count, prob, shape, dt):
+    stddev = hnp.sqrt(count * prob * (1 - prob))
+    b = 1.15 + 2.53 * stddev
+    a = -0.0873 + 0.0248 * b + 0.01 * prob
+    c = count * prob + 0.5
+    v_r = 0.92 - 4.2 / b
+    r = prob / (1 - prob)
+    alpha = (2.83 + 5.1 / b) * stddev
+    m = hnp.floor((count + 1) * prob)
+
+    def cond(st):
+        return hnp.any(hnp.logical_not(st[2]))
+
+    def body(st):
+        i, k_out, accepted, key = st
+        key, s0, s1 = _split3(key)
+        u = uniform(s0, shape, prob.dtype) - 0.5
+        v = uniform(s1, shape, prob.dtype)
+        us = 0.5 - hnp.abs(u)
+        accept1 = hnp.logical_and(us >= 0.07, v <= v_r)
+        k = hnp.floor((2 * a / us + b) * u + c)
+        reject = hnp.logical_or(k < 0, k > count)
+        v = hnp.log(v * alpha / (a / (us * us) + b))
+        ub = ((m + 0.5) * hnp.log((m + 1) / (r * (count - m + 1)))
+              + (count + 1) * hnp.log((count - m + 1) / (count - k + 1))
+              + (k + 0.5) * hnp.log(r * (count - k + 1) / (k + 1))
+              + _stirling_tail(m) + _stirling_tail(count - m) - _stirling_tail(k) - _stirling_tail(count - k))
+        accept = hnp.logical_or(accept1, hnp.logical_and(hnp.logical_not(reject), v <= ub))
+        return i + 1, hnp.where(accept, k, k_out), hnp.logical_or(accepted, accept), key
+    init = (np.int32(0), hnp.full(shape, -1, prob.dtype), hnp.zeros(shape, bool), key)
+    return while_loop(cond, body, init)[1].astype(dt)
+
+
+@api_function
+def binomial(key, n, p, shape=None, dtype=None) -> Tracer:
+    """Binomial(n, p) counts as floats (float32 by default, as jax): inversion by geometric
+    waiting times when ``n * min(p, 1 - p) <= 10``, else the BTRS rejection sampler."""
+    what = "hlo.random.binomial"
+    k = _key(what, key)
+    dt = _fdt(what, dtype)
+    shape = _param_shape(what, shape, n, p)
+    prob = hnp.asarray(p)
+    if not dtypes.is_float(prob.dtype):
+        prob = prob.astype(np.float32)
+    count = hnp.broadcast_to(hnp.asarray(n).astype(prob.dtype), shape)
+    prob = hnp.broadcast_to(prob, shape)
+    p_lt_half = prob < 0.5
+    q = hnp.where(p_lt_half, prob, 1.0 - prob)
+    count_bad = hnp.logical_or(hnp.isnan(count), count < 0.0)
+    count_inf = hnp.isinf(count)
+    q_nan, q_neg = hnp.isnan(q), q < 0.0
+    q = hnp.where(hnp.logical_or(q_nan, q_neg), 0.01, q)
+    use_inv = hnp.logical_or(count_bad, count * q <= 10.0)
+    count = hnp.floor(count)
+    count_inv = hnp.where(use_inv, count, 0.0)
+    count_btrs = hnp.where(use_inv, 1e4, count)
+    q_btrs = hnp.where(use_inv, 0.5, q)
+    samples = hnp.where(use_inv, _binomial_inversion(k, count_inv, q, shape, dt),
+                        _btrs(k, count_btrs, q_btrs, shape, dt))
+    invalid = hnp.logical_or(hnp.logical_or(q_neg, q_nan), count_bad)
+    samples = hnp.where(invalid, np.array(np.nan, dt), samples)
+    samples = hnp.where(hnp.logical_and(count_inf, hnp.logical_not(invalid)), np.array(np.inf, dt), samples)
+    keep = hnp.logical_or(hnp.logical_or(p_lt_half, count_bad), hnp.logical_or(q_nan, count_inf))
+    return hnp.where(keep, samples, count.astype(dt) - samples)
+
+
+@api_function
+def multinomial(key, n, p, *, shape=None, dtype=None, unroll=1) -> Tracer:
+    """Counts of ``n`` trials over the outcomes along ``p``'s last axis (one binomial per
+    outcome, of the trials left, as jax)."""
+    what = "hlo.random.multinomial"
+    kk = _key(what, key)
+    dt = _fdt(what, dtype)
+    pt = hnp.asarray(p)
+    if not dtypes.is_float(pt.dtype):
+        pt = pt.astype(np.float32)
+    nt = hnp.asarray(n).astype(pt.dtype)
+    shape = pt.shape if shape is None else static_shape(what, shape)
+    nt = hnp.broadcast_to(nt, shape[:-1])
+    pt = hnp.moveaxis(hnp.broadcast_to(pt, shape), -1, 0)
+    remaining = hnp.flip(hnp.cumsum(hnp.flip(pt, 0), axis=0), 0)
+    ratios = pt / hnp.where(remaining == 0, 1, remaining)
+    keys = split(kk, ratios.shape[0])
+    counts = []
+    rem = nt
+    for i in range(ratios.shape[0]):
+        c = binomial(keys[i], rem, hnp.clip(ratios[i], 0, 1), dtype=rem.dtype)
+        rem = rem - c
+        counts.append(c)
+    return hnp.moveaxis(hnp.stack(counts), 0, -1).astype(dt)
+
+
+# --------------------------------------------------------------------------------------------
 # Keys
 # --------------------------------------------------------------------------------------------
 
@@ -572,5 +770,5 @@ __all__ = ["exponential", "gumbel", "laplace", "logistic", "cauchy", "lognormal"
            "weibull_min", "triangular", "truncated_normal", "wald", "rademacher", "maxwell",
            "double_sided_maxwell", "geometric", "categorical", "permutation", "choice",
            "multivariate_normal", "orthogonal", "gamma", "loggamma", "beta", "dirichlet", "chisquare",
-           "f", "t", "generalized_normal", "ball", "clone", "wrap_key_data"]
+           "f", "t", "generalized_normal", "ball", "clone", "wrap_key_data", "poisson", "binomial", "multinomial"]
 del DTypeError, bits

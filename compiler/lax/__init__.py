@@ -34,6 +34,7 @@ from .parallel import (psum, pmean, pmax, pmin, all_gather, psum_scatter, all_to
 from .topk import top_k
 from .conv_transpose import conv_transpose
 from .cumlogsumexp import cumlogsumexp
+from .gamma_fns import lgamma, digamma
 
 # Every array library (hlo.numpy, hlo.nn, hlo.random, control flow) imports hlo.lax first. Their
 # functions called outside a trace compile the call with hlo.jit, which registers itself with

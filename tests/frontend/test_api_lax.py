@@ -72,3 +72,16 @@ def test_conv_transpose_1d_dilated_compiled_and_its_gradient():
     np.testing.assert_allclose(g, jg, rtol=1e-4, atol=1e-3)
     with pytest.raises(ValueError, match="padding must be"):
         hl.conv_transpose(lhs, rhs, (1,), "FULL")
+
+
+def test_lgamma_and_digamma_match_jax_and_float64():
+    x = np.array([0.1, 0.5, 1, 1.5, 2, 3.7, 10, 100, 1e4, -0.5, -1.5, -2.3, 0, -1, -2, np.inf, -np.inf, 1e-6, 1e30],
+                 np.float32)
+    lg, dg = hlo.jit(lambda a: (hl.lgamma(a), hl.digamma(a)))(x)
+    np.testing.assert_allclose(lg, jax.lax.lgamma(x), rtol=2e-6, atol=1e-6)
+    np.testing.assert_allclose(dg, jax.lax.digamma(x), rtol=2e-5, atol=1e-6)
+    import math
+    y = np.array([0.1, 2.5, 7.3, -0.7, 150.0, 1e-3])
+    np.testing.assert_allclose(hl.lgamma(y), [math.lgamma(v) for v in y], rtol=1e-13, atol=1e-14)
+    g = hlo.grad(lambda a: hl.lgamma(a).sum())(np.array([0.7, 3.0, 12.5], np.float32))
+    np.testing.assert_allclose(g, jax.lax.digamma(np.array([0.7, 3.0, 12.5], np.float32)), rtol=1e-3)

@@ -49,6 +49,10 @@ SAME_BITS = [
     ("multivariate_normal", lambda m, k: m.multivariate_normal(k, np.zeros(2, np.float32), COV, (4,))),
     ("orthogonal", lambda m, k: m.orthogonal(k, 3)),
     ("orthogonal-batch", lambda m, k: m.orthogonal(k, 2, (2,))),
+    ("poisson", lambda m, k: m.poisson(k, np.array([0.0, 0.5, 3.0, 9.9, 10.0, 25.0, 400.0], np.float32), (3, 7))),
+    ("binomial", lambda m, k: m.binomial(k, np.array([5.0, 20.0, 100.0, 1000.0], np.float32),
+                                         np.array([0.3, 0.9, 0.05, 0.5], np.float32), (2, 4))),
+    ("multinomial", lambda m, k: m.multinomial(k, 50.0, np.array([[0.2, 0.3, 0.5], [0.6, 0.0, 0.4]], np.float32))),
 ]
 
 
