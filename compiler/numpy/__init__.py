@@ -48,7 +48,8 @@ from .quantiles import (quantile, nanquantile, percentile, nanpercentile, nanmed
                         histogram2d, histogramdd, histogram_bin_edges, cov, corrcoef)
 from .nanfuncs import nanvar, nanstd, nanargmax, nanargmin, nancumsum, nancumprod
 from .data_dependent import (nonzero, flatnonzero, argwhere, compress, extract, isin, union1d, intersect1d,
-                             setdiff1d, setxor1d, unique_values, unique_counts, unique_inverse, unique_all)
+                             setdiff1d, setxor1d, unique_values, unique_counts, unique_inverse, unique_all,
+                             trim_zeros)
 from .index_tricks import (tril_indices, triu_indices, tril_indices_from, triu_indices_from, diag_indices,
                            diag_indices_from, mask_indices, indices, ix_, unravel_index, ravel_multi_index,
                            select, choose, piecewise, lexsort, fill_diagonal, put, place, put_along_axis,
@@ -60,6 +61,8 @@ from .array_api import (isscalar, iterable, isdtype, copy, array_equiv, resize, 
                         fromfunction, apply_over_axes)
 from . import linalg
 from . import fft
+from .host import (load, save, savez, frombuffer, fromstring, get_printoptions, set_printoptions, printoptions,
+                   array_repr, array_str, ComplexWarning, character, flexible, object_)
 from .linalg import _polyfit as polyfit
 from . import array_methods as _array_methods
 

@@ -296,3 +296,26 @@ def unique_all(x, *, size=None, fill_value=None) -> UniqueAllResult:
     """``(values, indices, inverse_indices, counts)``: the sorted distinct values, the first
     index of each, each element's slot in ``values`` and how often each occurs."""
     return UniqueAllResult(*_unique_parts(x, _unique_size("unique_all", x, size), fill_value))
+
+
+def trim_zeros(filt, trim="fb"):
+    """The 1-D ``filt`` without its leading ('f') and/or trailing ('b') zeros. The result's
+    length depends on the values and jax gives no size= for it: it needs a concrete array."""
+    if trim not in ("f", "b", "fb", "bf"):
+        raise ValueError(f"trim_zeros: trim must be 'f', 'b' or 'fb', got {trim!r}")
+    if _traced(filt):
+        raise TypeError("trim_zeros: the length of the result depends on the values of a traced array; "
+                        "call it on a concrete array (outside hlo.jit), or keep the length static with "
+                        "hnp.where(mask, x, 0) and the count from hnp.flatnonzero(x, size=...)")
+    a = np.asarray(filt)
+    if a.ndim != 1:
+        raise ValueError(f"trim_zeros: filt must be one-dimensional, got shape {a.shape}")
+    nz = np.flatnonzero(a)
+    start = int(nz[0]) if nz.size and "f" in trim else (a.size if not nz.size and "f" in trim else 0)
+    stop = int(nz[-1]) + 1 if nz.size and "b" in trim else (0 if not nz.size and "b" in trim else a.size)
+    return _take_range(filt, start, max(stop, start))
+
+
+@api_function
+def _take_range(x, start, stop):
+    return cr.asarray(x)[start:stop]

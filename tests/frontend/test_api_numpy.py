@@ -314,3 +314,24 @@ def test_new_functions_differentiate():
     g = hlo.grad(lambda a: f(hnp, a))(F)
     jg = jax.grad(lambda a: f(jnp, a))(F)
     np.testing.assert_allclose(g, jg, rtol=1e-4, atol=1e-5)
+
+
+def test_trim_zeros_on_concrete_arrays_and_a_clear_error_when_traced():
+    for a, trim in [(np.array([0, 0, 1, 2, 0, 3, 0]), "fb"), (np.array([0, 0, 1, 2, 0]), "f"),
+                    (np.array([0, 1, 0, 0]), "b"), (np.zeros(3), "fb")]:
+        np.testing.assert_array_equal(hnp.trim_zeros(a, trim), np.trim_zeros(a, trim))
+    with pytest.raises(TypeError, match="concrete array"):
+        hlo.jit(hnp.trim_zeros)(np.ones(3))
+
+
+def test_numpys_host_functions_are_there_for_jax_code(tmp_path):
+    x = np.arange(6.0).reshape(2, 3)
+    hnp.save(tmp_path / "x.npy", x)
+    y = hnp.load(tmp_path / "x.npy")
+    np.testing.assert_array_equal(hlo.jit(lambda a: a * 2)(y), x * 2)
+    np.testing.assert_array_equal(hnp.frombuffer(b"\x01\x02", dtype=np.uint8), [1, 2])
+    assert hnp.array_str(x) == np.array_str(x)
+    with hnp.printoptions(precision=2):
+        assert hnp.get_printoptions()["precision"] == 2
+    with pytest.raises(hlo.errors.TracerArrayConversionError):
+        hlo.jit(lambda a: hnp.array_repr(a))(x)
