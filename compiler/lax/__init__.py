@@ -35,6 +35,10 @@ from .topk import top_k
 from .conv_transpose import conv_transpose
 from .cumlogsumexp import cumlogsumexp
 from .gamma_fns import lgamma, digamma
+from .conveniences import (bitwise_and, bitwise_or, bitwise_xor, bitwise_not, index_in_dim, dynamic_index_in_dim,
+                           dynamic_update_index_in_dim, select_n, split, stack, unstack, tile, empty,
+                           broadcast_to_rank, broadcast_like, broadcast_shapes, dtype, batch_matmul, scatter_sub,
+                           reduce_precision, optimization_barrier, approx_max_k, approx_min_k)
 
 # Every array library (hlo.numpy, hlo.nn, hlo.random, control flow) imports hlo.lax first. Their
 # functions called outside a trace compile the call with hlo.jit, which registers itself with
@@ -50,6 +54,12 @@ def __getattr__(name):
     if name in _CONTROL_FLOW:
         from . import control_flow
         return getattr(control_flow, name)
+    if name == "stop_gradient":  # (hlo.autodiff's: above this layer)
+        from ..autodiff import stop_gradient
+        return stop_gradient
+    if name in ("nextafter", "bessel_i0e"):  # written with hlo.numpy's bit and series helpers
+        from ..numpy import float_bits, windows
+        return float_bits.nextafter if name == "nextafter" else windows.i0e
     if name == "linalg":  # hlo.lax.linalg: lu, cholesky, qr, eigh, svd, triangular_solve
         import importlib
         return importlib.import_module(f"{__name__}.linalg")
@@ -60,4 +70,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_CONTROL_FLOW) | {"linalg"})
+    return sorted(set(globals()) | set(_CONTROL_FLOW) | {"linalg", "stop_gradient", "nextafter", "bessel_i0e"})

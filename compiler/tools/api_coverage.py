@@ -53,6 +53,11 @@ ABSENT: Dict[str, Dict[str, str]] = {
         "get_scaled_dot_general_config": "jax's microscaling (mxfp8/nvfp4) configuration objects",
         "scaled_dot_general": "microscaled (mxfp8/nvfp4) dot_general with jax's config objects",
     },
+    "jax.lax": {n: "a collective or sharding over named device axes (SPMD): not part of hlo.lax's "
+                "single-device surface" for n in (
+                    "all_gather", "all_to_all", "axis_index", "axis_size", "pbroadcast", "pcast", "pmax",
+                    "pmean", "pmin", "ppermute", "precv", "psend", "pshuffle", "psum", "psum_scatter",
+                    "pswapaxes", "ragged_all_to_all", "with_sharding_constraint")},
     "jax.random": {
         "key_impl": "hlo's keys are raw uint32[2] threefry data: one implementation",
         "key_dtype": "the dtype of jax's typed key arrays: hlo's keys are raw uint32[2] data",

@@ -32,3 +32,14 @@ def test_counting_public_callables():
     m = types.ModuleType("m")
     m.f, m._g, m.pi, m.sub, m.C = (lambda: 0), (lambda: 0), 3.14, types.ModuleType("s"), int
     assert api_coverage.public_callables(m) == ["C", "f"]
+
+
+def test_the_goal_holds_for_the_counted_namespaces(rows):
+    # issue 34: at least 95 % of jax's names that hlo can express (the names left out on purpose,
+    # each with its reason in ABSENT, do not count)
+    for r in rows:
+        if not r["counted"]:
+            continue
+        absent = [n for n in r["missing"] if n in api_coverage.ABSENT.get(r["jax"], {})]
+        share = r["covered"] / (len(r["names"]) - len(absent))
+        assert share >= 0.95, f"{r['hlo']} covers {share:.1%} of {r['jax']}: {r['missing']}"

@@ -85,3 +85,41 @@ def test_lgamma_and_digamma_match_jax_and_float64():
     np.testing.assert_allclose(hl.lgamma(y), [math.lgamma(v) for v in y], rtol=1e-13, atol=1e-14)
     g = hlo.grad(lambda a: hl.lgamma(a).sum())(np.array([0.7, 3.0, 12.5], np.float32))
     np.testing.assert_allclose(g, jax.lax.digamma(np.array([0.7, 3.0, 12.5], np.float32)), rtol=1e-3)
+
+
+I32 = R.integers(-50, 50, (3, 4)).astype(np.int32)
+F32 = R.standard_normal((3, 4, 5)).astype(np.float32)
+CONVENIENCES = [
+    ("bitwise", lambda m, a: (m.bitwise_and(a, 6), m.bitwise_or(a, 6), m.bitwise_xor(a, 6), m.bitwise_not(a)), (I32,)),
+    ("index_in_dim", lambda m, a: (m.index_in_dim(a, -1, 1), m.index_in_dim(a, 2, 2, keepdims=False)), (F32,)),
+    ("dynamic_index_in_dim", lambda m, a, i: m.dynamic_index_in_dim(a, i, 1, keepdims=False), (F32, np.int32(2))),
+    ("dynamic_update_index_in_dim", lambda m, a, u, i: m.dynamic_update_index_in_dim(a, u, i, 0),
+     (F32, F32[0] * 0, np.int32(1))),
+    ("select_n", lambda m, w, a: (m.select_n(w % 3, a, -a, a * 2), m.select_n(w > 0, a, -a)),
+     (I32, I32.astype(np.float32))),
+    ("split", lambda m, a: tuple(m.split(a, (1, 3), axis=1)), (F32,)),
+    ("stack-unstack", lambda m, a: (m.stack([a, a * 2], axis=1), tuple(m.unstack(a, 2))), (F32,)),
+    ("tile", lambda m, a: m.tile(a, (2, 1, 3)), (F32,)),
+    ("empty", lambda m: m.empty((2, 3), np.float32) * 0, ()),
+    ("broadcast", lambda m, a, b: (m.broadcast_to_rank(a, 5), m.broadcast_like(a[0, :, :1], b)), (F32, F32)),
+    ("batch_matmul", lambda m, a, b: m.batch_matmul(a, b), (F32, F32.transpose(0, 2, 1).copy())),
+    ("reduce_precision", lambda m, a: (m.reduce_precision(a * 1000, 5, 10), m.reduce_precision(a, 8, 7)), (F32,)),
+    ("optimization_barrier", lambda m, a: m.optimization_barrier((a, {"b": a * 2})), (F32,)),
+    ("approx_k", lambda m, a: (m.approx_max_k(a, 2), m.approx_min_k(a, 3, reduction_dimension=1)), (F32,)),
+    ("scatter_sub", lambda m, a: m.scatter_sub(a, np.array([[0], [2]], np.int32), np.ones((2, 4), np.float32),
+                                               m.ScatterDimensionNumbers((1,), (0,), (0,))), (F32[:, :, 0].copy(),)),
+    ("stop_gradient-nextafter-i0e", lambda m, a: (m.stop_gradient(a), m.nextafter(a, a * 2), m.bessel_i0e(a)), (F32,)),
+]
+
+
+@pytest.mark.parametrize("name, f, args", CONVENIENCES, ids=[c[0] for c in CONVENIENCES])
+def test_conveniences_match_jax(name, f, args):
+    got = hlo.jit(lambda *a: f(hl, *a), target="interpreter")(*args)
+    want = f(jax.lax, *args)
+    gl, wl = jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)
+    assert len(gl) == len(wl)
+    for g, w in zip(gl, wl):
+        assert np.shape(g) == np.shape(w)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6, atol=1e-7)
+    assert hl.broadcast_shapes((3, 1), (1, 4), (4,)) == jax.lax.broadcast_shapes((3, 1), (1, 4), (4,))
+    assert hl.dtype(1.0) == np.float32 and hl.dtype(F32) == np.float32 and hl.dtype("int8") == np.int8
