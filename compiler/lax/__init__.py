@@ -35,6 +35,7 @@ from .topk import top_k
 from .conv_transpose import conv_transpose
 from .cumlogsumexp import cumlogsumexp
 from .gamma_fns import lgamma, digamma
+from .associative_scan import associative_scan
 from .conveniences import (bitwise_and, bitwise_or, bitwise_xor, bitwise_not, index_in_dim, dynamic_index_in_dim,
                            dynamic_update_index_in_dim, select_n, split, stack, unstack, tile, empty,
                            broadcast_to_rank, broadcast_like, broadcast_shapes, dtype, batch_matmul, scatter_sub,

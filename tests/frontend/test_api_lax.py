@@ -123,3 +123,32 @@ def test_conveniences_match_jax(name, f, args):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6, atol=1e-7)
     assert hl.broadcast_shapes((3, 1), (1, 4), (4,)) == jax.lax.broadcast_shapes((3, 1), (1, 4), (4,))
     assert hl.dtype(1.0) == np.float32 and hl.dtype(F32) == np.float32 and hl.dtype("int8") == np.int8
+
+
+@pytest.mark.parametrize("n, reverse", [(1, False), (2, True), (7, False), (16, True), (33, False)])
+def test_associative_scan_of_a_linear_recurrence_matches_jax(n, reverse):
+    a = R.uniform(0.5, 1, (n, 3)).astype(np.float32)
+    b = R.standard_normal((n, 3)).astype(np.float32)
+
+    def f(m):
+        def combine(x, y):  # h = a * h + b, composed
+            return {"a": x["a"] * y["a"], "b": y["a"] * x["b"] + y["b"]}
+        return lambda a, b: m.associative_scan(combine, {"a": a, "b": b}, reverse=reverse)
+    got = hlo.jit(f(hl))(a, b)
+    want = f(jax.lax)(a, b)
+    for k in ("a", "b"):
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6)
+
+
+def test_associative_scan_along_an_axis_its_errors_and_gradient():
+    import hlo.numpy as hnp
+    x = R.standard_normal((4, 10)).astype(np.float32)
+    np.testing.assert_allclose(hl.associative_scan(hnp.add, x, axis=1), np.cumsum(x, 1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(hl.associative_scan(hnp.maximum, x, axis=1), np.maximum.accumulate(x, 1))
+    with pytest.raises(ValueError, match="axis 0 of length 4"):
+        hl.associative_scan(hnp.add, (x, x[:3]))
+    with pytest.raises(TypeError, match="structure of elems"):
+        hl.associative_scan(lambda p, q: p[0] + q[0], (x, x))
+    g = hlo.grad(lambda t: hl.associative_scan(hnp.multiply, t).sum())(x[:, :3] + 2)
+    jg = jax.grad(lambda t: jax.lax.associative_scan(jax.numpy.multiply, t).sum())(x[:, :3] + 2)
+    np.testing.assert_allclose(g, jg, rtol=1e-4, atol=1e-5)
