@@ -9,6 +9,7 @@ from .more_activations import (identity, tanh, celu, selu, glu, hard_sigmoid, ha
                                hard_tanh, mish, soft_sign, sparse_plus, sparse_sigmoid, squareplus,
                                log1mexp, logmeanexp)
 from .attention import dot_product_attention, scaled_matmul
+from .scaled_dot import scaled_dot_general, get_scaled_dot_general_config
 
 
 def _install_missing_names():  # hnp.foo: "did you mean ...?", and whether jax has it

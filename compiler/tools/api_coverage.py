@@ -49,10 +49,6 @@ ABSENT: Dict[str, Dict[str, str]] = {
         "int1": "1-bit integers: no such IR element type", "uint1": "1-bit integers: no such IR "
         "element type",
     },
-    "jax.nn": {
-        "get_scaled_dot_general_config": "jax's microscaling (mxfp8/nvfp4) configuration objects",
-        "scaled_dot_general": "microscaled (mxfp8/nvfp4) dot_general with jax's config objects",
-    },
     "jax.lax": {n: "a collective or sharding over named device axes (SPMD): not part of hlo.lax's "
                 "single-device surface" for n in (
                     "all_gather", "all_to_all", "axis_index", "axis_size", "pbroadcast", "pcast", "pmax",

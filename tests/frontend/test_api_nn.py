@@ -108,3 +108,42 @@ def test_scaled_matmul_is_the_block_scaled_product_in_float64():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
     with pytest.raises(ValueError, match="3-dimensional"):
         hnn.scaled_matmul(a[0], b, sa, sb)
+
+
+def _quantize_ref(x3, mode):
+    """jax's block quantization (jax/_src/cudnn/scaled_matmul_stablehlo.py) in numpy: returns the
+    dequantized float64 operand."""
+    import ml_dtypes
+    bs, dt = (32, ml_dtypes.float8_e4m3fn) if mode == "mxfp8" else (16, ml_dtypes.float4_e2m1fn)
+    top = float(ml_dtypes.finfo(dt).max)
+    B, M, K = x3.shape
+    xb = x3.reshape(B, M, K // bs, bs).astype(np.float32)
+    amax = np.abs(xb).max(-1, keepdims=True) / np.float32(top)
+    if mode == "mxfp8":
+        bits = amax.astype(np.float32).view(np.uint32)
+        exp, mant = bits >> 23, bits & 0x7FFFFF
+        up = (mant > 0) & (exp != 0xFE) & ~((exp == 0) & (mant <= 0x400000))
+        scale = ((np.where(up, exp + 1, exp) & 0xFF).astype(np.uint32) << 23).view(np.float32)
+        scale = np.where(scale == 0, np.float32(2.0 ** -127), scale)
+    else:
+        scale = np.clip(amax, 0, 448.0).astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    q = np.clip(xb / scale, -top, top).astype(dt).astype(np.float64)
+    return (q * scale).reshape(B, M, K)
+
+
+@pytest.mark.parametrize("mode", ["mxfp8", "nvfp4"])
+def test_scaled_dot_general_quantizes_as_jax_does(mode):
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((4, 2, 64)).astype(np.float32)
+    b = rng.standard_normal((4, 64, 5)).astype(np.float32)
+    dn = (((2,), (1,)), ((0,), (0,)))
+    cfg = [hnn.get_scaled_dot_general_config(mode)] * 3
+    got = hlo.jit(lambda x, y: hnn.scaled_dot_general(x, y, dn, configs=cfg))(a, b)
+    want = np.einsum("bmk,bnk->bmn", _quantize_ref(a, mode), _quantize_ref(b.transpose(0, 2, 1), mode))
+    assert got.shape == (4, 2, 5) and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # (jax runs this path on cuDNN only; without configs it is dot_general, which runs anywhere)
+    np.testing.assert_allclose(hnn.scaled_dot_general(a, b, dn), jnn.scaled_dot_general(a, b, dn), rtol=1e-5)
+    jc = jnn.get_scaled_dot_general_config(mode)
+    assert (cfg[0].mode, cfg[0].block_size, np.dtype(cfg[0].data_type), np.dtype(cfg[0].scale_type)) == \
+        (jc.mode, jc.block_size, np.dtype(jc.data_type), np.dtype(jc.scale_type))

@@ -156,7 +156,7 @@ def test_numpy_functions_in_numpy_submodules_run_as_hlo_numpy():
     ("hlo.lax", "cosh_", "hlo.lax.cosh", False),
     ("hlo.lax", "composite", None, True),
     ("hlo.nn", "rellu", "hlo.nn.relu", False),
-    ("hlo.nn", "scaled_dot_general", None, True),
+    ("hlo.lax", "igamma", None, True),
     ("hlo.random", "normall", "hlo.random.normal", False),
     ("hlo.random", "key_impl", None, True),
 ])
