@@ -5,6 +5,7 @@ optimization_barrier and approx_max_k/approx_min_k (exact: the true top k meets 
 target)."""
 from __future__ import annotations
 
+import enum
 from typing import Sequence
 
 import numpy as np
@@ -31,6 +32,14 @@ from .structural import (
 from .topk import top_k
 
 bitwise_and, bitwise_or, bitwise_xor, bitwise_not = ew.and_, ew.or_, ew.xor, ew.not_
+
+
+class FftType(enum.IntEnum):
+    """The kind of a ``hlo.lax.fft`` (jax.lax.FftType's members and values)."""
+    FFT = 0
+    IFFT = 1
+    RFFT = 2
+    IRFFT = 3
 
 
 @api_function
@@ -252,3 +261,64 @@ def approx_min_k(operand, k: int, reduction_dimension: int = -1, recall_target: 
                  reduction_input_size_override: int = -1, aggregate_to_topk: bool = True):
     """The ``k`` smallest values and their indices, computed exactly."""
     return _approx_k("lax.approx_min_k", operand, k, reduction_dimension, False)
+
+
+_WIDER = {np.dtype(np.int8): np.int16, np.dtype(np.int16): np.int32, np.dtype(np.int32): np.int64,
+          np.dtype(np.uint8): np.uint16, np.dtype(np.uint16): np.uint32, np.dtype(np.uint32): np.uint64}
+
+
+@api_function
+def mulhi(x, y, /) -> Tracer:
+    """The high half of the double-width product of two integers of one type."""
+    from .common import convert
+    a = as_tracer(x, what="lax.mulhi")
+    b = as_tracer(y, a.dtype, "lax.mulhi")
+    if a.dtype != b.dtype or not dtypes.is_int(a.dtype):
+        raise TypeError(f"lax.mulhi: operands must be integers of one type, got {a.dtype} and {b.dtype}")
+    dt = np.dtype(a.dtype)
+    bits = dt.itemsize * 8
+    if dt in _WIDER:
+        w = np.dtype(_WIDER[dt])
+        p = ew.mul(convert(a, w), convert(b, w))
+        shift = ew.shift_right_arithmetic if dt.kind == "i" else ew.shift_right_logical
+        return convert(shift(p, as_tracer(np.asarray(bits, w))), dt)
+    # 64 bits: the unsigned product of 32-bit halves, then the signed correction
+    u = np.dtype(np.uint64)
+    au, bu = convert(a, u) if dt.kind == "i" else a, convert(b, u) if dt.kind == "i" else b
+    c32, mask = as_tracer(np.asarray(32, u)), as_tracer(np.asarray(0xFFFFFFFF, u))
+    a_lo, a_hi = ew.and_(au, mask), ew.shift_right_logical(au, c32)
+    b_lo, b_hi = ew.and_(bu, mask), ew.shift_right_logical(bu, c32)
+    lo_lo, hi_lo = ew.mul(a_lo, b_lo), ew.mul(a_hi, b_lo)
+    lo_hi, hi_hi = ew.mul(a_lo, b_hi), ew.mul(a_hi, b_hi)
+    cross = ew.add(ew.add(ew.shift_right_logical(lo_lo, c32), ew.and_(hi_lo, mask)), ew.and_(lo_hi, mask))
+    hi = ew.add(ew.add(ew.add(hi_hi, ew.shift_right_logical(hi_lo, c32)), ew.shift_right_logical(lo_hi, c32)),
+                ew.shift_right_logical(cross, c32))
+    if dt.kind == "u":
+        return hi
+    zeros = ew.mul(au, as_tracer(np.asarray(0, u)))
+    neg_a = ew.lt(a, as_tracer(np.asarray(0, dt)))
+    neg_b = ew.lt(b, as_tracer(np.asarray(0, dt)))
+    hi = ew.sub(ew.sub(hi, ew.select(neg_a, bu, zeros)), ew.select(neg_b, au, zeros))
+    return convert(hi, dt)
+
+
+@api_function
+def index_take(src, idxs, axes: Sequence[int]) -> Tracer:
+    """``src`` indexed by one index array per axis of ``axes`` (wrapping modulo the axis size),
+    as jax.lax.index_take."""
+    from .common import convert
+    from .indexing import GatherDimensionNumbers, gather
+    s = as_tracer(src, what="lax.index_take")
+    axes = tuple(canonical_axis("lax.index_take", a, s.ndim) for a in axes)
+    ids = [as_tracer(i, what="lax.index_take") for i in idxs]
+    if len(ids) != len(axes) or not ids:
+        raise ValueError("lax.index_take: one index array per axis is needed")
+    ids = [convert(i, dtypes.INDEX) if i.dtype != dtypes.INDEX else i for i in ids]
+    ind = concatenate([expand_dims(i, (1,)) for i in ids], 1)
+    sizes = as_tracer(np.array([s.shape[a] for a in axes], dtypes.INDEX))
+    ind = ew.rem(ew.add(ew.rem(ind, broadcast_in_dim(sizes, ind.shape, [1])), broadcast_in_dim(sizes, ind.shape, [1])),
+                 broadcast_in_dim(sizes, ind.shape, [1]))
+    slice_sizes = [1 if d in axes else s.shape[d] for d in range(s.ndim)]
+    dnums = GatherDimensionNumbers(offset_dims=tuple(range(1, s.ndim - len(axes) + 1)), collapsed_slice_dims=axes,
+                                   start_index_map=axes)
+    return gather(s, ind, dnums, tuple(slice_sizes))

@@ -152,3 +152,46 @@ def test_associative_scan_along_an_axis_its_errors_and_gradient():
     g = hlo.grad(lambda t: hl.associative_scan(hnp.multiply, t).sum())(x[:, :3] + 2)
     jg = jax.grad(lambda t: jax.lax.associative_scan(jax.numpy.multiply, t).sum())(x[:, :3] + 2)
     np.testing.assert_allclose(g, jg, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.uint16, np.int32, np.uint32, np.int64, np.uint64])
+def test_mulhi_is_the_high_half_of_the_exact_product(dt):
+    info = np.iinfo(dt)
+    a = R.integers(info.min, info.max, 40, dtype=dt, endpoint=True)
+    b = R.integers(info.min, info.max, 40, dtype=dt, endpoint=True)
+    a[:3], b[:3] = [info.min, info.max, 0], [info.max, info.min, info.max]
+    bits = 8 * np.dtype(dt).itemsize
+    want = np.array([((int(x) * int(y)) >> bits) & ((1 << bits) - 1) for x, y in zip(a, b)], np.uint64)
+    want = want.astype(np.dtype(dt).str.replace("i", "u")).view(dt)  # Python ints: exact
+    np.testing.assert_array_equal(hlo.jit(hl.mulhi)(a, b), want)
+
+
+def test_index_take_fft_and_the_shape_helpers_match_jax():
+    src = R.standard_normal((5, 6, 7)).astype(np.float32)
+    i0, i1 = np.array([0, 4, -1, 7], np.int32), np.array([1, 2, 3, -8], np.int32)
+    np.testing.assert_array_equal(hl.index_take(src, (i0, i1), (0, 2)), jax.lax.index_take(src, (i0, i1), (0, 2)))
+    x = R.standard_normal((3, 4, 8)).astype(np.float32)
+    c = (x + 1j * x[::-1]).astype(np.complex64)
+    for kind, arg, lengths in [("FFT", c, (4, 8)), ("IFFT", c, (8,)), ("RFFT", x, (4, 8)),
+                               ("IRFFT", np.fft.rfftn(x, axes=(1, 2)).astype(np.complex64), (4, 8)),
+                               (hl.FftType.RFFT, x, (8,))]:
+        got = hlo.jit(lambda a: hl.fft(a, kind, lengths))(arg)
+        np.testing.assert_allclose(got, jax.lax.fft(arg, kind if isinstance(kind, str) else jax.lax.FftType.RFFT,
+                                                    lengths), atol=1e-4)
+    dn = ("NHWC", "HWIO", "NHWC")
+    for pad in ("SAME", "VALID", [(1, 2), (0, 1)]):
+        assert hl.conv_general_shape_tuple((2, 9, 8, 3), (3, 2, 3, 4), (2, 1), pad, dn) == \
+            tuple(jax.lax.conv_general_shape_tuple((2, 9, 8, 3), (3, 2, 3, 4), (2, 1), pad, dn))
+        assert hl.conv_transpose_shape_tuple((2, 9, 8, 3), (3, 2, 3, 4), (2, 3), pad, dn) == \
+            tuple(jax.lax.conv_transpose_shape_tuple((2, 9, 8, 3), (3, 2, 3, 4), (2, 3), pad, dn))
+    assert hl.conv_shape_tuple((2, 3, 9, 8), (4, 3, 3, 2), (2, 1), "SAME") == \
+        tuple(jax.lax.conv_shape_tuple((2, 3, 9, 8), (4, 3, 3, 2), (2, 1), "SAME"))
+    assert hl.reduce_window_shape_tuple((5, 7), (2, 3), (1, 2), [(0, 1), (1, 1)], (1, 2), (2, 1)) == \
+        jax.lax.reduce_window_shape_tuple((5, 7), (2, 3), (1, 2), [(0, 1), (1, 1)], (1, 2), (2, 1))
+    assert hl.conv_general_permutations(("NHWC", "HWIO", "NCHW")) == \
+        jax.lax.conv_general_permutations(("NHWC", "HWIO", "NCHW"))
+    lhs = R.standard_normal((2, 3, 9, 8)).astype(np.float32)
+    rhs = R.standard_normal((4, 3, 3, 2)).astype(np.float32)
+    np.testing.assert_allclose(
+        hlo.jit(lambda a, b: hl.conv_with_general_padding(a, b, (2, 1), [(1, 0), (0, 1)], (1, 2), (2, 1)))(lhs, rhs),
+        jax.lax.conv_with_general_padding(lhs, rhs, (2, 1), [(1, 0), (0, 1)], (1, 2), (2, 1)), rtol=1e-4, atol=1e-4)
