@@ -303,6 +303,14 @@ def randint(key, shape, minval, maxval, dtype=None) -> Tracer:
     return _randint(what, k, lo, hi, shape, dt)
 
 
+# The other samplers (exponential, categorical, permutation, choice, the gamma family, ...):
+# compiler/random_dists.py, built on the ones above.
+from .random_dists import *  # noqa: F403
+from .random_dists import __all__ as _more
+
+__all__ = __all__ + _more
+
+
 def _install_missing_names():  # hnp.foo: "did you mean ...?", and whether jax has it
     from hlo.base import missing
     missing.install(__name__)

@@ -580,3 +580,221 @@ def _kind_name(td: PyTreeDef) -> str:
     if td.kind is type(None):
         return "None"
     return getattr(td.kind, "__name__", str(td.kind))
+
+
+
+# --------------------------------------------------------------------------------------------
+# The rest of jax.tree_util: reductions over leaves, maps and leaves with key paths, one-level
+# flattening, broadcasting a prefix tree, transposing, registrations with keys, static nodes,
+# Partial
+# --------------------------------------------------------------------------------------------
+
+KeyPath = Tuple[Any, ...]  # a leaf's key path: SequenceKey, DictKey, GetAttrKey, ... entries
+
+_NO_INIT = object()
+
+
+def tree_reduce(function: Callable, tree, initializer: Any = _NO_INIT, is_leaf=None):
+    """``functools.reduce(function, leaves[, initializer])`` over the tree's leaves."""
+    leaves = tree_leaves(tree, is_leaf)
+    if initializer is _NO_INIT:
+        return functools.reduce(function, leaves)
+    return functools.reduce(function, leaves, initializer)
+
+
+def tree_reduce_associative(operation: Callable, tree, *, identity: Any = _NO_INIT, is_leaf=None):
+    """Reduce the leaves with an associative ``operation`` as a balanced tree of calls (depth
+    log2 of the leaf count, as jax does); ``identity`` is the result for a tree without leaves."""
+    leaves = tree_leaves(tree, is_leaf)
+    if not leaves:
+        if identity is _NO_INIT:
+            raise TypeError("tree_reduce_associative: the tree has no leaves and no identity was given")
+        return identity
+    while len(leaves) > 1:
+        pairs = [operation(leaves[i], leaves[i + 1]) for i in range(0, len(leaves) - 1, 2)]
+        leaves = pairs + ([leaves[-1]] if len(leaves) % 2 else [])
+    return leaves[0]
+
+
+def tree_all(tree, *, is_leaf=None) -> bool:
+    return all(tree_leaves(tree, is_leaf))
+
+
+def all_leaves(iterable, is_leaf=None) -> bool:
+    """Whether every element of ``iterable`` is a leaf (``is_leaf`` as in tree_flatten)."""
+    if is_leaf is None:
+        return all(treedef_is_leaf(tree_structure(x)) for x in iterable)
+    return all(is_leaf(x) or treedef_is_leaf(tree_structure(x, is_leaf)) for x in iterable)
+
+
+def is_tree_node(typ: type) -> bool:
+    """Whether ``typ`` is a container type (built in or registered), not a leaf type."""
+    if typ in (tuple, list, dict, type(None), collections.OrderedDict, collections.defaultdict):
+        return True
+    if typ in _REGISTRY:
+        return True
+    return issubclass(typ, tuple) and hasattr(typ, "_fields")
+
+
+def _one_level(tree, with_keys: bool):
+    node = _flatten_node(tree, with_keys)
+    if node is None:
+        raise ValueError(f"can't flatten a leaf: {type(tree).__name__} is not a pytree node")
+    kind, aux, children, keys = node
+    return kind, aux, list(children), keys
+
+
+def flatten_one_level(tree) -> Tuple[list, Any]:
+    """``(children, node_data)`` of a container (ValueError for a leaf)."""
+    kind, aux, children, _ = _one_level(tree, False)
+    return children, aux
+
+
+def flatten_one_level_with_keys(tree) -> Tuple[list, Any]:
+    """``([(key, child), ...], node_data)`` of a container."""
+    kind, aux, children, keys = _one_level(tree, True)
+    return list(zip(keys, children)), aux
+
+
+def tree_leaves_with_path(tree, is_leaf=None, is_leaf_takes_path: bool = False) -> list:
+    """``[(key_path, leaf), ...]``."""
+    if is_leaf_takes_path:
+        raise NotImplementedError("tree_leaves_with_path: is_leaf_takes_path=True is not supported; "
+                                  "pass is_leaf as a function of the node")
+    return tree_flatten_with_path(tree, is_leaf)[0]
+
+
+def tree_map_with_path(f: Callable, tree, *rest, is_leaf=None, is_leaf_takes_path: bool = False):
+    """``tree_map`` where ``f`` also gets each leaf's key path first: ``f(path, x, *ys)``."""
+    if is_leaf_takes_path:
+        raise NotImplementedError("tree_map_with_path: is_leaf_takes_path=True is not supported; "
+                                  "pass is_leaf as a function of the node")
+    pairs, td = tree_flatten_with_path(tree, is_leaf)
+    others = []
+    for r in rest:
+        rl, rtd = tree_flatten(r, is_leaf)
+        if rtd != td:
+            raise ValueError(f"tree_map_with_path: structures differ: {td} and {rtd}")
+        others.append(rl)
+    return tree_unflatten(td, [f(p, x, *ys) for (p, x), *ys in zip(pairs, *others)])
+
+
+def tree_broadcast(prefix_tree, full_tree, is_leaf=None):
+    """``prefix_tree`` with each of its leaves repeated over the subtree of ``full_tree`` at the
+    same place (``prefix_tree``'s structure must be a prefix of ``full_tree``'s)."""
+    def go(p, f, path):
+        if (is_leaf is not None and is_leaf(p)) or _flatten_node(p, False) is None:
+            return tree_map(lambda _: p, f, is_leaf=is_leaf)
+        pk, paux, pch, _ = _one_level(p, False)
+        fn = _flatten_node(f, False)
+        if fn is None or fn[0] is not pk or fn[1] != paux or len(fn[2]) != len(pch):
+            raise ValueError(f"tree_broadcast: the prefix tree's node at {keystr(path) or 'the root'} "
+                             f"({type(p).__name__}) does not match the full tree's ({type(f).__name__})")
+        return _rebuild(pk, paux, [go(a, b, path + (FlattenedIndexKey(i),))
+                                       for i, (a, b) in enumerate(zip(pch, fn[2]))])
+    return go(prefix_tree, full_tree, ())
+
+
+def tree_transpose(outer_treedef, inner_treedef, pytree_to_transpose):
+    """A tree of structure outer-of-inner turned into inner-of-outer (``inner_treedef`` None:
+    inferred from the first outer subtree)."""
+    flat, treedef = tree_flatten(pytree_to_transpose)
+    if inner_treedef is None:
+        inner_treedef = _infer_inner(outer_treedef, pytree_to_transpose)
+    n_in, n_out = inner_treedef.num_leaves, outer_treedef.num_leaves
+    expected = _compose(outer_treedef, inner_treedef)
+    if treedef != expected:
+        raise TypeError(f"tree_transpose: the tree's structure {treedef} is not the outer structure "
+                        f"{outer_treedef} of the inner {inner_treedef}")
+    lol = [flat[i * n_in:(i + 1) * n_in] for i in range(n_out)]
+    cols = [list(c) for c in zip(*lol)] if n_in else []
+    subtrees = [tree_unflatten(outer_treedef, c) for c in cols]
+    return tree_unflatten(inner_treedef, subtrees)
+
+
+def _compose(outer, inner):
+    marker = object()
+    return tree_structure(tree_unflatten(outer, [tree_unflatten(inner, [marker] * inner.num_leaves)
+                                                         for _ in range(outer.num_leaves)]))
+
+
+def _infer_inner(outer, tree):
+    subtrees = tree_leaves(tree, is_leaf=_leaf_at(outer, tree))
+    if not subtrees:
+        raise ValueError("tree_transpose: cannot infer the inner structure of an empty outer tree")
+    return tree_structure(subtrees[0])
+
+
+def _leaf_at(outer, tree):
+    """is_leaf that stops at the nodes where ``outer``'s leaves are."""
+    stops = set()
+
+    def walk(td, x):
+        if treedef_is_leaf(td):
+            stops.add(id(x))
+            return
+        _, _, children, _ = _one_level(x, False)
+        for c, ch in zip(td.children, children):
+            walk(c, ch)
+    walk(outer, tree)
+    return lambda x: id(x) in stops
+
+
+def register_pytree_with_keys(nodetype: type, flatten_with_keys: Callable, unflatten_func: Callable,
+                              flatten_func: Optional[Callable] = None):
+    """Register a container whose ``flatten_with_keys(x) -> ([(key, child), ...], aux)``
+    names its children in key paths."""
+    if flatten_func is None:
+        def flatten_func(x):
+            pairs, aux = flatten_with_keys(x)
+            return [c for _, c in pairs], aux
+    return register_pytree_node(nodetype, flatten_func, unflatten_func, flatten_with_keys)
+
+
+def register_pytree_with_keys_class(cls):
+    """Class decorator: ``cls.tree_flatten_with_keys(self)``, ``cls.tree_unflatten(aux,
+    children)`` and optionally ``cls.tree_flatten(self)``."""
+    flat = getattr(cls, "tree_flatten", None)
+    register_pytree_with_keys(cls, lambda x: x.tree_flatten_with_keys(), cls.tree_unflatten,
+                              (lambda x: x.tree_flatten()) if flat is not None else None)
+    return cls
+
+
+def register_static(cls):
+    """Register ``cls`` as a node without children: its instances are part of the tree's
+    structure (hashable, compared with ``==``), never leaves."""
+    register_pytree_node(cls, lambda x: ((), x), lambda aux, _: aux)
+    return cls
+
+
+class Partial(functools.partial):
+    """``functools.partial`` that is a pytree: the bound arguments are its children, the function
+    is static, so it can be passed into and returned from ``hlo.jit``."""
+
+    def __new__(klass, func, *args, **kw):
+        if isinstance(func, functools.partial):  # flatten nested partials, as functools does
+            original = func
+            func = _ClosedPartial(original)
+        return super().__new__(klass, func, *args, **kw)
+
+
+class _ClosedPartial:
+    """A functools.partial wrapped so Partial does not merge its arguments into the tree."""
+
+    def __init__(self, p):
+        self.p = p
+
+    def __call__(self, *a, **k):
+        return self.p(*a, **k)
+
+    def __eq__(self, other):
+        return isinstance(other, _ClosedPartial) and self.p is other.p
+
+    def __hash__(self):
+        return hash(id(self.p))
+
+
+register_pytree_node(
+    Partial,
+    lambda p: ((p.args, p.keywords), p.func),
+    lambda func, xs: Partial(func, *xs[0], **xs[1]))

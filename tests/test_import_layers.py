@@ -55,7 +55,7 @@ FRONTEND_LAYERS = (
     ("linalg", "hlo.lax.linalg's factorizations (built on hlo.numpy, as jax's) and hlo.numpy.linalg",
      ("hlo.lax.linalg", "hlo.numpy.linalg")),
     ("libraries", "hlo.nn, hlo.random",
-     ("hlo.nn.*", "hlo.random")),
+     ("hlo.nn.*", "hlo.random", "hlo.random_dists")),
     ("user", "hlo.aot (compile/save/load), StableHLO import, hlo/tools/ (conformance runner, CLI "
      "tools) and their python -m entry points",
      ("hlo.aot", "hlo.staging.stablehlo", "hlo.tools.*", "hlo.opt", "hlo.conformance",
@@ -92,6 +92,8 @@ KNOWN_CYCLES = (
     ("hlo.numpy.creation", "hlo.numpy.reductions", "hlo.numpy.shapes", "hlo.numpy.ufuncs"),
     # The op table registers the collective ops from their own module, which uses its helpers.
     ("hlo.ir.collective_ops", "hlo.ir.ops"),
+    # hlo.random re-exports the samplers of random_dists, which draw with its uniform and normal.
+    ("hlo.random", "hlo.random_dists"),
 )
 MAX_CYCLE = 5
 

@@ -5,6 +5,7 @@ float64 and int64 inputs compute in 64 bits.
 Inside ``hlo.jit`` these functions record IR. Called on concrete arrays outside any trace, each
 call is compiled on its own and run on the default target, returning numpy arrays.
 """
+import builtins as _builtins
 import sys as _sys
 
 import numpy as _np
@@ -40,13 +41,37 @@ from .sorting import sort, argsort, msort
 from .search import searchsorted, digitize, interp, unique
 from .differences import diff, ediff1d, cross
 from .complexes import real, imag, conj, conjugate, angle, iscomplex, isreal, iscomplexobj, isrealobj
+from .float_bits import nextafter, spacing, frexp, ldexp, modf
+from .integer_fns import gcd, lcm, bitwise_count, packbits, unpackbits
+from .windows import i0, bartlett, blackman, hamming, hanning, kaiser
+from .quantiles import (quantile, nanquantile, percentile, nanpercentile, nanmedian, bincount, histogram,
+                        histogram2d, histogramdd, histogram_bin_edges, cov, corrcoef)
+from .nanfuncs import nanvar, nanstd, nanargmax, nanargmin, nancumsum, nancumprod
+from .data_dependent import (nonzero, flatnonzero, argwhere, compress, extract, isin, union1d, intersect1d,
+                             setdiff1d, setxor1d, unique_values, unique_counts, unique_inverse, unique_all,
+                             trim_zeros)
+from .index_tricks import (tril_indices, triu_indices, tril_indices_from, triu_indices_from, diag_indices,
+                           diag_indices_from, mask_indices, indices, ix_, unravel_index, ravel_multi_index,
+                           select, choose, piecewise, lexsort, fill_diagonal, put, place, put_along_axis,
+                           delete, insert, diagflat)
+from .polynomials import (convolve, correlate, polyval, polyadd, polysub, polymul, polydiv, polyder, polyint,
+                          poly, vander, trapezoid, gradient, unwrap)
+from .array_api import (isscalar, iterable, isdtype, copy, array_equiv, resize, block, dsplit, rollaxis,
+                        vecdot, matvec, vecmat, partition, argpartition, sort_complex, geomspace,
+                        fromfunction, apply_over_axes)
 from . import linalg
 from . import fft
+from .host import (load, save, savez, frombuffer, fromstring, get_printoptions, set_printoptions, printoptions,
+                   array_repr, array_str, ComplexWarning, character, flexible, object_)
+from .linalg import _polyfit as polyfit
 from . import array_methods as _array_methods
 
 _array_methods.install(_sys.modules[__name__])  # Tracer's operators, methods, numpy protocols
 
 bool_ = _dtypes.bool_.type
+# numpy's C-style aliases, as jax.numpy names them
+single, double, csingle, cdouble = _np.float32, _np.float64, _np.complex64, _np.complex128
+int_, uint, float_, complex_ = _np.int64, _np.uint64, _np.float64, _np.complex128
 int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
 uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
 float16, float32, float64 = _np.float16, _np.float32, _np.float64
@@ -76,7 +101,7 @@ def result_type(*args):
     from ..lax.common import aval_of
     pairs = []
     for a in args:
-        if isinstance(a, (type, _np.dtype, str)) and not isinstance(a, (bool, int, float)):
+        if isinstance(a, (type, _np.dtype, str)) and not isinstance(a, (_builtins.bool, int, float)):
             pairs.append((_dtypes.canonicalize(a), False))
         else:
             av = aval_of(a)
@@ -84,7 +109,7 @@ def result_type(*args):
     return _dtypes.result_type_of(pairs)[0]
 
 
-def issubdtype(arg1, arg2) -> bool:
+def issubdtype(arg1, arg2) -> _builtins.bool:
     """numpy.issubdtype that also knows bfloat16 is a floating type."""
     a = _np.dtype(arg1)
     if a == _dtypes.bfloat16:
@@ -97,13 +122,27 @@ def issubdtype(arg1, arg2) -> bool:
     return _np.issubdtype(a, arg2)
 
 
-def can_cast(from_, to, casting="safe") -> bool:
+def can_cast(from_, to, casting="safe") -> _builtins.bool:
     return _np.can_cast(from_, to, casting)
 
 
-def _install_missing_names():  # hnp.foo: "did you mean ...?", and whether jax has it
-    from hlo.base import missing
-    missing.install(__name__)
+# vectorize and apply_along_axis are written with hlo.vmap (the batching layer, above this one):
+# loaded on first use.
+_BATCHED = ("vectorize", "apply_along_axis")
 
 
-_install_missing_names()
+def __getattr__(name):
+    if name in _BATCHED:
+        from ..batching import vectorize as _vectorize
+        return getattr(_vectorize, name)
+    if name.startswith("__"):
+        raise AttributeError(f"module 'hlo.numpy' has no attribute {name!r}")
+    from ..base.missing import missing_name, public_names  # "did you mean ...?", and whether jax has it
+    raise missing_name(__name__, name, public_names(_sys.modules[__name__]) + list(_BATCHED))
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_BATCHED))
+
+
+globals()["bool"] = bool_  # numpy 2's (and jax.numpy's) name; set last, so nothing above means it

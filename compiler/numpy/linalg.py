@@ -520,3 +520,41 @@ def _install_missing_names():  # hnp.foo: "did you mean ...?", and whether jax h
 
 
 _install_missing_names()
+
+
+# hlo.numpy.polyfit (exported by hlo.numpy, not hlo.numpy.linalg): numpy's least-squares fit,
+# here because it solves with lstsq.
+@api_function
+def _polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
+    """Least-squares polynomial fit of degree ``deg`` (numpy's column scaling); ``full``
+    adds (residuals, rank, singular values, rcond)."""
+    if cov:
+        raise UnsupportedError("polyfit: cov=True is not supported; compute the covariance from the "
+                               "residuals and vander(x) with hlo.numpy.linalg")
+    from . import creation as cr
+    from . import reductions as red
+    from . import ufuncs as uf
+    from .polynomials import vander as _vander
+    from .promotion import promote_inexact
+    deg = int(deg)
+    if deg < 0:
+        raise ValueError("expected deg >= 0")
+    (xt, yt), dt, _ = promote_inexact("polyfit", x, y, broadcast=False)
+    if xt.ndim != 1 or yt.ndim not in (1, 2) or yt.shape[0] != xt.shape[0]:
+        raise ShapeError(f"polyfit: x must be 1-D and y 1-D or 2-D with x's length, got {xt.shape} and {yt.shape}")
+    order = deg + 1
+    if rcond is None:
+        rcond = xt.shape[0] * float(dtypes.finfo(dt).eps)
+    lhs = _vander(xt, order)
+    rhs = yt
+    if w is not None:
+        wt = cr.asarray(w).astype(dt)
+        lhs = lhs * wt[:, None]
+        rhs = rhs * (wt if rhs.ndim == 1 else wt[:, None])
+    scale = uf.sqrt(red.sum(lhs * lhs, axis=0))
+    lhs = lhs / scale
+    c, resids, rank, s = lstsq(lhs, rhs, rcond)
+    c = (c.T / scale).T
+    if full:
+        return c, resids, rank, s, cr.asarray(rcond).astype(dt)
+    return c

@@ -145,20 +145,20 @@ def test_numpy_functions_in_numpy_submodules_run_as_hlo_numpy():
         np.testing.assert_allclose(hlo.jit(f)(X), ref(X.astype(np.float64)), rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(hlo.jit(f)(X), jax.jit(jref)(X), rtol=1e-5, atol=1e-5)
     with pytest.raises(hlo.errors.TracerArrayConversionError,
-                       match="hlo.numpy has no function percentile"):
-        hlo.jit(lambda x: np.percentile(x, 30))(X)
+                       match="hlo.numpy has no function roots"):
+        hlo.jit(lambda x: np.roots(x))(X)
 
 
 @pytest.mark.parametrize("module, name, suggestion, in_jax", [
     ("hlo.numpy", "sine", "hlo.numpy.sin", False),
-    ("hlo.numpy", "percentile", None, True),
+    ("hlo.numpy", "ufunc", None, True),
     ("hlo.numpy.linalg", "nrm", "hlo.numpy.linalg.norm", False),
     ("hlo.lax", "cosh_", "hlo.lax.cosh", False),
-    ("hlo.lax", "top_k", None, True),
+    ("hlo.lax", "composite", None, True),
     ("hlo.nn", "rellu", "hlo.nn.relu", False),
-    ("hlo.nn", "selu", None, True),
+    ("hlo.lax", "igamma", None, True),
     ("hlo.random", "normall", "hlo.random.normal", False),
-    ("hlo.random", "categorical", None, True),
+    ("hlo.random", "key_impl", None, True),
 ])
 def test_a_missing_name_suggests_the_nearest_and_says_whether_jax_has_it(module, name, suggestion,
                                                                          in_jax):
@@ -184,8 +184,8 @@ def test_the_list_of_jax_names_is_jaxs():
 
 def test_asking_for_a_missing_name_imports_no_jax():
     code = ("import sys, hlo, hlo.numpy as hnp\n"
-            "assert not hasattr(hnp, 'percentile')\n"
-            "try:\n    hnp.percentile\nexcept AttributeError as e:\n    assert 'jax.numpy' in str(e)\n"
+            "assert not hasattr(hnp, 'ufunc')\n"
+            "try:\n    hnp.ufunc\nexcept AttributeError as e:\n    assert 'jax.numpy' in str(e)\n"
             "assert 'jax' not in sys.modules, 'jax imported'\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
