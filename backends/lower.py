@@ -186,6 +186,13 @@ class Lowering:
             return
         if op.results[0].type.size == 0:
             return
+        if name == "dynamic_update_slice" and dests[0] == env.get(op.operands[0]):
+            # written over its operand (the plan's in-place pair, a loop's state): the target may
+            # store only the update
+            step = cg.update_in_place(op, dests[0], env, _kname(name), what)
+            if step is not None:
+                self.steps.append(step)
+                return
         roots = [Root(r, d, r.type) for r, d in zip(op.results, dests)]
         self.steps.append(cg.loop_kernel(roots, env, _kname(name), what))
 

@@ -283,6 +283,10 @@ def inplace_pairs(op: Operation) -> List[Tuple[int, int]]:
     fusion, by the row's reductions, which finish before the row is written). Types (shape,
     element size, layout) must match. The buffer assigner decides whether to use a pair."""
     pairs = []
+    if op.name == "dynamic_update_slice":
+        # the operand is read only outside the window, at the index written (XLA's in-place
+        # dynamic-update-slice); the CPU then stores only the update (``cpu/update_slice.py``)
+        return [(0, 0)] if _same_storage(op.operands[0], op.results[0]) else pairs
     if op.name in ELEMENTWISE:
         for i, v in enumerate(op.operands):
             for j, r in enumerate(op.results):
