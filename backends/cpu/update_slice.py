@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Dict
 
-import llvmlite.ir as ir
-
 from hlo.ir.core import Value
 from hlo.runtime.steps import BufRef, KernelCall
 
