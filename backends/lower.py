@@ -459,25 +459,18 @@ def read_in_place(op: Operation, dests: Sequence[BufRef], env: Dict[Value, BufRe
     holding other values) or a
     constant, and no other slot's buffer. (lstm_grad: its three loops had copied xs, the weights
     and g, ~6.5 MiB, on every call.)"""
-    region = op.parent
-    if region is None:
+    region, body = op.parent, op.regions[1]
+    slots = [i for i, v in enumerate(op.operands)
+             if body.outputs[i] is body.args[i] and env[v].kind in ("input", "const")
+             and not (env[v].kind == "input" and env[v].index in written_inputs)
+             and not any(k != i and (d == env[v] or d.overlaps(env[v])) for k, d in enumerate(dests))]
+    if region is None or not slots:
         return []
-    body = op.regions[1]
     used = set(region.outputs)
     for o in region.ops:
         if o is not op:
             used.update(inputs_of(o))
-    out = []
-    for i, v in enumerate(op.operands):
-        ref = env[v]
-        if body.outputs[i] is not body.args[i] or op.results[i] in used:
-            continue
-        if ref.kind not in ("input", "const") or ref.kind == "input" and ref.index in written_inputs:
-            continue
-        if any(k != i and (d == ref or d.overlaps(ref)) for k, d in enumerate(dests)):
-            continue
-        out.append(i)
-    return out
+    return [i for i in slots if op.results[i] not in used]
 
 
 def state_in_place(body: Region, i: int) -> bool:
