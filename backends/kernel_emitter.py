@@ -29,6 +29,8 @@ values not in it are computed element by element by ``elemental.ElementalEmitter
   ``epilogue`` (the output fusion's root, which reads the product only at its own index:
   ``index_trace.reads_at_identity``), the epilogue is applied too when the method returns True;
 * ``sort(lw, op, dests, env)``, ``scatter(lw, op, dests, env)``;
+* ``update_in_place(op, dest, env, name, what)``: a dynamic_update_slice over its operand's
+  buffer, only the update written (None: not taken, a loop kernel rewrites the array);
 * ``const_ref(array) -> BufRef``: a constant buffer.
 """
 from __future__ import annotations
@@ -189,6 +191,13 @@ class KernelEmitter(abc.ABC):
 
     def big_reduce(self, lw, op, dests: Sequence[BufRef], env: Dict[Value, BufRef], what: str) -> bool:
         return False
+
+    def update_in_place(self, op, dest: BufRef, env: Dict[Value, BufRef], name: str, what: str):
+        """The step of a dynamic_update_slice whose ``dest`` is its operand's own buffer, writing
+        only the update; None (the default): the lowering emits the elemental loop kernel, which
+        rewrites every element (correct in place too: it reads the operand at the index it
+        writes)."""
+        return None
 
     @abc.abstractmethod
     def dot(self, lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional[Value] = None) -> bool:

@@ -23,7 +23,7 @@ collective (``collective_steps.py``: its site records the op for the runtime's d
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Set
 
 from hlo.ir import ops as op_table
 from hlo.ir.core import Module, Operation, Region, Value
@@ -65,6 +65,7 @@ class Lowering:
         self.origin: Dict[int, Operation] = {}
         # output -> the donated input it is written into and returned as (``lower_main``)
         self.aliases: Dict[int, int] = {}
+        self._written_inputs: Optional[Set[int]] = None
 
     # -- buffers --------------------------------------------------------------------------
 
@@ -93,6 +94,16 @@ class Lowering:
         if kind == "temp":
             return BufRef("arena", 0, int(s.offset), int(s.size))
         return self.scratch(v.type.nbytes)
+
+    def written_inputs(self) -> Set[int]:
+        """The inputs the buffer plan writes other values into (donated arguments)."""
+        if self._written_inputs is None:
+            args = set(self.module.main.args)
+            slices = getattr(self.plan, "slices", None) or {}
+            self._written_inputs = {int(s.index) for v, s in slices.items()
+                                    if s.kind == "param" and v not in args}
+            self._written_inputs.update(int(k) for k in (getattr(self.plan, "aliases", None) or {}).values())
+        return self._written_inputs
 
     # -- entry ----------------------------------------------------------------------------
 
@@ -186,6 +197,13 @@ class Lowering:
             return
         if op.results[0].type.size == 0:
             return
+        if name == "dynamic_update_slice" and dests[0] == env.get(op.operands[0]):
+            # written over its operand (the plan's in-place pair, a loop's state): the target may
+            # store only the update
+            step = cg.update_in_place(op, dests[0], env, _kname(name), what)
+            if step is not None:
+                self.steps.append(step)
+                return
         roots = [Root(r, d, r.type) for r, d in zip(op.results, dests)]
         self.steps.append(cg.loop_kernel(roots, env, _kname(name), what))
 
@@ -399,6 +417,8 @@ class Lowering:
 
     def _lower_while(self, op, dests, env):
         cond, body = op.regions
+        for i in read_in_place(op, dests, env, self.written_inputs()):
+            dests[i] = env[op.operands[i]]   # the loop reads the operand where it is: no copy in
         for v, d in zip(op.operands, dests):
             if env[v] != d:
                 self.steps.append(self.copy_step(d, env[v], v.type.nbytes))
@@ -428,6 +448,29 @@ class Lowering:
             self.steps.extend(branches[0])
             return
         self.steps.append(Switch(env[op.operands[0]], False, branches))
+
+
+def read_in_place(op: Operation, dests: Sequence[BufRef], env: Dict[Value, BufRef],
+                  written_inputs: Set[int]) -> List[int]:
+    """The slots of a ``while`` whose operand the loop may read where it is instead of copying it
+    into the result's buffer first: the body passes the slot through unchanged (a loop-invariant
+    weight, a scan's xs), nothing after the loop reads that result, and the operand's buffer is
+    one no step writes: an input the plan never writes into (``written_inputs``: donated ones
+    holding other values) or a
+    constant, and no other slot's buffer. (lstm_grad: its three loops had copied xs, the weights
+    and g, ~6.5 MiB, on every call.)"""
+    region, body = op.parent, op.regions[1]
+    slots = [i for i, v in enumerate(op.operands)
+             if body.outputs[i] is body.args[i] and env[v].kind in ("input", "const")
+             and not (env[v].kind == "input" and env[v].index in written_inputs)
+             and not any(k != i and (d == env[v] or d.overlaps(env[v])) for k, d in enumerate(dests))]
+    if region is None or not slots:
+        return []
+    used = set(region.outputs)
+    for o in region.ops:
+        if o is not op:
+            used.update(inputs_of(o))
+    return [i for i in slots if op.results[i] not in used]
 
 
 def state_in_place(body: Region, i: int) -> bool:

@@ -234,10 +234,13 @@ class BufferAssignment:
         for op in self.schedule:
             t = step[id(op)]
             taken: Set[int] = set()
+            merged: Set[Value] = set()
             for i, j in usable_inplace_pairs(op):
                 if i in taken:
                     continue
                 a, r = op.operands[i], op.results[j]
+                if a in merged:
+                    continue  # one value in several operands (a loop's two slots): one result gets it
                 ba, br = self.owner[a], self.owner[r]
                 if ba is br or ba.end != t or br.start != t or ba.size != br.size:
                     continue
@@ -255,6 +258,7 @@ class BufferAssignment:
                 else:
                     continue
                 taken.add(i)
+                merged.add(a)
                 self.inplace.append((op, a, r))
 
     def _donate(self, donate: List[int], donate_set: Set[int], warn: bool) -> None:

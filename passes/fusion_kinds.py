@@ -280,9 +280,21 @@ def _flow(region: Region, v: Value) -> List[Operation]:
 def inplace_pairs(op: Operation) -> List[Tuple[int, int]]:
     """(operand index, result index) pairs where the kernel may write the result over the
     operand's buffer: the operand is read only at the index being written (and, in an input
-    fusion, by the row's reductions, which finish before the row is written). Types (shape,
-    element size, layout) must match. The buffer assigner decides whether to use a pair."""
+    fusion, by the row's reductions, which finish before the row is written; a
+    dynamic_update_slice's operand outside its window; a while's operand, which becomes the
+    loop's state). Types (shape, element size, layout) must match. The buffer assigner decides
+    whether to use a pair (the operand dies at the op), and a loop's step whether its state may
+    be written over (``lower.state_in_place``)."""
     pairs = []
+    if op.name == "dynamic_update_slice":
+        # the operand is read only outside the window, at the index written (XLA's in-place
+        # dynamic-update-slice); the CPU then stores only the update (``cpu/update_slice.py``)
+        return [(0, 0)] if _same_storage(op.operands[0], op.results[0]) else pairs
+    if op.name == "while":
+        # the loop's state lives in its result buffers from the first step on (the lowering copies
+        # each operand there first): an operand that dies at the loop may already be that buffer,
+        # no copy in (XLA's while aliases its operand and result buffers too)
+        return [(i, i) for i, v in enumerate(op.operands) if _same_storage(v, op.results[i])]
     if op.name in ELEMENTWISE:
         for i, v in enumerate(op.operands):
             for j, r in enumerate(op.results):

@@ -16,6 +16,7 @@ from .kernels import (
 )
 from .profile_records import product_kernels
 from .sort_scatter import lower_scatter, lower_sort
+from .update_slice import emit_update_in_place, in_place_update
 
 
 class CpuCodegen(Codegen, KernelEmitter):
@@ -41,6 +42,11 @@ class CpuCodegen(Codegen, KernelEmitter):
             return False
         lw.steps.extend(emit_split_reduce(self, lw, op, dests, env, what=what))
         return True
+
+    def update_in_place(self, op, dest, env, name, what):
+        if not in_place_update(op, dest, env):
+            return None
+        return emit_update_in_place(self, op, dest, env, name, what)
 
     def dot(self, lw, op, dest, env, epilogue=None) -> bool:
         n = len(lw.steps)
