@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..kernel_emitter import RUN_PARALLEL_DECLINED, KernelEmitter
 from .dot import lower_dot
+from .dot_chunks import row_operand
 from .kernels import (
     Codegen,
     emit_column_reduce,
@@ -32,6 +33,9 @@ class CpuCodegen(Codegen, KernelEmitter):
 
     def row_kernel(self, k, reduces, outputs, env, in_shape, name, what):
         return emit_row_kernel(self, k, reduces, outputs, env, in_shape, name=name, what=what)
+
+    def defer_row_operand(self, dot, v, k, reduces, in_shape, name, what):
+        return row_operand(dot, v, k, in_shape, reduces, name, what, self.threads)
 
     def column_reduce(self, op, dests, env, what):
         return emit_column_reduce(self, op, dests, env, what=what)

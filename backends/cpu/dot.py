@@ -54,7 +54,9 @@ from .. import scalar_ops
 from ..elemental import SUM_BLOCK
 from ..kernel_emitter import physical_order
 from ..llvm_util import F32, F64, I32, PTR, for_range, i64
+from . import dot_chunks
 from .blas import BLAS_PACKAGE, find_blas, gemm_mode
+from .dot_chunks import chunk_rows
 from .gemm_tiled import SMALL_ITEM_TILES, emit_tiled_gemm, register_tile, vector_lanes
 from .gemm_tiled import supports as tiled_supports
 from .gemm_view import MatrixView, block_item, canonical_view, matrix_view
@@ -191,6 +193,24 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
                              (canon_shape[0], canon_shape[2], canon_shape[1])).transposed()
         return canonical(v, groups, canon_shape)
 
+    # A computed row by row (a fused layer norm): in chunks of rows where it is large
+    # (``dot_chunks.py``), else whole into a scratch of its own, as a row prologue
+    ro = lw.row_operands.pop(lhs, None) if getattr(lw, "row_operands", None) else None
+    rows = None
+    if ro is not None:
+        if kind == "tiled" and not pairs and lhs.dtype == in_comp and lhs is not rhs:
+            rows = chunk_rows(M, K, lhs.dtype.itemsize, cg.threads)
+        if rows is not None:
+            env[lhs] = BufRef("arena", 0, 0, rows * K * lhs.dtype.itemsize)   # to look at the view
+            mv = matrix_view(lhs, env, lb, lfree, lc)
+            if mv is None or mv.rs != K or mv.cs not in (1, None) or _computed_transposed(comp, mv, M, N):
+                rows = None
+            del env[lhs]
+        if rows is None:
+            ro.whole(lw, lhs, env)
+        else:
+            env[lhs] = lw.scratch(rows * K * lhs.dtype.itemsize)
+            what += f", A by rows in chunks of {rows}"
     A = operand(lhs, [lb, lfree, lc], (Bn, M, K), "a")
     Bv = operand(rhs, [rb, rc, rfree], (Bn, K, N), "b")
     nb = len(lb)
@@ -223,6 +243,10 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
                 _blocks(cg, Bn, N, M, K, _whole(epi, K, True)), what + ", as C^T = B^T A^T", epi,
                 lambda kb, em, e, c, bi, m0, rows, n0, cols:
                     _block_epilogue(kb, em, e, c, bi, n0, cols, m0, rows)))
+        elif rows is not None:
+            dot_chunks.emit_chunks(lw, ro, lhs, env, rows, M, lambda m, first: emit_tiled_gemm(
+                cg, comp, C, A, Bv, Bn, m, N, K, _blocks(cg, Bn, m, N, K, _whole(epi, K, False)),
+                what, epi, _block_epilogue, first_row=first))
         else:
             lw.steps.append(emit_tiled_gemm(cg, comp, C, A, Bv, Bn, M, N, K,
                                             _blocks(cg, Bn, M, N, K, _whole(epi, K, False)), what,
