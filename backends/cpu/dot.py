@@ -56,8 +56,7 @@ from ..kernel_emitter import physical_order
 from ..llvm_util import F32, F64, I32, PTR, for_range, i64
 from . import dot_chunks
 from .blas import BLAS_PACKAGE, find_blas, gemm_mode
-from .dot_chunks import chunk_rows
-from .gemm_tiled import SMALL_ITEM_TILES, emit_tiled_gemm, register_tile, vector_lanes
+from .gemm_tiled import L2_FRACTION, SMALL_ITEM_TILES, emit_tiled_gemm, register_tile, vector_lanes
 from .gemm_tiled import supports as tiled_supports
 from .gemm_view import MatrixView, block_item, canonical_view, matrix_view
 from .kernels import Codegen, KernelBuilder, Root, collect_reads, emit_loop_kernel, make_emitter
@@ -75,6 +74,20 @@ GEMM_PARALLEL_MIN_FLOPS = 1 << 19
 # 21.9 us as 1 x 4 blocks (two threads writing halves of the same rows), 9.8 as 4 x 1; one
 # thread 11.0.
 STORE_BOUND_K = 32
+
+
+def chunk_rows(M: int, K: int, itemsize: int, threads: int) -> Optional[int]:
+    """Rows of A per chunk (whole register tiles for each thread), or None where the product
+    does not have two chunks (``dot_chunks.py``)."""
+    MR, _ = register_tile()
+    T = max(1, threads)
+    row = K * itemsize
+    budget = dot_chunks.CHUNK_BYTES
+    if budget is None:   # each thread's share of the chunk in its L2, as the GEMM's own row chunks
+        budget = int(T * _target.cache_bytes(2, 1 << 20) * L2_FRACTION)
+    unit = T * MR
+    rows = max(unit, budget // max(1, row) // unit * unit)
+    return rows if M >= 2 * rows else None
 
 
 def _prod(xs):

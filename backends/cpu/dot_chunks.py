@@ -24,13 +24,12 @@ from typing import Optional
 import numpy as np
 
 from hlo.ir.core import Value
-from hlo.runtime.cpu.target import cache_bytes
 
 from ..kernel_emitter import physical_order
-from .gemm_tiled import L2_FRACTION, register_tile
 from .kernels import emit_row_kernel
 
-# Bytes of A a chunk holds; None: each thread's share at L2_FRACTION of its L2 (see above).
+# Bytes of A a chunk holds; None: each thread's share at gemm_tiled.L2_FRACTION of its L2 (see
+# above; ``dot.chunk_rows``).
 CHUNK_BYTES: Optional[int] = None
 
 
@@ -51,24 +50,11 @@ class RowOperand:
         env[v] = ref
 
 
-def chunk_rows(M: int, K: int, itemsize: int, threads: int) -> Optional[int]:
-    """Rows of A per chunk (whole register tiles for each thread), or None where the product
-    does not have two chunks."""
-    MR, _ = register_tile()
-    T = max(1, threads)
-    row = K * itemsize
-    budget = CHUNK_BYTES if CHUNK_BYTES is not None else int(T * cache_bytes(2, 1 << 20) * L2_FRACTION)
-    unit = T * MR
-    rows = max(unit, budget // max(1, row) // unit * unit)
-    return rows if M >= 2 * rows else None
-
-
-def row_operand(dot, v: Value, k: int, in_shape, reduces, name: str, what: str,
-                threads: int) -> Optional[RowOperand]:
+def row_operand(dot, v: Value, k: int, in_shape, reduces, name: str, what: str) -> Optional[RowOperand]:
     """``v`` (a row kernel's output: rows its first k dimensions) as a RowOperand, where it is
     the A of product ``dot`` with those rows as A's rows (no batch, free dimensions the
-    leading k, contraction the rest, row-major, a float type) and large enough to be split;
-    else None (computed whole, as before)."""
+    leading k, contraction the rest, row-major, a float type); else None (computed whole, as
+    before). Whether it is large enough to split is ``dot.chunk_rows``'s to say."""
     a = dot.attrs
     lhs, rhs = dot.operands
     t = v.type
@@ -79,9 +65,7 @@ def row_operand(dot, v: Value, k: int, in_shape, reduces, name: str, what: str,
     if (lb or lfree != list(range(k)) or sorted(lc) != lc or lc != list(range(k, t.rank))
             or tuple(t.shape[:k]) != tuple(in_shape[:k]) or physical_order(t) != list(range(t.rank))):
         return None
-    M = int(np.prod(t.shape[:k]))
-    K = int(np.prod(t.shape[k:]))
-    return RowOperand(k, reduces, tuple(in_shape), name, what) if chunk_rows(M, K, t.dtype.itemsize, threads) else None
+    return RowOperand(k, reduces, tuple(in_shape), name, what)
 
 
 def emit_chunks(lw, ro: RowOperand, v: Value, env, rows: int, M: int, emit_gemm) -> None:

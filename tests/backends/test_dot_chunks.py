@@ -12,6 +12,7 @@ from test_cpu_fusion import PROLOGUE
 import hlo
 import hlo.numpy as hnp
 from hlo.backends.cpu import dot_chunks
+from hlo.backends.cpu.dot import chunk_rows
 
 
 @pytest.fixture
@@ -30,7 +31,7 @@ def test_softmax_prologue_in_chunks_matches_the_interpreter(small_chunks, m, thr
     tol = 1e-5 if dtype == "f32" else 1e-12
     check(src, a, rtol=tol, atol=tol, threads=threads)
     exe = compile_text(src, threads=threads)
-    rows = dot_chunks.chunk_rows(m, 50, np.dtype(npt).itemsize, threads)
+    rows = chunk_rows(m, 50, np.dtype(npt).itemsize, threads)
     assert rows is not None and rows < m
     n = -(-m // rows)
     assert f"in {n} chunks of {rows} rows" in exe.steps_text
