@@ -79,3 +79,21 @@ def test_layer_norm_product_temp_is_one_chunk(monkeypatch, chunked):
         assert 0 < temp < whole // 2
     else:
         assert temp >= whole
+
+
+
+def test_chunked_product_saves_and_loads(small_chunks, tmp_path):
+    """The chunks call one kernel several times on other constants: a saved executable keeps
+    its steps and constants, and a fresh load computes the same."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 30, 40)).astype(np.float32)
+    w = (rng.standard_normal((40, 40)) / 6).astype(np.float32)
+    b = rng.standard_normal(40).astype(np.float32)
+    path = tmp_path / "ln.hlox"
+    with hlo.config.override(cache=False):
+        c = hlo.jit(_ln_linear_gelu_res).lower(x, w, b).compile()
+        c.save(path)
+    loaded = hlo.load(path)
+    np.testing.assert_array_equal(np.asarray(loaded(x, w, b)), np.asarray(c(x, w, b)))
+    np.testing.assert_allclose(loaded(x, w, b), _reference(x, w, b), rtol=1e-5, atol=1e-5)
+    assert loaded.memory_analysis().temp_size_in_bytes == c.memory_analysis().temp_size_in_bytes
