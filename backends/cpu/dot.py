@@ -10,7 +10,8 @@ that do not flatten to one stride) is first written to a canonical scratch copy 
 kernel. A result the
 kernel cannot write in place (another dtype, a layout that interleaves the groups) goes to
 scratch and is laid out by one more loop kernel; a column-major result is computed as
-C^T = B^T A^T instead.
+C^T = B^T A^T instead. An A that a row prologue computes (a fused layer norm) runs in chunks of
+rows where it is large (``dot_chunks.py``; ``chunk_rows``), its temporary one chunk, not A.
 
 Floats run the generated register-tiled GEMM (``gemm_tiled.py``), split over our thread pool
 by (batch, row block, column block) items, with an output fusion's epilogue applied to each

@@ -77,7 +77,9 @@ def emit_chunks(lw, ro: RowOperand, v: Value, env, rows: int, M: int, emit_gemm)
     row_bytes = v.type.nbytes // M
     starts = list(range(0, M, rows))
     firsts = [cg.const_ref(np.array([r0], np.int64)) for r0 in starts]
-    what = f"{ro.what}, in {len(starts)} chunks of {rows} rows ({rows * row_bytes} bytes)"
+    why = ("each thread's share in half its L2" if CHUNK_BYTES is None
+           else f"dot_chunks.CHUNK_BYTES = {CHUNK_BYTES}")
+    what = f"{ro.what}, in {len(starts)} chunks of {rows} rows ({rows * row_bytes} bytes: {why}), not A whole"
     ref = env.pop(v)   # (computed from its fusion's values, not read)
     rk = emit_row_kernel(cg, ro.k, ro.reduces, [(v, ref)], env, ro.in_shape,
                          name=ro.name, what=what, first_row=firsts[0])
