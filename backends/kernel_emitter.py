@@ -42,7 +42,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from hlo.ir import ops as _op_table
-from hlo.ir.core import Value
+from hlo.ir.core import Operation, Value
 from hlo.ir.types import TensorType
 from hlo.runtime.steps import BufRef
 
@@ -179,6 +179,13 @@ class KernelEmitter(abc.ABC):
     def row_kernel(self, k: int, reduces: Sequence[Value], outputs: Sequence[Tuple[Value, BufRef]],
                    env: Dict[Value, BufRef], in_shape, name: str, what: str):
         ...
+
+    def defer_row_operand(self, dot: Operation, v: Value, k: int, reduces: Sequence[Value], in_shape,
+                          name: str, what: str):
+        """Where dot operand ``v`` (a row prologue: rows the first ``k`` dimensions) is left for
+        the product to compute as it goes (the CPU's ``dot_chunks.py``), what it needs for that
+        (``lower`` keeps it in ``row_operands``); None: the row kernel computes it whole now."""
+        return None
 
     def row_kernel_fits(self, in_shape, k: int) -> bool:
         """Whether a row-fused fusion over ``in_shape`` (rows: its first ``k`` dimensions) runs

@@ -66,6 +66,8 @@ class Lowering:
         # output -> the donated input it is written into and returned as (``lower_main``)
         self.aliases: Dict[int, int] = {}
         self._written_inputs: Optional[Set[int]] = None
+        # dot operands a row prologue computes, left for the product (``defer_row_operand``)
+        self.row_operands: Dict[Value, object] = {}
 
     # -- buffers --------------------------------------------------------------------------
 
@@ -335,6 +337,14 @@ class Lowering:
                 k = index_trace.row_fusable(region, reduces, [v], stop=set(fenv))
                 if k is None:
                     continue
+                if sum(len(users.get(r, ())) for r in v.op.results) == 1 and v not in outs:
+                    deferred = self.cg.defer_row_operand(
+                        h, v, k, [o.results[0] for o in reduces], reduces[0].operands[0].type.shape,
+                        _kname(label + ".prologue"), f"{label}: row-wise prologue of a dot operand")
+                    if deferred is not None:
+                        self.row_operands[v] = deferred
+                        handled.update(reduces)
+                        continue
                 ref = self.scratch(v.type.nbytes)
                 self.steps.append(self.cg.row_kernel(
                     k, [o.results[0] for o in reduces], [(v, ref)], fenv,

@@ -4,8 +4,11 @@
 big reductions split over threads."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..kernel_emitter import RUN_PARALLEL_DECLINED, KernelEmitter
-from .dot import lower_dot
+from .dot import chunk_rows, lower_dot
+from .dot_chunks import row_operand
 from .kernels import (
     Codegen,
     emit_column_reduce,
@@ -33,6 +36,12 @@ class CpuCodegen(Codegen, KernelEmitter):
 
     def row_kernel(self, k, reduces, outputs, env, in_shape, name, what):
         return emit_row_kernel(self, k, reduces, outputs, env, in_shape, name=name, what=what)
+
+    def defer_row_operand(self, dot, v, k, reduces, in_shape, name, what):
+        ro = row_operand(dot, v, k, in_shape, reduces, name, what)
+        t = v.type
+        rows = k and chunk_rows(int(np.prod(t.shape[:k])), int(np.prod(t.shape[k:])), t.dtype.itemsize, self.threads)
+        return ro if ro is not None and rows else None
 
     def column_reduce(self, op, dests, env, what):
         return emit_column_reduce(self, op, dests, env, what=what)

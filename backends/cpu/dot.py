@@ -10,7 +10,8 @@ that do not flatten to one stride) is first written to a canonical scratch copy 
 kernel. A result the
 kernel cannot write in place (another dtype, a layout that interleaves the groups) goes to
 scratch and is laid out by one more loop kernel; a column-major result is computed as
-C^T = B^T A^T instead.
+C^T = B^T A^T instead. An A that a row prologue computes (a fused layer norm) runs in chunks of
+rows where it is large (``dot_chunks.py``; ``chunk_rows``), its temporary one chunk, not A.
 
 Floats run the generated register-tiled GEMM (``gemm_tiled.py``), split over our thread pool
 by (batch, row block, column block) items, with an output fusion's epilogue applied to each
@@ -54,8 +55,9 @@ from .. import scalar_ops
 from ..elemental import SUM_BLOCK
 from ..kernel_emitter import physical_order
 from ..llvm_util import F32, F64, I32, PTR, for_range, i64
+from . import dot_chunks
 from .blas import BLAS_PACKAGE, find_blas, gemm_mode
-from .gemm_tiled import SMALL_ITEM_TILES, emit_tiled_gemm, register_tile, vector_lanes
+from .gemm_tiled import L2_FRACTION, SMALL_ITEM_TILES, emit_tiled_gemm, register_tile, vector_lanes
 from .gemm_tiled import supports as tiled_supports
 from .gemm_view import MatrixView, block_item, canonical_view, matrix_view
 from .kernels import Codegen, KernelBuilder, Root, collect_reads, emit_loop_kernel, make_emitter
@@ -73,6 +75,20 @@ GEMM_PARALLEL_MIN_FLOPS = 1 << 19
 # 21.9 us as 1 x 4 blocks (two threads writing halves of the same rows), 9.8 as 4 x 1; one
 # thread 11.0.
 STORE_BOUND_K = 32
+
+
+def chunk_rows(M: int, K: int, itemsize: int, threads: int) -> Optional[int]:
+    """Rows of A per chunk (whole register tiles for each thread), or None where the product
+    does not have two chunks (``dot_chunks.py``)."""
+    MR, _ = register_tile()
+    T = max(1, threads)
+    row = K * itemsize
+    budget = dot_chunks.CHUNK_BYTES
+    if budget is None:   # each thread's share of the chunk in its L2, as the GEMM's own row chunks
+        budget = int(T * _target.cache_bytes(2, 1 << 20) * L2_FRACTION)
+    unit = T * MR
+    rows = max(unit, budget // max(1, row) // unit * unit)
+    return rows if M >= 2 * rows else None
 
 
 def _prod(xs):
@@ -191,6 +207,24 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
                              (canon_shape[0], canon_shape[2], canon_shape[1])).transposed()
         return canonical(v, groups, canon_shape)
 
+    # A computed row by row (a fused layer norm): in chunks of rows where it is large
+    # (``dot_chunks.py``), else whole into a scratch of its own, as a row prologue
+    ro = lw.row_operands.pop(lhs, None) if getattr(lw, "row_operands", None) else None
+    rows = None
+    if ro is not None:
+        if kind == "tiled" and not pairs and lhs.dtype == in_comp and lhs is not rhs:
+            rows = chunk_rows(M, K, lhs.dtype.itemsize, cg.threads)
+        if rows is not None:
+            env[lhs] = BufRef("arena", 0, 0, rows * K * lhs.dtype.itemsize)   # to look at the view
+            mv = matrix_view(lhs, env, lb, lfree, lc)
+            if mv is None or mv.rs != K or mv.cs not in (1, None) or _computed_transposed(comp, mv, M, N):
+                rows = None
+            del env[lhs]
+        if rows is None:
+            ro.whole(lw, lhs, env)
+        else:
+            env[lhs] = lw.scratch(rows * K * lhs.dtype.itemsize)
+            what += f", A by rows in chunks of {rows}"
     A = operand(lhs, [lb, lfree, lc], (Bn, M, K), "a")
     Bv = operand(rhs, [rb, rc, rfree], (Bn, K, N), "b")
     nb = len(lb)
@@ -223,6 +257,10 @@ def lower_dot(lw, op, dest: BufRef, env: Dict[Value, BufRef], epilogue: Optional
                 _blocks(cg, Bn, N, M, K, _whole(epi, K, True)), what + ", as C^T = B^T A^T", epi,
                 lambda kb, em, e, c, bi, m0, rows, n0, cols:
                     _block_epilogue(kb, em, e, c, bi, n0, cols, m0, rows)))
+        elif rows is not None:
+            dot_chunks.emit_chunks(lw, ro, lhs, env, rows, M, lambda m, first: emit_tiled_gemm(
+                cg, comp, C, A, Bv, Bn, m, N, K, _blocks(cg, Bn, m, N, K, _whole(epi, K, False)),
+                what, epi, _block_epilogue, first_row=first))
         else:
             lw.steps.append(emit_tiled_gemm(cg, comp, C, A, Bv, Bn, M, N, K,
                                             _blocks(cg, Bn, M, N, K, _whole(epi, K, False)), what,

@@ -261,10 +261,12 @@ class _Core:
 
 def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: int, M: int, N: int,
                     K: int, blocks: Tuple[int, int], what: str, epi=None, epilogue_fn=None,
-                    pairs: bool = False):
+                    pairs: bool = False, first_row=None):
     """A kernel over (batch, row block, column block) items: each chunk of an item's rows runs
     the shared body (``_Core``), a block of the contraction at a time, then ``epilogue_fn``
-    (``dot._block_epilogue``) on the chunk while it is in cache."""
+    (``dot._block_epilogue``) on the chunk while it is in cache. With ``first_row`` (a buffer
+    holding one i64, r0; ``dot_chunks.py``) the kernel computes rows r0 .. r0+M-1 of a taller
+    product (one batch), C and the epilogue at those rows, A a buffer of those rows alone."""
     W = vector_lanes(comp)
     MR, NV = register_tile()
     vty = ir.VectorType(F64 if comp.name == "f64" else F32, W)
@@ -275,6 +277,10 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
         ereads, _ = collect_reads([root], env2)
         refs += [env2[v] for v in ereads]
         writes += [False] * len(ereads)
+    if first_row is not None:
+        assert Bn == 1, "a product computed by rows from r0 has one batch"
+        refs.append(first_row)
+        writes.append(False)
     # an epilogue with a math routine (tanh-GELU) runs at the widest vectors, as elementwise
     # kernels do (``kernels.vector_bits_for``); the tiles are the shared body's, not affected
     kb = KernelBuilder(cg, "gemm_tiled", refs, writes,
@@ -324,9 +330,13 @@ def emit_tiled_gemm(cg, comp, C: MatrixView, A: MatrixView, Bv: MatrixView, Bn: 
     with b.goto_entry_block():
         bpanel = b.alloca(vty, size=i64(KC * NV * G), name="bpanel")
         bpanel.align = 64
+    r0 = b.load(kb.ptr(first_row), typ=I64) if first_row is not None else None
 
     with for_range(b, kb.lo, kb.hi, "item") as t:
         bi, oa, ob, oc, mb0, n0, brows, cols = block_item(b, t, per_batch, nblocks, MB, NB, M, N, batch_dims)
+        if r0 is not None:   # rows of the whole product; A holds rows r0.. from its start
+            mb0 = b.add(mb0, r0)
+            oa = b.sub(oa, b.mul(r0, i64(rsA)))
         n1 = b.add(n0, cols)
         # the block's rows in chunks of MC, so that the chunk's rows of A stay in L2 while
         # every panel of B passes over them

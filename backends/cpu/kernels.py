@@ -376,15 +376,20 @@ def emit_loop_kernel(cg: Codegen, roots: Sequence[Root], env: Dict[Value, BufRef
 
 
 def emit_row_kernel(cg: Codegen, k: int, reduces: Sequence[Value], outputs: Sequence[Tuple[Value, BufRef]],
-                    env: Dict[Value, BufRef], in_shape, name: str = "rows", what: str = "") -> KernelCall:
-    """Row-by-row kernel: rows are the first ``k`` dimensions of ``in_shape``."""
+                    env: Dict[Value, BufRef], in_shape, name: str = "rows", what: str = "",
+                    first_row: Optional[BufRef] = None) -> KernelCall:
+    """Row-by-row kernel: rows are the first ``k`` dimensions of ``in_shape``. With
+    ``first_row`` (a buffer holding one i64, r0: ``dot_chunks.py``) the kernel's items are rows
+    r0, r0+1, ... of the whole, each output (row-major, rows leading) a buffer that holds only
+    those rows, from its start; its stores are plain, so that the rows stay in cache for the
+    product that reads them next."""
     reads, nops = collect_reads([v for v, _ in outputs], env)
-    refs = [r for _, r in outputs] + [env[v] for v in reads]
-    writes = [True] * len(outputs) + [False] * len(reads)
+    refs = [r for _, r in outputs] + [env[v] for v in reads] + ([first_row] if first_row else [])
+    writes = [True] * len(outputs) + [False] * (len(refs) - len(outputs))
     kb = KernelBuilder(cg, name, refs, writes, vector_bits_for([v for v, _ in outputs], env))
     O, I = tuple(in_shape[:k]), tuple(in_shape[k:])
     rows = int(np.prod(O)) if O else 1
-    st = Streaming(cg, kb, [(ref, v.type) for v, ref in outputs if v.type.shape != O],
+    st = Streaming(cg, kb, [(ref, v.type) for v, ref in outputs if v.type.shape != O and first_row is None],
                    row_elems=I[-1] if I else 1)
 
     def loops(kb: KernelBuilder, stream: Optional[Streaming]) -> None:
@@ -397,10 +402,18 @@ def emit_row_kernel(cg: Codegen, k: int, reduces: Sequence[Value], outputs: Sequ
             em.reduce_input_sinks[v] = lambda full, x, c=c: c.write(b, full, x)
         if rows == 0:
             return
-        carry = _NextRowCarry.plan(reduces, reads, env, in_shape, k) if caches else None
+        carry = _NextRowCarry.plan(reduces, reads, env, in_shape, k) if caches and first_row is None else None
         if carry:
             carry.reset(b)
-        with for_range(b, kb.lo, kb.hi, "row") as f:
+        lo, hi, optr = kb.lo, kb.hi, {ref: kb.ptr(ref) for _, ref in outputs}
+        if first_row is not None:
+            r0 = b.load(kb.ptr(first_row), typ=I64)
+            lo, hi = b.add(lo, r0), b.add(hi, r0)
+            for v, ref in outputs:   # row r of the whole at row r - r0 of the buffer
+                assert v.type.shape[:k] == O and physical_order(v.type) == list(range(v.type.rank))
+                back = b.mul(r0, i64(-int(np.prod(v.type.shape[k:])) * v.type.dtype.itemsize))
+                optr[ref] = b.gep(kb.ptr(ref), [back], source_etype=U.I8)
+        with for_range(b, lo, hi, "row") as f:
             em.push()
             ridx = _row_index(b, f, O)
             if not caches:  # rows with cached transcendentals are compute-bound (see below)
@@ -419,12 +432,12 @@ def emit_row_kernel(cg: Codegen, k: int, reduces: Sequence[Value], outputs: Sequ
             for v, ref in outputs:
                 tag = stream.tag_for(ref) if stream else None
                 if v.type.shape == O:
-                    _store(b, em, kb.ptr(ref), v.type, ridx, em.at(v, ridx))
+                    _store(b, em, optr[ref], v.type, ridx, em.at(v, ridx))
                     continue
 
                 def inner(iidx, v=v, ref=ref, tag=tag):
                     full = ridx + tuple(iidx)
-                    _store(b, em, kb.ptr(ref), v.type, full, em.at(v, full), tag)
+                    _store(b, em, optr[ref], v.type, full, em.at(v, full), tag)
                 _inner_loops(b, em, I, inner)
             em.pop()
 
