@@ -43,8 +43,8 @@ class TargetInfo(NamedTuple):  # (not a dataclass: ``import hlo`` reads this tab
     fork_safe: bool = True
     # What the target changes from the pipeline's defaults (``options.target_defaults``): cpu and
     # the interpreter fuse a row-wise prologue into a dot's operand, cuda does not; cuda merges
-    # products that share their LHS and unrolls loops with a known trip count; cpu computes
-    # convolutions as products (pass ``conv-gemm``).
+    # products that share their LHS and unrolls loops with a known trip count; cpu and cuda
+    # compute convolutions as products (pass ``conv-gemm``; on cuda cuBLASLt runs them).
     pass_defaults: Tuple[Tuple[str, bool], ...] = ()
 
 
@@ -54,7 +54,8 @@ _TABLE = (
                               ("conv_products", True))),
     TargetInfo("cuda", compiled=True, device_arrays=True, matmul_precision=True,
                products_in_outputs=False, fork_safe=False,
-               pass_defaults=(("row_prologue", False), ("dot_merger", True), ("while_unroll", True))),
+               pass_defaults=(("row_prologue", False), ("dot_merger", True), ("while_unroll", True),
+                              ("conv_products", True))),
     TargetInfo("interpreter", compiled=False,
                pass_defaults=(("row_prologue", True), ("dot_merger", False), ("while_unroll", False))),
 )

@@ -49,7 +49,12 @@ Per convolution, with the reason in the decision log (``conv-gemm: ...``):
 
 The pass runs before layout assignment and only where ``Options.conv_products_for(target)``
 (cpu; the interpreter keeps convolutions, the reference the rewrite is tested against, unless
-``conv_products=True``; cuda has its own convolution kernels).
+``conv_products=True``) and cuda, where the products are cuBLASLt's: the bench's eight
+convolution families on an H200, hlo:cuda / jax.jit with the elemental convolution kernels ->
+as products: strided 11.0 -> 1.53x, dilated NCHW 4.45 -> 4.80x (the one that lost),
+depthwise 1.39 -> 1.17x, depthwise weight gradient 189 -> 4.5x, grouped 3.98 -> 2.52x,
+transposed 6.9 -> 0.96x, strided input+weight gradient 125 -> 2.03x, conv + batch norm + relu
+with gradients 35 -> 2.1x).
 """
 from __future__ import annotations
 
