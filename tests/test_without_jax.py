@@ -1,6 +1,6 @@
 """jax and jaxlib are an optional extra (``hlo[stablehlo]``): in a process where they cannot be
 imported, ``import hlo``, ``jit``, ``grad``, ``vmap``, compiling the seed workloads for cpu,
-``save``/``load``, ``tree_util`` and the CLI's compile/run/inspect/cache work, and the StableHLO
+``save``/``load``, ``tree_util`` and the CLI's compile/run/inspect/cache/export-c/opt work, and the StableHLO
 entry points raise ``MissingExtraError`` naming ``pip install 'hlo[stablehlo]'``.
 
 One subprocess does all of it (jax is imported by the test process itself, so it cannot be
@@ -43,7 +43,7 @@ from bench.workloads import WORKLOADS, Case, Ops, flatten, reference
 folder = sys.argv[1]
 
 # the seed workloads (f32, quick sizes): compiled for cpu, saved, loaded, run, vs float64 numpy
-errs = {}
+errs, ptx = {}, {}
 for w in WORKLOADS:
     case = Case(w, "quick", "f32")
     inputs = case.inputs()
@@ -63,7 +63,11 @@ for w in WORKLOADS:
             o, r = o - base, r - base
         worst = max(worst, float(np.max(np.abs(o - r) / (2e-4 + 2e-3 * np.abs(r)))))
     errs[w.id] = [len(outs), len(refs), worst]
+    # and for cuda: PTX (assembled where ptxas is installed; run by tests/cuda on a GPU)
+    ptx[w.id] = ".target sm_" in hlo.aot.compile(
+        fn, *[hlo.ShapeDtypeStruct(a.shape, a.dtype) for a in inputs], target="cuda").as_text("ptx")
 out["workloads"] = errs
+out["ptx"] = ptx
 
 # jit / grad / vmap over pytrees, and a class registered with hlo's tree_util
 @htu.register_pytree_node_class
@@ -123,6 +127,13 @@ with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(io.StringIO(
                       "--output-dir", folder])
     rcs["inspect"] = cli(["inspect", m, "--no-ir"])
     rcs["cache"] = cli(["cache", "info"])
+    rcs["export-c"] = cli(["export-c", m, "-o", os.path.join(folder, "c")])
+    with open(os.path.join(folder, "ir.hlo"), "w") as f:
+        f.write(lowered.as_text())
+    before = len(stdout.getvalue())
+    rcs["opt"] = cli(["opt", os.path.join(folder, "ir.hlo"), "--pipeline", "--target", "cpu"])
+out["exported_c"] = sorted(os.listdir(os.path.join(folder, "c")))
+out["opt_printed"] = stdout.getvalue()[before:]
 out["cli"] = rcs
 out["cli_result"] = np.load(os.path.join(folder, "output_0.npy")).tolist()
 out["jax_modules"] = sorted(n for n in sys.modules if n.split(".")[0] in ("jax", "jaxlib"))
@@ -150,6 +161,7 @@ def test_jax_is_blocked_and_never_imported(report):
 def test_seed_workloads_compile_save_load_and_run_on_cpu(report):
     from bench.workloads import WORKLOADS
     assert set(report["workloads"]) == {w.id for w in WORKLOADS}
+    assert report["ptx"] == {w.id: True for w in WORKLOADS}, "cuda compiles to PTX without jax too"
     for wid, (n_out, n_ref, worst) in report["workloads"].items():
         assert n_out == n_ref, wid
         assert worst <= 1.0, f"{wid}: error {worst:.3g} x the tolerance (rtol 2e-3, atol 2e-4)"
@@ -181,7 +193,9 @@ def test_jax_tools_exit_with_the_extra_named(report, tool):
 
 
 def test_cli_commands_work(report):
-    assert report["cli"] == {"compile": 0, "run": 0, "inspect": 0, "cache": 0}
+    assert report["cli"] == {"compile": 0, "run": 0, "inspect": 0, "cache": 0, "export-c": 0, "opt": 0}
+    assert "libf.so" in report["exported_c"] and "f.h" in report["exported_c"]
+    assert "loop_fusion" in report["opt_printed"] and "add(" in report["opt_printed"]
     np.testing.assert_allclose(report["cli_result"], np.full((2, 4), np.tanh(1.5)), rtol=1e-5)
 
 
