@@ -205,3 +205,16 @@ def test_require_passes_where_jax_is_installed():
     from hlo.ir.stablehlo.requires import require_jax, require_jaxlib
     require_jaxlib("this test")
     require_jax("this test")
+
+
+def test_pyproject_keeps_jax_out_of_the_dependencies():
+    """jax is in the extra the error names and in the tests' extra, not a dependency."""
+    from test_packaging import _pyproject
+
+    from hlo.ir.stablehlo.requires import INSTALL
+    project = _pyproject()["project"]
+    names = lambda reqs: {r.split(">")[0].split("=")[0].split("<")[0].strip() for r in reqs}
+    extras = project["optional-dependencies"]
+    assert not names(project["dependencies"]) & {"jax", "jaxlib"}
+    assert INSTALL == "pip install 'hlo[stablehlo]'"
+    assert {"jax", "jaxlib"} <= names(extras["stablehlo"]) and {"jax", "jaxlib"} <= names(extras["test"])
