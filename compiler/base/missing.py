@@ -38,6 +38,8 @@ def jax_public_names(jax_module: str) -> list:
 
 
 def write_jax_names(path: str) -> None:
+    from hlo.ir.stablehlo.requires import require_jax
+    require_jax("python -m hlo.base.missing")
     import jax
     lines = [f'"""jax {jax.__version__}\'s public names in the modules hlo mirrors (written by '
              '``python -m hlo.base.missing``)."""', "", "JAX_NAMES = {"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Optional
 
 from hlo.ir.stablehlo import StableHLOError, import_module
+from hlo.ir.stablehlo.requires import require_jaxlib
 
 
 def load_stablehlo(source, source_name: Optional[str] = None):
@@ -22,6 +23,7 @@ def load_stablehlo(source, source_name: Optional[str] = None):
     names itself). The module must have a ``@main`` function (JAX exports do); with a
     single function of another name, that function is the entry and is renamed ``main``."""
     from .stages import Lowered
+    require_jaxlib("hlo.load_stablehlo")
     module = import_module(source, source_name=source_name)
     entry = entry_name(module)
     if entry is None:

@@ -18,6 +18,8 @@ import sys
 import types
 from typing import Dict, List, Tuple
 
+from hlo.ir.stablehlo.requires import MissingExtraError, require_jax
+
 # (jax module, hlo module, counted toward the >= 95 % goal)
 NAMESPACES: Tuple[Tuple[str, str, bool], ...] = (
     ("jax.numpy", "hlo.numpy", True),
@@ -135,6 +137,11 @@ def main(argv=None) -> int:
     ap.add_argument("--missing", action="store_true", help="print the missing names only")
     ap.add_argument("--path", default=default_path())
     args = ap.parse_args(argv)
+    try:  # the table compares hlo's modules with jax's
+        require_jax("python -m hlo.tools.api_coverage")
+    except MissingExtraError as e:
+        print(f"api_coverage: {e}", file=sys.stderr)
+        return 2
     rows = measure()
     if args.missing:
         for r in rows:

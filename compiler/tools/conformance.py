@@ -38,6 +38,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from hlo.ir.stablehlo.requires import MissingExtraError, require_jax, require_jaxlib
 from hlo.ir.targets import info
 
 from .conformance_pool import default_jobs, run_tasks
@@ -377,6 +378,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     if not os.path.isdir(a.folder):
         print(f"conformance: no such folder: {a.folder}", file=sys.stderr)
+        return 2
+    try:  # the test vectors are StableHLO, parsed by jaxlib; dynamic ones are checked against jax
+        require_jaxlib("python -m hlo.conformance")
+        require_jax("python -m hlo.conformance")
+    except MissingExtraError as e:
+        print(f"conformance: {e}", file=sys.stderr)
         return 2
     why = validate_target(a.target)
     if why is not None:

@@ -22,6 +22,7 @@ from . import mlir_bridge as mb
 from . import opmap
 from .dynamic_export import SymbolSources, needs_dynamic_form, write_dynamic_op
 from .errors import StableHLOError
+from .requires import require_jaxlib
 from .typemap import dense_text, tensor_to_mlir_text
 
 
@@ -30,7 +31,10 @@ def export_module(module: Module, pretty: bool = False, verify: bool = True) -> 
     locations: in generic op form by default, which keeps every location; ``pretty=True`` gives
     the custom form (``stablehlo.add %0, %1 : tensor<4xf32>``), easier to read, but MLIR's
     compact form of a reduce whose body is one binary op drops that op's location.
-    ``verify=False`` returns the generated text without running jaxlib at all."""
+    ``verify=False`` returns the generated text without running jaxlib at all (so it works
+    without the ``stablehlo`` extra)."""
+    if verify:
+        require_jaxlib("hlo.ir.stablehlo.export_module")
     verify_module(module)
     text = _Writer(module).module()
     if not verify:

@@ -47,6 +47,7 @@ from .checks import Check
 from .dynamic import ShapeValues, finish_types, is_placeholder, materialize
 from .errors import StableHLOError, UnsupportedError, shorten
 from .probes import Probes
+from .requires import require_jaxlib
 from .typemap import TextAttr, array_from_attr, element_from_mlir, tensor_from_mlir, tensor_from_mlir_dims
 
 # Ops that exist in StableHLO (or its companions) but not in hlo's op table, with a reason.
@@ -98,6 +99,7 @@ def read_source(source: Source, source_name: Optional[str] = None) -> Tuple[str,
 
 def import_module(source: Source, source_name: Optional[str] = None) -> Module:
     """Import StableHLO (text, a path, or an MLIR module object) as a verified hlo ``Module``."""
+    require_jaxlib("hlo.ir.stablehlo.import_module")
     text, name = read_source(source, source_name)
     return _Importer(name, collect_checks=False).run(text)
 
@@ -106,6 +108,7 @@ def import_with_checks(source: Source, source_name: Optional[str] = None
                        ) -> Tuple[Module, Dict[str, List[Check]]]:
     """Import a test: check ops are removed and the values they compare appended to their
     function's results. Returns the module and, per function name, its checks."""
+    require_jaxlib("hlo.ir.stablehlo.import_with_checks")
     text, name = read_source(source, source_name)
     imp = _Importer(name, collect_checks=True)
     module = imp.run(text)

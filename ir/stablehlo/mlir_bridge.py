@@ -14,6 +14,7 @@ from typing import Optional
 
 from .check_syntax import rewrite_check_ops
 from .errors import StableHLOError, UnsupportedError, shorten
+from .requires import require_jaxlib
 
 _CTX = None
 _PASSES_REGISTERED = False
@@ -24,7 +25,8 @@ _parsed_bytes = 0
 
 
 def mlir():
-    """The ``jaxlib.mlir.ir`` module (imported lazily: jaxlib is large)."""
+    """The ``jaxlib.mlir.ir`` module (imported lazily: jaxlib is large, and optional)."""
+    require_jaxlib("StableHLO parsing")
     from jaxlib.mlir import ir
     return ir
 
@@ -33,6 +35,7 @@ def context():
     """The process-wide MLIR context with every dialect the bridge reads."""
     global _CTX
     if _CTX is None:
+        require_jaxlib("StableHLO parsing")
         from jaxlib.mlir import ir
         from jaxlib.mlir._mlir_libs import _jax_mlir_ext
         from jaxlib.mlir.dialects import chlo, mhlo, sdy, stablehlo
