@@ -46,8 +46,9 @@ class CpuDevice:
     def process_index(self) -> int:
         """The process that holds this device (0 but in a run of several processes:
         ``hlo.runtime.cpu.process_spmd``)."""
-        from .process_spmd import process_of_device
-        return process_of_device(self.id)
+        from hlo.runtime import processes
+        info = processes.current()
+        return self.id if info is not None and info.num_processes > 1 else 0
 
     def __repr__(self):
         return f"CpuDevice(id={self.id})"

@@ -71,10 +71,6 @@ def local_devices() -> list:
     return [CpuDevice(info.process_id)]
 
 
-def process_of_device(device_id: int) -> int:
-    return device_id if multi_process() is not None else 0
-
-
 class ProcessPartition(Process):
     """This process's partition of an SPMD program run across processes: partition
     ``partition_id`` of ``num_partitions`` (one replica); ``ranks[p]`` is the MPI rank (process)

@@ -18,13 +18,13 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import hlo  # noqa: E402
-import hlo.numpy as hnp  # noqa: E402
-from bench.spmd import LR, SIZES  # noqa: E402
-from bench.workloads import Ops, _in_transformer, transformer_layer  # noqa: E402
-from hlo.sharding import Mesh, NamedSharding, P  # noqa: E402
+import hlo
+import hlo.numpy as hnp
+from bench.spmd import LR, SIZES
+from bench.workloads import Ops, _in_transformer, transformer_layer
+from hlo.sharding import Mesh, NamedSharding, P
 
 ops = Ops(hnp, grad=hlo.grad)
 
@@ -58,6 +58,36 @@ def in_process(out):
     mesh = Mesh(hlo.devices("cpu")[:2], ("batch",))
     step = hlo.shard_map(dp_step, mesh, in_specs=(P(), P("batch"), P("batch")), out_specs=P())
     np.savez(out, *[np.asarray(a) for a in step(params, x, y)])
+
+
+def check_collectives(mesh, me, n):
+    """Every collective across the processes against numpy, each process on its own block."""
+    x = np.arange(4 * n * 4, dtype=np.float32).reshape(2 * n, 4 * n) - 7
+    mine = hlo.make_array_from_process_local_data(NamedSharding(mesh, P("batch")), x[2 * me:2 * me + 2])
+    lax = hlo.lax
+
+    def f(b):
+        return (lax.all_gather(b, "batch", tiled=True),
+                lax.psum_scatter(b, "batch", scatter_dimension=1, tiled=True),
+                lax.ppermute(b, "batch", perm=[(i, (i + 1) % n) for i in range(n)]),
+                lax.all_to_all(b, "batch", 1, 0, tiled=True),
+                lax.pmax(b, "batch"), lax.psum(b.astype(hnp.int32), "batch"),
+                lax.axis_index("batch").reshape(1))
+    outs = hlo.shard_map(f, mesh, in_specs=P("batch"), out_specs=P("batch"))(mine)
+    got = [o.addressable_shards[0].data for o in outs]
+    blocks = [x[2 * i:2 * i + 2] for i in range(n)]
+    want = [x, sum(blocks)[:, 4 * me:4 * me + 4], blocks[(me - 1) % n],
+            np.concatenate([b[:, 4 * me:4 * me + 4] for b in blocks], axis=0),
+            np.maximum.reduce(blocks), sum(b.astype(np.int32) for b in blocks), np.array([me])]
+    for k, (a, b) in enumerate(zip(got, want)):
+        np.testing.assert_array_equal(a, b, err_msg=f"result {k}")
+    try:
+        np.asarray(outs[0])
+    except hlo.errors.ArgumentTypeError as e:
+        assert "held by other processes" in str(e), e
+    else:
+        raise AssertionError("np.asarray of a result whose blocks other processes hold")
+    print(f"process {me}: collectives match numpy", flush=True)
 
 
 def main():
@@ -96,6 +126,7 @@ def main():
         if me == 0 and len(sys.argv) > 2:
             np.savez(sys.argv[2], *new)
         print(f"process {me}: data-parallel steps match", flush=True)
+        check_collectives(mesh, me, n)
         return
     if me == 1:
         os.kill(os.getpid(), signal.SIGKILL)

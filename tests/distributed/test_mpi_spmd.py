@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 from test_mpi import HERE, ROOT, mpirun, pytestmark  # noqa: F401  (the MPI skip)
 
 SCRIPT = os.path.join(HERE, "mpi_dp_step.py")
@@ -21,6 +20,9 @@ def test_data_parallel_step_over_two_processes_is_the_one_process_step(tmp_path)
     assert rc == 0, text
     # each process checked two steps against hlo.jit of the whole batch (float32 tolerance)
     assert text.count("data-parallel steps match") == 2, text
+    # every other collective across the processes, against numpy (all_gather, psum_scatter,
+    # ppermute, all_to_all, pmax, an int32 psum, axis_index)
+    assert text.count("collectives match numpy") == 2, text
     # and the step equals, bit for bit, the same shard_map on 2 CPU devices of one process:
     # the all-reduce over MPI folds in the group's order, as the in-memory one does
     ref = tmp_path / "inprocess.npz"
