@@ -87,6 +87,10 @@ def check_collectives(mesh, me, n):
         assert "held by other processes" in str(e), e
     else:
         raise AssertionError("np.asarray of a result whose blocks other processes hold")
+    # hlo.jit with in_shardings (the partitioner's program) on the process-local blocks
+    g = hlo.jit(lambda a: hnp.tanh(a).sum(axis=0), in_shardings=NamedSharding(mesh, P("batch")),
+                out_shardings=NamedSharding(mesh, P()))
+    np.testing.assert_allclose(np.asarray(g(mine)), np.tanh(x).sum(axis=0), rtol=1e-6)
     print(f"process {me}: collectives match numpy", flush=True)
 
 

@@ -69,3 +69,13 @@ def test_torchrun_style_runs_have_no_cpu_collectives():
             hlo.devices("cpu")
     finally:
         processes.set_current(old)
+
+
+def test_jit_with_in_shardings_takes_a_sharded_array_as_it_is():
+    mesh = Mesh(hlo.devices("cpu")[:1], ("batch",))
+    sh = NamedSharding(mesh, P("batch"))
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(4, 3)
+    a = hlo.make_array_from_process_local_data(sh, x)
+    f = hlo.jit(lambda v: hlo.numpy.tanh(v).sum(axis=0), in_shardings=sh,
+                out_shardings=NamedSharding(mesh, P()))
+    np.testing.assert_allclose(np.asarray(f(a)), np.tanh(x).sum(axis=0), rtol=1e-6, atol=1e-6)
