@@ -53,6 +53,9 @@ _FRONTEND = (
     ("device_get", "hlo.staging.placement", "device_get"),
     ("debug", "hlo.debug", None), ("pure_callback", "hlo.lax.callbacks", "pure_callback"),
     ("sharding", "hlo.sharding", None), ("shard_map", "hlo.staging.shard_map", "shard_map"),
+    ("local_devices", "hlo.staging.placement", "local_devices"),
+    ("make_array_from_process_local_data", "hlo.staging.process_arrays",
+     "make_array_from_process_local_data"),
 )
 _FRONTEND_NAMES = {n for n, _, _ in _FRONTEND}
 _loading = False

@@ -36,7 +36,7 @@ FRONTEND_LAYERS = (
      ("hlo.tracing.*",)),
     ("compile", "targets, the persistent cache, Lowered / Compiled, device placement (device_put)",
      ("hlo.staging.targets", "hlo.staging.cache", "hlo.staging.stages", "hlo.staging.placement",
-      "hlo.staging.progress", "hlo.sharding", "hlo.staging.sharded_array",
+      "hlo.staging.progress", "hlo.sharding", "hlo.staging.sharded_array", "hlo.staging.process_arrays",
       "hlo.staging.specializing")),
     ("lax", "hlo.lax's op wrappers and what builds on them only (PRNG bits, erf_inv); host "
      "callbacks (pure_callback, debug.print)",

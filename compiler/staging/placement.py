@@ -46,12 +46,24 @@ def devices(backend: Optional[str] = None) -> list:
     from .targets import check_target_name, default_target
     kind = default_target() if backend is None else check_target_name(backend)
     if kind == "cpu":
-        from hlo.runtime.cpu.devices import devices as cpu_devices
-        return list(cpu_devices())
+        from hlo.runtime.cpu.process_spmd import global_devices
+        return global_devices()
     if kind != "cuda":
         raise ArgumentTypeError(f"hlo.devices: target {kind!r} has no devices (it runs in this "
                                 f"process's interpreter); ask for 'cpu' or 'cuda'")
     return _cuda_devices()
+
+
+def local_devices(backend: Optional[str] = None) -> list:
+    """This process's devices of ``backend`` (as ``jax.local_devices()``): ``hlo.devices()``
+    but in a run of several processes (``hlo.distributed``), where ``hlo.devices("cpu")`` lists
+    every process's CPU device and this lists this process's."""
+    from .targets import check_target_name, default_target
+    kind = default_target() if backend is None else check_target_name(backend)
+    if kind == "cpu":
+        from hlo.runtime.cpu.process_spmd import local_devices as cpu_local
+        return cpu_local()
+    return devices(kind)
 
 
 def _cuda_devices() -> List[Device]:

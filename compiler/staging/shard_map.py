@@ -93,7 +93,8 @@ class ShardMapped:
         flat, tree = tree_flatten(list(args))
         specs = _leaf_specs(self.in_specs, list(args), "in_specs")
         blocks = [self._blocks(x, s, k) for k, (x, s) in enumerate(zip(flat, specs))]
-        local = [hlo.ShapeDtypeStruct(b[0].shape, b[0].dtype) for b in blocks]
+        held = [next(x for x in b if x is not None) for b in blocks]
+        local = [hlo.ShapeDtypeStruct(b.shape, b.dtype) for b in held]
         key = (tree, tuple((sd.shape, str(sd.dtype)) for sd in local))
         if key not in self._compiled:
             local_args = tree_unflatten(tree, local)
@@ -193,23 +194,34 @@ def load_sharded(path) -> LoadedShardMap:
 def run_blocks(compiled, mesh: Mesh, blocks, tree, out_tree, out_specs_for) -> Any:
     """Run ``compiled`` on every device of ``mesh`` with its blocks; the results as
     ``ShardedArray``s laid out by ``out_specs_for(result, n_leaves)``."""
+    from hlo.runtime.cpu import process_spmd
     from hlo.runtime.cpu.devices import run_spmd
     n = mesh.size
-    per_process = [tree_unflatten(tree, [b[i] for b in blocks]) for i in range(n)]
+
+    def args_of(i):
+        return tree_unflatten(tree, [b[i] for b in blocks])
 
     def call(i, a):
         out, _ = tree_flatten(compiled(*a))
         return [np.asarray(o) for o in out]
-    outs = run_spmd(call, per_process, num_replicas=1, num_partitions=n)
-    result = tree_unflatten(out_tree, outs[0])
-    ospecs = out_specs_for(result, len(outs[0]))
+    if process_spmd.multi_process() is not None:
+        # several processes (hlo.distributed): this one runs its own partitions; the others'
+        # blocks are theirs (None here)
+        mine = process_spmd.run_local(call, list(mesh.devices.flat), args_of)
+        outs = [mine.get(i) for i in range(n)]
+    else:
+        outs = run_spmd(call, [args_of(i) for i in range(n)], num_replicas=1, num_partitions=n)
+    first = next(o for o in outs if o is not None)
+    result = tree_unflatten(out_tree, first)
+    ospecs = out_specs_for(result, len(first))
     made = []
     for j, spec in enumerate(ospecs):
         sh = NamedSharding(mesh, spec)
-        bl = [outs[i][j] for i in range(n)]
-        if len(spec) > bl[0].ndim:
-            raise ShapeError(f"hlo.shard_map: out_specs {spec} for a result of rank {bl[0].ndim}")
-        shape = tuple(d * sh.parts(k) for k, d in enumerate(bl[0].shape))
+        bl = [None if outs[i] is None else outs[i][j] for i in range(n)]
+        b0 = first[j]
+        if len(spec) > b0.ndim:
+            raise ShapeError(f"hlo.shard_map: out_specs {spec} for a result of rank {b0.ndim}")
+        shape = tuple(d * sh.parts(k) for k, d in enumerate(b0.shape))
         made.append(ShardedArray(bl, shape, sh))
     return tree_unflatten(out_tree, made)
 

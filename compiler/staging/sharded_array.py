@@ -39,11 +39,16 @@ class ShardedArray:
                                     f"blocks, got {len(blocks)}")
         want = sharding.shard_shape(self.shape)
         for b in blocks:
-            if tuple(b.shape) != want:
+            if b is not None and tuple(b.shape) != want:
                 raise ArgumentTypeError(f"a block of shape {tuple(b.shape)}; {sharding} of a "
                                         f"{self.shape} array has blocks of {want}")
-        self._blocks = [np.asarray(b) for b in blocks]
-        self.dtype = self._blocks[0].dtype
+        # None: a block another process holds (a run of several processes, hlo.distributed)
+        self._blocks = [None if b is None else np.asarray(b) for b in blocks]
+        mine = [b for b in self._blocks if b is not None]
+        if not mine:
+            raise ArgumentTypeError(f"a sharded array over {mesh.size} devices with no block in "
+                                    f"this process")
+        self.dtype = mine[0].dtype
 
     @classmethod
     def from_global(cls, x: np.ndarray, sharding: NamedSharding, what: str = "hlo.device_put"):
@@ -70,17 +75,30 @@ class ShardedArray:
     def addressable_shards(self) -> List[Shard]:
         mesh = self.sharding.mesh
         return [Shard(d, self.sharding.index(i, self.shape), self._blocks[i])
-                for i, d in enumerate(mesh.devices.flat)]
+                for i, d in enumerate(mesh.devices.flat) if self._blocks[i] is not None]
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        return all(b is not None for b in self._blocks)
 
     def __array__(self, dtype=None, copy=None):
         out = np.empty(self.shape, self.dtype)
         done = set()
+        missing = []
         for i, b in enumerate(self._blocks):
             idx = self.sharding.index(i, self.shape)
             key = tuple((s.start, s.stop) for s in idx)
-            if key not in done:
+            if b is None:
+                missing.append((i, key))
+            elif key not in done:
                 out[idx] = b
                 done.add(key)
+        lost = [i for i, key in missing if key not in done]
+        if lost:
+            raise ArgumentTypeError(
+                f"{self!r}: the blocks of partitions {lost} are held by other processes (a run "
+                f"of several processes, hlo.distributed): read this process's blocks from "
+                f"addressable_shards, or lay the result out replicated (out_specs P())")
         return out if dtype is None else out.astype(dtype)
 
     def __repr__(self):

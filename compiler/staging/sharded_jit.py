@@ -67,7 +67,10 @@ class ShardedJit:
         if any(isinstance(x, Tracer) for x in flat):
             raise UnsupportedError("hlo.jit with in_shardings inside a traced function is not "
                                    "supported yet: call it on arrays")
-        arrays = [np.asarray(x) for x in flat]
+        from .sharded_array import ShardedArray
+        # a ShardedArray stays as it is (its blocks are passed where its sharding is the
+        # argument's: in a run of several processes, this process's blocks only)
+        arrays = [x if isinstance(x, ShardedArray) else np.asarray(x) for x in flat]
         shs = _per_leaf(self.in_shardings, list(args), "in_shardings")
         mesh = shs[0].mesh
         if any(s.mesh != mesh for s in shs):
@@ -108,6 +111,11 @@ class ShardedJit:
         blocks = []
         for a, s in zip(arrays, shs):
             s.check_shape(a.shape, "hlo.jit: an argument")
+            if isinstance(a, ShardedArray):
+                if a.sharding == s:
+                    blocks.append(a.blocks)
+                    continue
+                a = np.asarray(a)
             blocks.append([a[s.index(i, a.shape)] for i in range(mesh.size)])
         flat_tree = tree_flatten(list(range(len(arrays))))[1]
         del run_spmd

@@ -79,6 +79,7 @@ class CollectiveSite:
         self.view = OpView(name, _attrs_from_json(name, rec["attrs"]), rec["shapes"],
                            f"'{name}'" + (f" at {where}" if where else ""))
         comp = rec.get("computation")
+        self.computation = comp
         self.combine = _fold(UFUNCS[comp]) if comp else None
 
     def run(self, args: List[np.ndarray]) -> List[np.ndarray]:
@@ -86,6 +87,9 @@ class CollectiveSite:
         proc = current_process() or _SINGLE
         t0 = time.perf_counter()
         try:
+            across = getattr(proc, "run_collective", None)  # a run of several processes
+            if across is not None:
+                return across(self, args)
             return self.fn(proc, self.view, args, self.combine)
         finally:
             dt = time.perf_counter() - t0

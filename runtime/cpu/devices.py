@@ -42,6 +42,14 @@ class CpuDevice:
     def __hash__(self):
         return hash(("cpu", self.id))
 
+    @property
+    def process_index(self) -> int:
+        """The process that holds this device (0 but in a run of several processes:
+        ``hlo.runtime.cpu.process_spmd``)."""
+        from hlo.runtime import processes
+        info = processes.current()
+        return self.id if info is not None and info.num_processes > 1 else 0
+
     def __repr__(self):
         return f"CpuDevice(id={self.id})"
 
@@ -106,6 +114,16 @@ def devices() -> List[CpuDevice]:
 def current_process() -> Optional[Process]:
     """The process of the SPMD run this thread executes (None outside a run)."""
     return getattr(_local, "process", None)
+
+
+def run_as(process: Process, call: Callable[[], list]) -> list:
+    """``call()`` on this thread as ``process`` of an SPMD run (its collectives ask it how to
+    meet the other processes: ``hlo.runtime.cpu.process_spmd``)."""
+    _local.process = process
+    try:
+        return list(call())
+    finally:
+        _local.process = None
 
 
 def _pool() -> ThreadPoolExecutor:
