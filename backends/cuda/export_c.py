@@ -39,6 +39,7 @@ from hlo.backends.cpu.export_c.runtime_c import (
     MAGIC,
     _array,
     _c_string,
+    run_checks,
     signature_functions,
     signature_tables,
     status_function,
@@ -734,34 +735,12 @@ static int run_steps(struct {p}_context *ctx, const void *const *inputs, void *c
     return HLO_OK;
 }}
 
+{run_checks(p)}
 int {p}_run({p}_context *ctx, const void *const *inputs, void *const *outputs) {{
     int status;
     if (!check_context(ctx, &status)) return status;
     ctx->message[0] = 0;
-    if ((NIN && !inputs) || (NOUT && !outputs))
-        return fail(ctx, HLO_ERR_NULL_ARGUMENT, "{p}_run: the %s array is NULL", !inputs && NIN ? "inputs" : "outputs");
-    for (int i = 0; i < NIN; i++) {{
-        if (!in_bytes[i]) continue;
-        if (!inputs[i])
-            return fail(ctx, HLO_ERR_NULL_ARGUMENT, "{p}_run: input %d (%s, %s) is NULL", i, in_names[i], in_dtypes[i]);
-        if ((uintptr_t)inputs[i] % in_align[i])
-            return fail(ctx, HLO_ERR_MISALIGNED, "{p}_run: input %d (%s) is not aligned to %zu bytes", i, in_names[i], in_align[i]);
-    }}
-    for (int o = 0; o < NOUT; o++) {{
-        if (!out_bytes[o]) continue;
-        if (!outputs[o])
-            return fail(ctx, HLO_ERR_NULL_ARGUMENT, "{p}_run: output %d (%s, %s) is NULL", o, out_names[o], out_dtypes[o]);
-        if ((uintptr_t)outputs[o] % out_align[o])
-            return fail(ctx, HLO_ERR_MISALIGNED, "{p}_run: output %d is not aligned to %zu bytes", o, out_align[o]);
-        for (int i = 0; i < NIN; i++)
-            if (overlaps(outputs[o], out_bytes[o], inputs[i], in_bytes[i]) && !(out_alias[o] == i && outputs[o] == inputs[i]))
-                return fail(ctx, HLO_ERR_OVERLAP, "{p}_run: output %d overlaps input %d (%s)", o, i, in_names[i]);
-        for (int q = 0; q < o; q++)
-            if (overlaps(outputs[o], out_bytes[o], outputs[q], out_bytes[q]))
-                return fail(ctx, HLO_ERR_OVERLAP, "{p}_run: outputs %d and %d overlap", q, o);
-    }}
-    if (atomic_exchange_explicit(&ctx->busy, 1, memory_order_acquire))
-        return fail(ctx, HLO_ERR_CONTEXT_BUSY, "{p}_run: the context is in use by another thread's call (make one context per thread)");
+    if ((status = check_buffers_and_hold(ctx, inputs, outputs)) != HLO_OK) return status;
     CUresult r = cu.cuCtxSetCurrent(ctx->cuctx);
     status = r ? cuda_fail(ctx, r, "cuCtxSetCurrent", "the device's context") : run_steps(ctx, inputs, outputs);
     atomic_store_explicit(&ctx->busy, 0, memory_order_release);

@@ -162,6 +162,41 @@ const int64_t *{p}_output_shape(int i) {{ return i >= 0 && i < NOUT ? out_dims[i
 size_t {p}_output_bytes(int i) {{ return i >= 0 && i < NOUT ? out_bytes[i] : 0; }}"""
 
 
+def run_checks(p: str) -> str:
+    """The C function both targets' ``<p>_run`` begin with: the buffers' pointers (NULL,
+    alignment, overlaps other than a donated input's own result) against the signature's
+    tables, then the context marked busy (one call at a time on a context); a status, or
+    HLO_OK with the context held."""
+    return f"""static int check_buffers_and_hold({p}_context *ctx, const void *const *inputs, void *const *outputs) {{
+    if ((NIN && !inputs) || (NOUT && !outputs))
+        return fail(ctx, HLO_ERR_NULL_ARGUMENT, "{p}_run: the %s array is NULL", !inputs && NIN ? "inputs" : "outputs");
+    for (int i = 0; i < NIN; i++) {{
+        if (!in_bytes[i]) continue;
+        if (!inputs[i])
+            return fail(ctx, HLO_ERR_NULL_ARGUMENT, "{p}_run: input %d (%s, %s) is NULL", i, in_names[i], in_dtypes[i]);
+        if ((uintptr_t)inputs[i] % in_align[i])
+            return fail(ctx, HLO_ERR_MISALIGNED, "{p}_run: input %d (%s) is not aligned to %zu bytes", i, in_names[i], in_align[i]);
+    }}
+    for (int o = 0; o < NOUT; o++) {{
+        if (!out_bytes[o]) continue;
+        if (!outputs[o])
+            return fail(ctx, HLO_ERR_NULL_ARGUMENT, "{p}_run: output %d (%s, %s) is NULL", o, out_names[o], out_dtypes[o]);
+        if ((uintptr_t)outputs[o] % out_align[o])
+            return fail(ctx, HLO_ERR_MISALIGNED, "{p}_run: output %d is not aligned to %zu bytes", o, out_align[o]);
+        for (int i = 0; i < NIN; i++)
+            if (overlaps(outputs[o], out_bytes[o], inputs[i], in_bytes[i]) && !(out_alias[o] == i && outputs[o] == inputs[i]))
+                return fail(ctx, HLO_ERR_OVERLAP, "{p}_run: output %d overlaps input %d (%s)", o, i, in_names[i]);
+        for (int q = 0; q < o; q++)
+            if (overlaps(outputs[o], out_bytes[o], outputs[q], out_bytes[q]))
+                return fail(ctx, HLO_ERR_OVERLAP, "{p}_run: outputs %d and %d overlap", q, o);
+    }}
+    if (atomic_exchange_explicit(&ctx->busy, 1, memory_order_acquire))
+        return fail(ctx, HLO_ERR_CONTEXT_BUSY, "{p}_run: the context is in use by another thread's call (make one context per thread)");
+    return HLO_OK;
+}}
+"""
+
+
 def source(spec: LibrarySpec) -> str:
     """The C source of the library's runtime for ``spec``."""
     p = spec.name
@@ -321,34 +356,12 @@ static int overlaps(const void *a, size_t na, const void *b, size_t nb) {{
     return na && nb && x < y + nb && y < x + na;
 }}
 
+{run_checks(p)}
 int {p}_run({p}_context *ctx, const void *const *inputs, void *const *outputs) {{
     int status;
     if (!check_context(ctx, &status)) return status;
     ctx->message[0] = 0;
-    if ((NIN && !inputs) || (NOUT && !outputs))
-        return fail(ctx, HLO_ERR_NULL_ARGUMENT, "{p}_run: the %s array is NULL", !inputs && NIN ? "inputs" : "outputs");
-    for (int i = 0; i < NIN; i++) {{
-        if (!in_bytes[i]) continue;
-        if (!inputs[i])
-            return fail(ctx, HLO_ERR_NULL_ARGUMENT, "{p}_run: input %d (%s, %s) is NULL", i, in_names[i], in_dtypes[i]);
-        if ((uintptr_t)inputs[i] % in_align[i])
-            return fail(ctx, HLO_ERR_MISALIGNED, "{p}_run: input %d (%s) is not aligned to %zu bytes", i, in_names[i], in_align[i]);
-    }}
-    for (int o = 0; o < NOUT; o++) {{
-        if (!out_bytes[o]) continue;
-        if (!outputs[o])
-            return fail(ctx, HLO_ERR_NULL_ARGUMENT, "{p}_run: output %d (%s, %s) is NULL", o, out_names[o], out_dtypes[o]);
-        if ((uintptr_t)outputs[o] % out_align[o])
-            return fail(ctx, HLO_ERR_MISALIGNED, "{p}_run: output %d is not aligned to %zu bytes", o, out_align[o]);
-        for (int i = 0; i < NIN; i++)
-            if (overlaps(outputs[o], out_bytes[o], inputs[i], in_bytes[i]) && !(out_alias[o] == i && outputs[o] == inputs[i]))
-                return fail(ctx, HLO_ERR_OVERLAP, "{p}_run: output %d overlaps input %d (%s)", o, i, in_names[i]);
-        for (int q = 0; q < o; q++)
-            if (overlaps(outputs[o], out_bytes[o], outputs[q], out_bytes[q]))
-                return fail(ctx, HLO_ERR_OVERLAP, "{p}_run: outputs %d and %d overlap", q, o);
-    }}
-    if (atomic_exchange_explicit(&ctx->busy, 1, memory_order_acquire))
-        return fail(ctx, HLO_ERR_CONTEXT_BUSY, "{p}_run: the context is in use by another thread's call (make one context per thread)");
+    if ((status = check_buffers_and_hold(ctx, inputs, outputs)) != HLO_OK) return status;
     hlo_run(inputs, outputs, ctx->workspace, ctx->threads);
     for (int o = 0; o < NOUT; o++)  /* an output that is a donated input's memory */
         if (out_alias[o] >= 0 && outputs[o] != inputs[out_alias[o]])
