@@ -185,3 +185,17 @@ def test_a_batch_sharded_transformer_training_step_needs_no_gather(four_devices)
         np.testing.assert_allclose(np.asarray(o), np.asarray(r), rtol=1e-5, atol=1e-6)
     assert not [d for d in g.spmd_decisions if d.startswith(("all_gather", "slice"))]
     assert sum(d.startswith("all_reduce") for d in g.spmd_decisions) >= len(params)
+
+
+def test_the_lowered_program_prints_its_shardings(four_devices):
+    """hlo.jit(in_shardings=, out_shardings=): the program before partitioning carries the
+    shardings on @main's arguments and results (ir/sharding_attr.py), and reads back."""
+    rep, bs = NamedSharding(four_devices, P()), NamedSharding(four_devices, P("batch"))
+    g = hlo.jit(lambda x, w: hnp.tanh(x) @ w, in_shardings=(bs, rep), out_shardings=bs)
+    g(np.ones((8, 4), np.float32), np.ones((4, 3), np.float32))
+    head = g.lowered_ir.splitlines()[2]
+    assert head.startswith('func @main(%arg0: f32[8,4] {sharding = "mesh<batch=4> [{batch}, {}]"}, '
+                           '%arg1: f32[4,3] {sharding = "mesh<batch=4> [{}, {}]"}) -> '
+                           '(f32[8,3] {sharding = "mesh<batch=4> [{batch}, {}]"})'), head
+    assert print_module(parse_module(g.lowered_ir)) == g.lowered_ir
+    assert "sharding =" not in g.as_text()   # the per-partition program carries none
