@@ -19,7 +19,7 @@ from typing import Sequence, Tuple
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _TEXT = re.compile(r"\s*mesh<([^>]*)>\s*\[(.*)\]\s*\Z")
-_SDY_MESH = re.compile(r"\s*<\s*\[(.*)\]\s*>\s*\Z")
+_SDY_MESH = re.compile(r"\s*(?:#sdy\.mesh)?<\s*\[(.*)\]\s*>\s*\Z")
 _SDY_SHARDING = re.compile(r"\s*#sdy\.sharding<\s*@([\w.$-]+)\s*,\s*\[(.*)\]\s*>\s*\Z")
 
 
@@ -126,20 +126,22 @@ def parse_sharding(text: str) -> ValueSharding:
 
 def parse_sdy(mesh_text: str, sharding_text: str) -> ValueSharding:
     """From an ``sdy.mesh``'s ``<["batch"=2]>`` and an ``#sdy.sharding<@mesh, [...]>``."""
+    if re.search(r"\?|\bpriority\b|replicated=|unreduced=|\}p\d|device_ids", mesh_text + sharding_text):
+        raise ShardingSyntaxError(f"open dimensions, priorities, explicit replicated or unreduced "
+                                  f"axes and device orders of Shardy are not supported yet: "
+                                  f"{sharding_text} over {mesh_text}")
     mm = _SDY_MESH.match(mesh_text)
     sm = _SDY_SHARDING.match(sharding_text)
     if not mm or not sm:
         raise ShardingSyntaxError(f"cannot read the Shardy sharding {sharding_text} over mesh {mesh_text}")
-    if re.search(r"\?|\bpriority\b|replicated=|\}p\d", sharding_text):
-        raise ShardingSyntaxError(f"open dimensions, priorities and explicit replicated axes of "
-                                  f"Shardy are not supported yet: {sharding_text}")
     return ValueSharding(_mesh(mm.group(1), True), _dims(sm.group(2), True))
 
 
 def sdy_mesh_symbol(sharding_text: str) -> str:
-    m = _SDY_SHARDING.match(sharding_text)
+    m = re.match(r"\s*#sdy\.sharding<\s*@([\w.$-]+)", sharding_text)
     if not m:
-        raise ShardingSyntaxError(f"cannot read the Shardy sharding {sharding_text}")
+        raise ShardingSyntaxError(f"cannot read the Shardy sharding {sharding_text} (an inline "
+                                  f"mesh is not supported yet)")
     return m.group(1)
 
 
