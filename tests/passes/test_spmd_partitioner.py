@@ -136,18 +136,47 @@ def test_jit_with_in_shardings_trains_as_the_unsharded_program(four_devices):
     assert "all_reduce" in g.as_text()
 
 
-@pytest.mark.parametrize("workload", ["linear_relu", "softmax", "layernorm"])
-def test_jit_with_batch_sharded_seed_workloads(four_devices, workload):
+# the seed workloads' batched arguments (dimension 0 is the batch); the others are replicated
+SEED_BATCHED = {"tinyops": (0,), "ln_linear_gelu_res": (0,), "simple_mlp": (0,), "linear_relu": (0,),
+                "softmax": (0,), "layernorm": (0,), "transformer_layer": (0,),
+                "mlp_train_step": (4, 5), "per_example_grads": (4, 5), "dispatch": (0,)}
+
+
+@pytest.fixture
+def two_devices(monkeypatch):
+    monkeypatch.setenv("HLO_CPU_DEVICES", "2")
+    cpu_devices.reset()
+    yield Mesh(hlo.devices("cpu")[:2], ("batch",))
+    cpu_devices.reset()
+
+
+def test_every_seed_workload_is_listed_with_its_batched_arguments():
+    from bench.workloads import WORKLOADS
+    assert sorted(SEED_BATCHED) == sorted(w.id for w in WORKLOADS)
+
+
+@pytest.mark.parametrize("workload", sorted(SEED_BATCHED))
+def test_jit_with_batch_sharded_seed_workloads(two_devices, workload):
+    """Every seed workload (quick sizes), its batch split over 2 CPU devices by in_shardings,
+    equals the unsharded program."""
     from bench.workloads import WORKLOADS, Ops
     w = {x.id: x for x in WORKLOADS}[workload]
-    dims = w.dims["quick"]
-    args = w.make_inputs(np.random.default_rng(1), dims, np.float32)
-    ops = Ops(hnp)
+    args = w.make_inputs(np.random.default_rng(1), w.dims["quick"], np.float32)
+    ops = Ops(hnp, grad=hlo.grad, vmap=hlo.vmap)
     f = lambda *a: w.fn(ops, *a)
-    shard = [NamedSharding(four_devices, P("batch") if i == 0 else P()) for i in range(len(args))]
-    out = hlo.jit(f, in_shardings=tuple(shard))(*args)
-    np.testing.assert_allclose(np.asarray(out), np.asarray(hlo.jit(f)(*args)), rtol=1e-5, atol=1e-6)
-    assert out.sharding == NamedSharding(four_devices, P("batch"))
+    bs, rep = NamedSharding(two_devices, P("batch")), NamedSharding(two_devices, P())
+    shard = tuple(bs if i in SEED_BATCHED[workload] else rep for i in range(len(args)))
+    g = hlo.jit(f, in_shardings=shard)
+    out, want = g(*args), hlo.jit(f)(*args)
+    outs, wants = (out, want) if isinstance(want, (tuple, list)) else ((out,), (want,))
+    assert len(outs) == len(wants)
+    for o, r in zip(outs, wants):
+        assert o.shape == np.shape(r)
+        np.testing.assert_allclose(np.asarray(o), np.asarray(r), rtol=1e-5, atol=1e-6)
+        # data parallel: what has the batch keeps it split (the training step's updated
+        # parameters and loss are whole), and nothing is gathered
+        assert o.sharding == (rep if workload == "mlp_train_step" else bs)
+    assert not [d for d in g.spmd_decisions if d.startswith("all_gather")]
 
 
 def test_with_sharding_constraint_reshards_where_it_is_made(four_devices):
