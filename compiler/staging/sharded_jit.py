@@ -63,7 +63,7 @@ class ShardedJit:
         from hlo.ir import print_module
         from hlo.ir.sharding_attr import ValueSharding
         from hlo.passes.inline import Inline
-        from hlo.passes.spmd_partitioner import partition
+        from hlo.passes.spmd_partitioner import partition_annotated
         from hlo.runtime.cpu.devices import run_spmd
 
         from .shard_map import run_blocks
@@ -108,8 +108,8 @@ class ShardedJit:
             if outs is not None:
                 main.result_shardings = {i: ValueSharding.of(mesh.shape, sh)
                                          for i, sh in enumerate(outs)}
-            self.lowered_ir = print_module(module)
-            part, out_sh, decisions = partition(module, dict(mesh.shape), ins, outs, cons)
+            self.lowered_ir = print_module(module)   # the partitioner reads the annotations
+            part, out_sh, decisions = partition_annotated(module, cons)
             self.spmd_decisions = decisions
             dump = os.environ.get("HLO_DUMP_DIR")
             if dump:

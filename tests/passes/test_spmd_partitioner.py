@@ -9,7 +9,7 @@ import pytest
 import hlo
 import hlo.numpy as hnp
 from hlo.ir import parse_module, print_module
-from hlo.passes.spmd_partitioner import PartitionError, partition
+from hlo.passes.spmd_partitioner import PartitionError, partition, partition_annotated
 from hlo.runtime.cpu import devices as cpu_devices
 from hlo.sharding import Mesh, NamedSharding, P
 
@@ -65,6 +65,24 @@ def test_a_batch_sharded_program():
         "[('batch',), ()] are broadcast ones)",
         "all_reduce (add): 'reduce' over dimensions [0] sharded over ['batch']: local reductions, "
         "then one across the partitions"]
+
+
+def test_the_shardings_can_be_read_from_the_annotations():
+    annotated = PROGRAM.replace("%x: f32[8,4]", '%x: f32[8,4] {sharding = "mesh<batch=2> [{batch}, {}]"}')
+    assert annotated != PROGRAM
+    out, shardings, decisions = partition_annotated(parse_module(annotated))
+    assert print_module(out) == PARTITIONED
+    want = partition(parse_module(PROGRAM), {"batch": 2}, [(("batch",), ()), ((), ()), ((),)])
+    assert (shardings, decisions) == (want[1], want[2])
+    # a requested result sharding, and the errors
+    res = annotated.replace("-> (f32[8,2], f32[2], f32[2,8])",
+                            '-> (f32[8,2], f32[2], f32[2,8] {sharding = "mesh<batch=2> [{}, {batch}]"})')
+    assert partition_annotated(parse_module(res))[1][2] == ((), ("batch",))
+    with pytest.raises(PartitionError, match="no sharding annotations"):
+        partition_annotated(parse_module(PROGRAM))
+    two = res.replace('"mesh<batch=2> [{}, {batch}]"', '"mesh<batch=4> [{}, {batch}]"')
+    with pytest.raises(PartitionError, match="2 different meshes"):
+        partition_annotated(parse_module(two))
 
 
 def test_a_contracting_dimension_sharded_on_both_sides_is_an_all_reduce():
