@@ -68,3 +68,29 @@ def test_shardy_forms_hlo_does_not_hold_are_refused():
         '[{}, {"model"}]>', '[{}, {"model"}], replicated={"batch"}>')
     with pytest.raises(UnsupportedError, match="explicit replicated"):
         import_module(out)
+
+
+def test_a_lowered_sharded_program_partitions_the_same_after_a_stablehlo_round_trip(monkeypatch):
+    import hlo
+    import hlo.numpy as hnp
+    from hlo.passes.inline import Inline
+    from hlo.passes.spmd_partitioner import partition_annotated
+    from hlo.runtime.cpu import devices as cpu_devices
+    from hlo.sharding import Mesh, NamedSharding, P
+    monkeypatch.setenv("HLO_CPU_DEVICES", "2")
+    cpu_devices.reset()
+    try:
+        mesh = Mesh(hlo.devices("cpu")[:2], ("batch",))
+        g = hlo.jit(lambda x, w: hnp.sum(hnp.tanh(x @ w), axis=0),
+                    in_shardings=(NamedSharding(mesh, P("batch")), NamedSharding(mesh, P())))
+        g(np.ones((8, 4), np.float32), np.ones((4, 3), np.float32))
+    finally:
+        cpu_devices.reset()
+    back = import_module(export_module(parse_module(g.lowered_ir)))
+    Inline().run(back)
+    part, _, decisions = partition_annotated(back)
+    # the same per-partition program (the import spells out empty dot_general attributes)
+    ops = lambda m: [(op.name, [str(t) for t in op.result_types]) for op in m["main"].walk()]
+    assert ops(part) == ops(parse_module(g.as_text()))
+    assert [str(t) for t in part["main"].arg_types] == ["f32[4,4]", "f32[4,3]"]
+    assert decisions == g.spmd_decisions and any("all_reduce" in d for d in decisions)
