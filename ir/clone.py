@@ -30,6 +30,8 @@ def clone_op(op: Operation, vmap: Dict[Value, Value]) -> Operation:
 def clone_function(fn: Function) -> Function:
     new = Function(fn.name, fn.arg_types, fn.visibility, fn.loc)
     new.dim_args = dict(fn.dim_args)
+    new.arg_shardings = dict(fn.arg_shardings)
+    new.result_shardings = dict(fn.result_shardings)
     vmap: Dict[Value, Value] = dict(zip(fn.args, new.args))
     body = clone_region(fn.body, vmap)
     new.body.ops = body.ops

@@ -202,6 +202,10 @@ class Function:
         # symbolic dimensions whose value is a scalar integer argument (issue 38, the StableHLO
         # dimension arguments): argument index -> symbol; printed `%arg0: s64[] {dim = b}`
         self.dim_args: Dict[int, str] = {}
+        # sharding annotations (ir/sharding_attr.ValueSharding), argument / result index ->
+        # sharding; printed `%arg0: f32[8] {sharding = "mesh<batch=2> [{batch}]"}`
+        self.arg_shardings: Dict[int, Any] = {}
+        self.result_shardings: Dict[int, Any] = {}
 
     @property
     def args(self) -> List[Value]:

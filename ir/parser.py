@@ -17,6 +17,7 @@ from .core import Function, Location, Module, Operation, Region, Value
 from .dim_expr import DimExpr
 from .errors import ParseError, VerifyError
 from .nesting import call_with_stack_for_depth
+from .sharding_attr import ShardingSyntaxError, ValueSharding, parse_sharding
 from .types import BY_NAME, ElementType, TensorType
 from .verifier import verify_module
 
@@ -530,6 +531,15 @@ class Parser:
         self.expect(":", "after a region argument")
         self.define(scope, t, r.add_arg(self.parse_type()))
 
+    def _sharding(self, t: TensorType) -> ValueSharding:
+        tok = self.expect_kind("string", "a quoted sharding like \"mesh<batch=2> [{batch}]\"")
+        try:
+            sh = parse_sharding(_unquote(tok.text))
+            sh.check_rank(t.rank)
+        except ShardingSyntaxError as e:
+            raise self.error(str(e), tok) from None
+        return sh
+
     def parse_function(self, module: Module) -> Tuple[Function, Token]:
         self.expect("func", "to start a function")
         vis = "public"
@@ -541,30 +551,51 @@ class Parser:
         self.expect("(", "after the function name")
         params: List[Tuple[Token, TensorType]] = []
         dim_args: Dict[int, str] = {}
+        arg_sh: Dict[int, ValueSharding] = {}
+        res_sh: Dict[int, ValueSharding] = {}
         if not self.at(")"):
             while True:
                 t = self.expect_kind("value", "a parameter name")
                 self.expect(":", "after a parameter name")
                 params.append((t, self.parse_type()))
-                if self.at("{") and self.toks[self.i + 1].text == "dim":
-                    self.next(); self.next()
-                    self.expect("=", "after 'dim'")
-                    sym = self.tok
-                    if sym.kind != "ident" or sym.text.startswith("-") or "." in sym.text:
-                        raise self.error(f"expected a dimension symbol, found {self._what(sym)}")
+                if self.at("{") and self.toks[self.i + 1].text in ("dim", "sharding"):
                     self.next()
-                    dim_args[len(params) - 1] = sym.text
-                    self.expect("}", "to close the dimension argument")
+                    while True:
+                        key = self.next()
+                        self.expect("=", f"after '{key.text}'")
+                        if key.text == "dim":
+                            sym = self.tok
+                            if sym.kind != "ident" or sym.text.startswith("-") or "." in sym.text:
+                                raise self.error(f"expected a dimension symbol, found {self._what(sym)}")
+                            self.next()
+                            dim_args[len(params) - 1] = sym.text
+                        elif key.text == "sharding":
+                            arg_sh[len(params) - 1] = self._sharding(params[-1][1])
+                        else:
+                            raise self.error(f"expected 'dim' or 'sharding', found {self._what(key)}", key)
+                        if not self.accept(","):
+                            break
+                    self.expect("}", "to close the argument's attributes")
                 if not self.accept(","):
                     break
         self.expect(")", "to close the parameter list")
         self.expect("->", "and the result types")
         self.expect("(", "to open the result types")
-        rtypes = [] if self.at(")") else self.parse_type_list()
+        rtypes: List[TensorType] = []
+        while not self.at(")"):
+            rtypes.append(self.parse_type())
+            if self.at("{") and self.toks[self.i + 1].text == "sharding":
+                self.next(); self.next()
+                self.expect("=", "after 'sharding'")
+                res_sh[len(rtypes) - 1] = self._sharding(rtypes[-1])
+                self.expect("}", "to close the result's attributes")
+            if not self.accept(","):
+                break
         self.expect(")", "to close the result types")
         loc = self.parse_loc()
         fn = Function(name.text[1:], [t for _, t in params], vis, loc)
         fn.dim_args = dim_args
+        fn.arg_shardings, fn.result_shardings = arg_sh, res_sh
         scope: List[Dict[str, Value]] = [{}]
         for (t, _), a in zip(params, fn.args):
             self.define(scope, t, a)

@@ -170,14 +170,25 @@ def _print_region(r: Region, namer: _Namer, depth: int, lines: List[str], label:
     lines.append(f"{INDENT * body_depth}return({outs})")
 
 
+def _arg_attrs(fn: Function, i: int) -> str:
+    attrs = []
+    if i in fn.dim_args:
+        attrs.append(f"dim = {fn.dim_args[i]}")
+    if i in fn.arg_shardings:
+        attrs.append(f"sharding = {_quote(fn.arg_shardings[i].text())}")
+    return f" {{{', '.join(attrs)}}}" if attrs else ""
+
+
 def print_function(fn: Function) -> str:
     namer = _Namer()
-    args = ", ".join(f"{namer.define(a, f'%arg{i}')}: {a.type}"
-                     + (f" {{dim = {fn.dim_args[i]}}}" if i in fn.dim_args else "")
+    args = ", ".join(f"{namer.define(a, f'%arg{i}')}: {a.type}" + _arg_attrs(fn, i)
                      for i, a in enumerate(fn.args))
+    results = ", ".join(str(t) + (f" {{sharding = {_quote(fn.result_shardings[i].text())}}}"
+                                  if i in fn.result_shardings else "")
+                        for i, t in enumerate(fn.result_types))
     vis = "private " if fn.visibility == "private" else ""
     loc = f" {fn.loc.text()}" if fn.loc is not None else ""
-    lines = [f"func {vis}@{fn.name}({args}) -> ({', '.join(str(t) for t in fn.result_types)}){loc} {{"]
+    lines = [f"func {vis}@{fn.name}({args}) -> ({results}){loc} {{"]
     _print_region(fn.body, namer, 1, lines, label=False)
     lines.append("}")
     return "\n".join(lines)

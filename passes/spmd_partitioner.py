@@ -397,3 +397,25 @@ def partition(module: Module, mesh: Dict[str, int], in_shardings: Sequence[Shard
     dce_region(out["main"].body)  # whole values an op no longer reads (a broadcast made per block)
     verify_module(out)
     return out, p.out_shardings, p.decisions
+
+
+def partition_annotated(module: Module, constraints: Optional[Dict[Value, Sharding]] = None):
+    """``partition`` with the mesh and shardings read from ``@main``'s sharding annotations
+    (``ir/sharding_attr.py``: ``%arg0: f32[8,4] {sharding = "mesh<batch=2> [{batch}, {}]"}``):
+    arguments without one are whole, results without one are as the partitioner leaves them."""
+    fn = module["main"]
+    annotated = list(fn.arg_shardings.values()) + list(fn.result_shardings.values())
+    if not annotated:
+        raise PartitionError("@main has no sharding annotations: nothing says how to partition it")
+    meshes = {sh.mesh for sh in annotated}
+    if len(meshes) > 1:
+        raise PartitionError(f"@main's sharding annotations are over {len(meshes)} different meshes: "
+                             + "; ".join(" ".join(f"{n}={s}" for n, s in m) for m in sorted(meshes)))
+    mesh = dict(meshes.pop())
+    ins = [fn.arg_shardings[i].dims if i in fn.arg_shardings else whole(t.rank)
+           for i, t in enumerate(fn.arg_types)]
+    outs = None
+    if fn.result_shardings:
+        outs = [fn.result_shardings[i].dims if i in fn.result_shardings else None
+                for i in range(len(fn.result_types))]
+    return partition(module, mesh, ins, outs, constraints)

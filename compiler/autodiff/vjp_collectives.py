@@ -7,8 +7,11 @@ result cotangent says about it. Hence the transposes: ``all_reduce`` (a sum) -> 
 ``reduce_scatter`` (a sum) -> ``all_gather``, ``all_to_all`` -> ``all_to_all`` with the split
 and concatenated dimensions swapped, ``collective_permute`` -> the inverse permutation. Each new
 collective gets its own channel id (the forward op's plus a large offset: ids only tell
-collectives apart). An all_reduce whose computation is not a sum (pmax, pmin) is not
-differentiable yet.
+collectives apart). An all_reduce whose computation is ``maximum`` or ``minimum`` (pmax,
+pmin) sends the summed cotangent to the devices whose operand equals the result, split evenly
+among ties: jax's rule for ``reduce_max`` over the devices (jax itself has no rule for pmax),
+``hit * psum(ct) / psum(hit)``, both sums in one all_reduce. Other computations (products,
+bitwise ops) are not differentiable.
 """
 from __future__ import annotations
 
@@ -37,13 +40,37 @@ def _summing(e: Eqn) -> None:
         raise not_differentiable(e.op, " (an all-reduce other than a sum: pmax, pmin)")
 
 
+def _sum_body(dtype):
+    from hlo.ir import Builder, Region
+    body = Region([P.ir_type((), dtype)] * 2, name="computation")
+    body.outputs = [Builder(body).value("add", list(body.args))]
+    return body
+
+
 @vjp_rule("all_reduce")
 def _all_reduce(e: Eqn):
+    kind = scalar_body_op(e.op.regions[0])
+    if kind in ("maximum", "minimum"):
+        return _all_reduce_chooser(e)
     _summing(e)
     outs = []
     for i, x in enumerate(e.args):
         g = e.cts[i] if e.cts[i] is not None else P.zeros(x.shape, x.dtype)
         outs.append(P.emit1("all_reduce", [g], _groups(e), regions=[clone_region(e.op.regions[0], {})]))
+    return outs
+
+
+def _all_reduce_chooser(e: Eqn):
+    outs = []
+    for i, x in enumerate(e.args):
+        if e.cts[i] is None:
+            outs.append(None)
+            continue
+        hit = P.convert(P.compare(x, e.outs[i], "EQ"), x.dtype)
+        counts, total = P.emit(
+            "all_reduce", [hit, e.cts[i]], _groups(e), regions=[_sum_body(x.dtype)],
+            result_types=[P.ir_type(x.shape, x.dtype)] * 2)
+        outs.append(P.mul(hit, P.div(total, counts)))
     return outs
 
 

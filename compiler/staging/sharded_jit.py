@@ -53,12 +53,17 @@ class ShardedJit:
         self.f, self.in_shardings, self.out_shardings = f, in_shardings, out_shardings
         self._compiled: Dict[tuple, Any] = {}
         self.spmd_decisions: List[str] = []
+        # the last traced program before partitioning, its arguments and results annotated with
+        # their shardings (hlo IR text; `hlo.ir.sharding_attr`)
+        self.lowered_ir: Optional[str] = None
         self.__wrapped__ = f
 
     def __call__(self, *args):
         import hlo
+        from hlo.ir import print_module
+        from hlo.ir.sharding_attr import ValueSharding
         from hlo.passes.inline import Inline
-        from hlo.passes.spmd_partitioner import partition
+        from hlo.passes.spmd_partitioner import partition_annotated
         from hlo.runtime.cpu.devices import run_spmd
 
         from .shard_map import run_blocks
@@ -98,7 +103,13 @@ class ShardedJit:
                     raise ShapeError("lax.with_sharding_constraint: a sharding over another mesh "
                                      "than the in_shardings'")
             cons = {v: _tuple_of(s_.spec, v.type.rank) for v, s_ in found.items()}
-            part, out_sh, decisions = partition(module, dict(mesh.shape), ins, outs, cons)
+            main = module["main"]
+            main.arg_shardings = {i: ValueSharding.of(mesh.shape, sh) for i, sh in enumerate(ins)}
+            if outs is not None:
+                main.result_shardings = {i: ValueSharding.of(mesh.shape, sh)
+                                         for i, sh in enumerate(outs)}
+            self.lowered_ir = print_module(module)   # the partitioner reads the annotations
+            part, out_sh, decisions = partition_annotated(module, cons)
             self.spmd_decisions = decisions
             dump = os.environ.get("HLO_DUMP_DIR")
             if dump:

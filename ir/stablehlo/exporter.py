@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
+import numpy as np
+
 from ..core import Function, Location, Module, Operation, Region, Value
+from ..sharding_attr import ValueSharding
 from ..verifier import verify_module
 from . import mlir_bridge as mb
 from . import opmap
@@ -61,6 +64,15 @@ def _symbolic(fn: Function) -> bool:
     return any(not r.type.is_static for op in fn.walk() for r in op.results)
 
 
+def _meshes(m: Module) -> Dict[tuple, str]:
+    """The distinct meshes of ``m``'s sharding annotations, each with its ``sdy.mesh`` symbol."""
+    out: Dict[tuple, str] = {}
+    for fn in m.functions.values():
+        for sh in list(fn.arg_shardings.values()) + list(fn.result_shardings.values()):
+            out.setdefault(sh.mesh, "mesh" if not out else f"mesh_{len(out)}")
+    return out
+
+
 def _types(vals) -> str:
     return ", ".join(tensor_to_mlir_text(v.type) for v in vals)
 
@@ -71,7 +83,18 @@ class _Writer:
         self.lines: List[str] = []
 
     def module(self) -> str:
-        out = [f"module {_symbol(self.m.name)} {{"]
+        self.meshes = _meshes(self.m)
+        if self.meshes:   # as jax.jit(f, in_shardings=...).lower(...) writes them (Shardy)
+            sizes = {int(np.prod([n for _, n in mesh], dtype=np.int64)) for mesh in self.meshes}
+            if len(sizes) > 1:
+                raise StableHLOError(f"module @{self.m.name}: its sharding annotations are over "
+                                     f"meshes of different sizes {sorted(sizes)}")
+            out = [f"module {_symbol(self.m.name)} attributes {{mhlo.num_partitions = "
+                   f"{sizes.pop()} : i32, mhlo.num_replicas = 1 : i32}} {{"]
+            for mesh, sym in self.meshes.items():
+                out.append(f"  sdy.mesh @{sym} = " + ValueSharding(mesh, ()).sdy_mesh() + " loc(unknown)")
+        else:
+            out = [f"module {_symbol(self.m.name)} {{"]
         for fn in self.m.functions.values():
             out.extend(self.function(fn))
         out.append("} loc(unknown)")
@@ -82,10 +105,13 @@ class _Writer:
         self.names: Dict[Value, str] = {}
         self.counter = 0
         self.lines = []
-        args = ", ".join(f"{self.define(a)}: {tensor_to_mlir_text(a.type)} {_loc(fn.loc)}" for a in fn.args)
+        args = ", ".join(f"{self.define(a)}: {tensor_to_mlir_text(a.type)}"
+                         f"{self._sharding(fn.arg_shardings.get(i))} {_loc(fn.loc)}"
+                         for i, a in enumerate(fn.args))
         # symbolic dimensions (dynamic_export.py): where each size comes from in this function
         self.src = SymbolSources(fn, self.names, tensor_to_mlir_text) if _symbolic(fn) else None
-        results = ", ".join(tensor_to_mlir_text(t) for t in fn.result_types)
+        results = ", ".join(tensor_to_mlir_text(t) + self._sharding(fn.result_shardings.get(i))
+                            for i, t in enumerate(fn.result_types))
         vis = "private " if fn.visibility == "private" else ""
         head = f"  func.func {vis}{_symbol(fn.name)}({args}) -> ({results}) {{"
         self.ops(fn.body.ops, 2)
@@ -94,6 +120,9 @@ class _Writer:
               f'{_loc(fn.body.output_loc)}'
         self.lines.append("    " + ret)
         return [head] + self.lines + [f"  }} {_loc(fn.loc)}"]
+
+    def _sharding(self, sh: Optional[ValueSharding]) -> str:
+        return "" if sh is None else f" {{sdy.sharding = {sh.sdy(self.meshes[sh.mesh])}}}"
 
     def define(self, v: Value) -> str:
         name = f"%v{self.counter}"

@@ -39,6 +39,7 @@ from ..builder import Builder
 from ..clone import clone_op
 from ..core import Function, Location, Module, Region, Value
 from ..dim_expr import DimExpr, InconclusiveDimensionError, SymbolicDimError
+from ..sharding_attr import ShardingSyntaxError, ValueSharding, parse_sdy, sdy_mesh_symbol
 from ..types import TensorType, s32, s64
 from ..verifier import verify_module
 from . import mlir_bridge as mb
@@ -127,6 +128,7 @@ class _Importer:
         self.dyn: Optional[ShapeValues] = None
         self.deferred: Dict[str, Any] = {}  # private functions with `?` types: imported per call
         self.specialized: Dict[Any, Function] = {}
+        self.meshes: Dict[str, str] = {}  # sdy.mesh symbol -> its mesh attribute's text
 
     # -- module and functions -------------------------------------------------------------
     def run(self, text: str) -> Module:
@@ -146,7 +148,8 @@ class _Importer:
             if n == "func.func":
                 funcs.append(op)
             elif n == "sdy.mesh":
-                continue
+                a = op.operation.attributes
+                self.meshes[a["sym_name"].value] = str(a["mesh"])
             else:
                 raise UnsupportedError(n, "top-level op", self.loc(op.operation.location))
         for f in funcs:
@@ -210,6 +213,9 @@ class _Importer:
                 tensor_from_mlir(t, loc)
         fn = Function(name or self.names[sym], arg_types, "private" if vis == "private" else "public", loc)
         fn.dim_args = dim_args
+        fn.arg_shardings = self._shardings(attrs.get("arg_attrs"), fn.arg_types, loc)
+        fn.result_shardings = self._shardings(attrs.get("res_attrs"), [tensor_from_mlir(t, loc) for t in ftype.results]
+                                              if self.dyn is None else None, loc)
         block = op.regions[0].blocks[0]
         env: Dict[Any, Any] = {}
         for ba, v in zip(block.arguments, fn.args):
@@ -245,6 +251,27 @@ class _Importer:
             fn.body.outputs = list(fn.body.outputs) + self.fn_check_values
             self.checks[fn.name] = self.fn_checks
         return fn
+
+    def _shardings(self, arr, types, loc) -> Dict[int, ValueSharding]:
+        """``sdy.sharding`` attributes of a function's arguments or results (``arg_attrs`` /
+        ``res_attrs``) over the module's ``sdy.mesh``es; others (``jax.result_info``) dropped."""
+        out: Dict[int, ValueSharding] = {}
+        for i, d in enumerate(arr if arr is not None else ()):
+            if "sdy.sharding" not in d:
+                continue
+            text = str(d["sdy.sharding"])
+            try:
+                sym = sdy_mesh_symbol(text)
+                if sym not in self.meshes:
+                    raise StableHLOError(f"{text} names mesh @{sym}, which the module does not "
+                                         f"define{_at(loc)}")
+                sh = parse_sdy(self.meshes[sym], text)
+                if types is not None:
+                    sh.check_rank(types[i].rank)
+            except ShardingSyntaxError as e:
+                raise UnsupportedError("sdy.sharding", str(e), loc) from None
+            out[i] = sh
+        return out
 
     # -- regions --------------------------------------------------------------------------
     def block(self, block, region: Region, env: Dict, top: bool = False) -> None:

@@ -192,9 +192,6 @@ def test_errors_name_what_is_wrong():
         hlo.jit(lambda b: hlo.lax.psum(b, "x"))(rand(4))
     with pytest.raises(hlo.errors.ShapeError, match="names axis 'q'"):
         NamedSharding(m, P("q"))
-    with pytest.raises(hlo.errors.UnsupportedError, match="pmax, pmin"):
-        hlo.shard_map(lambda b: hlo.grad(lambda v: hnp.sum(hlo.lax.pmax(v, "x")))(b), m,
-                      in_specs=P("x"), out_specs=P("x"))(rand(8))
     sm = hlo.shard_map(lambda b: b, m, in_specs=P("x"), out_specs=P("x"))
     with pytest.raises(hlo.errors.UnsupportedError, match="inside a traced function"):
         hlo.jit(lambda v: sm(v))(rand(8))
@@ -260,6 +257,32 @@ def test_a_sharded_program_saves_and_loads_in_a_fresh_process(tmp_path):
     assert r.returncode != 0 and "runs on a mesh of 4 CPU devices" in r.stderr
     with pytest.raises(hlo.LoadError, match="load it with hlo.aot.load_sharded"):
         hlo.load(path)
+
+
+@pytest.mark.parametrize("which", ["pmax", "pmin"])
+def test_gradients_of_pmax_and_pmin_are_jax_reduce_max_over_the_devices(which):
+    """jax has no rule for pmax / pmin (jax-ml/jax#7167); the reference is jax.grad of the same
+    program written globally, the devices as an array dimension reduced by jnp.max / jnp.min:
+    the summed cotangent goes to the devices whose operand equals the result, ties split."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    n = 4
+    m = mesh(n)
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 3, (n * 2, 3)).astype(np.float32)   # small integers: many ties
+    c = rand(n * 2, 3, seed=6)                                # device i's weights c_i
+    red = getattr(hlo.lax, which)
+
+    def f(b, cw):
+        return hlo.grad(lambda v: hnp.sum(red(v * v, "x") * cw))(b)
+    g = hlo.shard_map(f, m, in_specs=(P("x"), P("x")), out_specs=P("x"))(x, c)
+    jred = jnp.max if which == "pmax" else jnp.min
+
+    def total(xg):  # the sum over devices i of device i's loss
+        return jnp.sum(jred((xg * xg).reshape(n, 2, 3), axis=0)[None] * c.reshape(n, 2, 3))
+    want = jax.grad(total)(jnp.asarray(x))
+    np.testing.assert_allclose(np.asarray(g), np.asarray(want), rtol=1e-6, atol=1e-6)
+    assert np.count_nonzero(np.asarray(g)) < x.size   # the rule chose devices (with ties)
 
 
 def test_the_gradient_of_all_to_all_is_all_to_all_back():

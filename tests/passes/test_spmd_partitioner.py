@@ -9,7 +9,7 @@ import pytest
 import hlo
 import hlo.numpy as hnp
 from hlo.ir import parse_module, print_module
-from hlo.passes.spmd_partitioner import PartitionError, partition
+from hlo.passes.spmd_partitioner import PartitionError, partition, partition_annotated
 from hlo.runtime.cpu import devices as cpu_devices
 from hlo.sharding import Mesh, NamedSharding, P
 
@@ -65,6 +65,24 @@ def test_a_batch_sharded_program():
         "[('batch',), ()] are broadcast ones)",
         "all_reduce (add): 'reduce' over dimensions [0] sharded over ['batch']: local reductions, "
         "then one across the partitions"]
+
+
+def test_the_shardings_can_be_read_from_the_annotations():
+    annotated = PROGRAM.replace("%x: f32[8,4]", '%x: f32[8,4] {sharding = "mesh<batch=2> [{batch}, {}]"}')
+    assert annotated != PROGRAM
+    out, shardings, decisions = partition_annotated(parse_module(annotated))
+    assert print_module(out) == PARTITIONED
+    want = partition(parse_module(PROGRAM), {"batch": 2}, [(("batch",), ()), ((), ()), ((),)])
+    assert (shardings, decisions) == (want[1], want[2])
+    # a requested result sharding, and the errors
+    res = annotated.replace("-> (f32[8,2], f32[2], f32[2,8])",
+                            '-> (f32[8,2], f32[2], f32[2,8] {sharding = "mesh<batch=2> [{}, {batch}]"})')
+    assert partition_annotated(parse_module(res))[1][2] == ((), ("batch",))
+    with pytest.raises(PartitionError, match="no sharding annotations"):
+        partition_annotated(parse_module(PROGRAM))
+    two = res.replace('"mesh<batch=2> [{}, {batch}]"', '"mesh<batch=4> [{}, {batch}]"')
+    with pytest.raises(PartitionError, match="2 different meshes"):
+        partition_annotated(parse_module(two))
 
 
 def test_a_contracting_dimension_sharded_on_both_sides_is_an_all_reduce():
@@ -136,18 +154,47 @@ def test_jit_with_in_shardings_trains_as_the_unsharded_program(four_devices):
     assert "all_reduce" in g.as_text()
 
 
-@pytest.mark.parametrize("workload", ["linear_relu", "softmax", "layernorm"])
-def test_jit_with_batch_sharded_seed_workloads(four_devices, workload):
+# the seed workloads' batched arguments (dimension 0 is the batch); the others are replicated
+SEED_BATCHED = {"tinyops": (0,), "ln_linear_gelu_res": (0,), "simple_mlp": (0,), "linear_relu": (0,),
+                "softmax": (0,), "layernorm": (0,), "transformer_layer": (0,),
+                "mlp_train_step": (4, 5), "per_example_grads": (4, 5), "dispatch": (0,)}
+
+
+@pytest.fixture
+def two_devices(monkeypatch):
+    monkeypatch.setenv("HLO_CPU_DEVICES", "2")
+    cpu_devices.reset()
+    yield Mesh(hlo.devices("cpu")[:2], ("batch",))
+    cpu_devices.reset()
+
+
+def test_every_seed_workload_is_listed_with_its_batched_arguments():
+    from bench.workloads import WORKLOADS
+    assert sorted(SEED_BATCHED) == sorted(w.id for w in WORKLOADS)
+
+
+@pytest.mark.parametrize("workload", sorted(SEED_BATCHED))
+def test_jit_with_batch_sharded_seed_workloads(two_devices, workload):
+    """Every seed workload (quick sizes), its batch split over 2 CPU devices by in_shardings,
+    equals the unsharded program."""
     from bench.workloads import WORKLOADS, Ops
     w = {x.id: x for x in WORKLOADS}[workload]
-    dims = w.dims["quick"]
-    args = w.make_inputs(np.random.default_rng(1), dims, np.float32)
-    ops = Ops(hnp)
+    args = w.make_inputs(np.random.default_rng(1), w.dims["quick"], np.float32)
+    ops = Ops(hnp, grad=hlo.grad, vmap=hlo.vmap)
     f = lambda *a: w.fn(ops, *a)
-    shard = [NamedSharding(four_devices, P("batch") if i == 0 else P()) for i in range(len(args))]
-    out = hlo.jit(f, in_shardings=tuple(shard))(*args)
-    np.testing.assert_allclose(np.asarray(out), np.asarray(hlo.jit(f)(*args)), rtol=1e-5, atol=1e-6)
-    assert out.sharding == NamedSharding(four_devices, P("batch"))
+    bs, rep = NamedSharding(two_devices, P("batch")), NamedSharding(two_devices, P())
+    shard = tuple(bs if i in SEED_BATCHED[workload] else rep for i in range(len(args)))
+    g = hlo.jit(f, in_shardings=shard)
+    out, want = g(*args), hlo.jit(f)(*args)
+    outs, wants = (out, want) if isinstance(want, (tuple, list)) else ((out,), (want,))
+    assert len(outs) == len(wants)
+    for o, r in zip(outs, wants):
+        assert o.shape == np.shape(r)
+        np.testing.assert_allclose(np.asarray(o), np.asarray(r), rtol=1e-5, atol=1e-6)
+        # data parallel: what has the batch keeps it split (the training step's updated
+        # parameters and loss are whole), and nothing is gathered
+        assert o.sharding == (rep if workload == "mlp_train_step" else bs)
+    assert not [d for d in g.spmd_decisions if d.startswith("all_gather")]
 
 
 def test_with_sharding_constraint_reshards_where_it_is_made(four_devices):
@@ -185,3 +232,17 @@ def test_a_batch_sharded_transformer_training_step_needs_no_gather(four_devices)
         np.testing.assert_allclose(np.asarray(o), np.asarray(r), rtol=1e-5, atol=1e-6)
     assert not [d for d in g.spmd_decisions if d.startswith(("all_gather", "slice"))]
     assert sum(d.startswith("all_reduce") for d in g.spmd_decisions) >= len(params)
+
+
+def test_the_lowered_program_prints_its_shardings(four_devices):
+    """hlo.jit(in_shardings=, out_shardings=): the program before partitioning carries the
+    shardings on @main's arguments and results (ir/sharding_attr.py), and reads back."""
+    rep, bs = NamedSharding(four_devices, P()), NamedSharding(four_devices, P("batch"))
+    g = hlo.jit(lambda x, w: hnp.tanh(x) @ w, in_shardings=(bs, rep), out_shardings=bs)
+    g(np.ones((8, 4), np.float32), np.ones((4, 3), np.float32))
+    head = g.lowered_ir.splitlines()[2]
+    assert head.startswith('func @main(%arg0: f32[8,4] {sharding = "mesh<batch=4> [{batch}, {}]"}, '
+                           '%arg1: f32[4,3] {sharding = "mesh<batch=4> [{}, {}]"}) -> '
+                           '(f32[8,3] {sharding = "mesh<batch=4> [{batch}, {}]"})'), head
+    assert print_module(parse_module(g.lowered_ir)) == g.lowered_ir
+    assert "sharding =" not in g.as_text()   # the per-partition program carries none
