@@ -25,6 +25,9 @@ One line is printed per failed or unsupported test (``-q`` keeps only failures),
 ``conformance: P passed, F failed, U unsupported``. With ``--check-export`` every passing test
 is also exported to StableHLO, verified by jaxlib and re-imported, and must print identically.
 The exit code is 0 unless the runner itself could not run (bad arguments, missing folder).
+With ``--no-constant-folding`` the pipeline runs without its constant-folding pass, so the
+target computes every op (the tests' inputs are constants: otherwise hlo's numpy evaluator
+computes most of each test at compile time).
 """
 from __future__ import annotations
 
@@ -74,6 +77,28 @@ class Result:
 class Options:
     target: str = "interpreter"
     check_export: bool = False
+    # False (``--no-constant-folding``): the pipeline's constant-folding pass is left out, so the
+    # target computes every op (a test's inputs are constants: with folding on, hlo's numpy
+    # evaluator computes most of the program at compile time and the target only copies it)
+    constant_folding: bool = True
+
+    def pass_options(self) -> Optional[dict]:
+        """The pipeline options (``hlo.passes.options.Options`` fields) of every compile."""
+        return None if self.constant_folding else {"disabled_passes": frozenset({"constant-folding"})}
+
+
+def compile_for(module, options: Options, target: Optional[str] = None):
+    """``module`` compiled for ``target`` (default ``options.target``) with the runner's
+    pipeline options: ``Lowered(module).compile(target)``, or with ``--no-constant-folding``
+    the same through ``compile_module(..., options=...)``."""
+    from hlo.staging.stages import Compiled, Lowered
+    from hlo.staging.targets import compile_module, resolve_target
+    lowered = Lowered(module)
+    t = target or options.target
+    po = options.pass_options()
+    if po is None:
+        return lowered.compile(target=t)
+    return Compiled(lowered, compile_module(module, resolve_target(t), options=po))
 
 
 # --------------------------------------------------------------------------------------------
@@ -204,13 +229,12 @@ def _run_case(case: Case, options: Options) -> Result:
     if info(options.target).compiled and cp.has_run_parallel(module):
         # the programs of interpreter.run_parallel compiled for the target, run on its devices
         try:
-            results = cp.run_on_target(module, options.target)
+            results = cp.run_on_target(module, options.target, lambda m: compile_for(m, options))
         except Exception as e:
             return _declined(e, options, entry) or Result("failed", "run_parallel: " + _first_line(e), entry)
         return _finish(case, options, module, fn, checks, entry, printed, results)
     try:
-        from hlo.staging.stages import Lowered
-        compiled = Lowered(module).compile(target=options.target)
+        compiled = compile_for(module, options)
     except Exception as e:
         return _declined(e, options, entry) or Result("failed", "compile: " + _first_line(e), entry)
     try:
@@ -367,6 +391,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--filter", default="", metavar="REGEX", help="only tests whose name matches")
     p.add_argument("--jobs", "-j", type=int, default=default_jobs(), help="worker processes (default: cores)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per test (default 120; 0: none)")
+    p.add_argument("--no-constant-folding", action="store_true",
+                   help="leave the constant-folding pass out, so the target computes every op "
+                        "(not numpy at compile time)")
     p.add_argument("--check-export", action="store_true",
                    help="also export each passing test, verify it with jaxlib and re-import it")
     p.add_argument("--quiet", "-q", action="store_true", help="print failed tests only")
@@ -395,7 +422,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cases = [c for c in cases if rx.search(c.name)]
     if a.sample and a.sample < len(cases):
         cases = sorted(random.Random(a.seed).sample(cases, a.sample), key=lambda c: (c.path, c.index))
-    options = Options(target=a.target, check_export=a.check_export)
+    options = Options(target=a.target, check_export=a.check_export,
+                      constant_folding=not a.no_constant_folding)
 
     def show(case: Case, r: Result) -> None:
         name = f"{case.name} @{r.entry}" if r.entry else case.name

@@ -43,20 +43,25 @@ def program_module(module: Module, name: str) -> Module:
 
 
 class _OnTarget(Interpreter):
-    def __init__(self, module: Module, target: str):
+    def __init__(self, module: Module, target: str, compile_fn=None):
         super().__init__(module)
         self.target = target
+        if compile_fn is None:
+            from hlo.staging.stages import Lowered
+
+            def compile_fn(m):
+                return Lowered(m).compile(target=target)
+        self.compile_fn = compile_fn
         self.compiled: Dict[str, object] = {}
 
     def eval_op(self, op, ins, env):
         if op.name != "run_parallel":
             return super().eval_op(op, ins, env)
         from hlo.runtime.cpu.devices import run_spmd
-        from hlo.staging.stages import Lowered
         names = [program_of(r) for r in op.regions]
         for n in names:
             if n not in self.compiled:
-                self.compiled[n] = Lowered(program_module(self.module, n)).compile(target=self.target)
+                self.compiled[n] = self.compile_fn(program_module(self.module, n))
         args, k = [], 0
         for r in op.regions:
             args.append(list(ins[k:k + len(r.args)]))
@@ -66,8 +71,9 @@ class _OnTarget(Interpreter):
         return [np.asarray(o) for per in outs for o in per]
 
 
-def run_on_target(module: Module, target: str) -> List[np.ndarray]:
-    """``@main``'s results, its ``run_parallel`` programs run on ``target``."""
-    it = _OnTarget(module, target)
+def run_on_target(module: Module, target: str, compile_fn=None) -> List[np.ndarray]:
+    """``@main``'s results, its ``run_parallel`` programs run on ``target`` (compiled by
+    ``compile_fn(module)`` where given: the runner's pipeline options)."""
+    it = _OnTarget(module, target, compile_fn)
     with np.errstate(all="ignore"):
         return [np.array(o) for o in it.call(module["main"], [])]

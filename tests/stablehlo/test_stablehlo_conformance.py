@@ -151,6 +151,23 @@ def test_in_process_run_and_sampling(tmp_path, capsys):
     assert not any(": unsupported:" in ln for ln in out)  # -q hides unsupported tests
 
 
+@pytest.mark.parametrize("folding", [True, False])
+def test_no_constant_folding_leaves_the_pass_out_of_the_pipeline(tmp_path, monkeypatch, folding):
+    """``--no-constant-folding`` (``Options.constant_folding=False``) reaches the pipeline: the
+    pass list the compile dumps (``HLO_DUMP_DIR``'s summary.txt) lacks constant-folding, and the
+    test still passes, its add computed by the target instead of at compile time."""
+    folder = _folder(tmp_path, [PASSING])
+    dumps = tmp_path / "dumps"
+    monkeypatch.setenv("HLO_DUMP_DIR", str(dumps))
+    (case,) = discover(folder)
+    r = run_case(case, Options(target="interpreter", constant_folding=folding))
+    assert r.status == "passed", r.message
+    (summary,) = dumps.glob("*/summary.txt")
+    passes = [ln.split()[1] for ln in summary.read_text().splitlines() if ln.strip()[:1].isdigit()]
+    assert "canonicalize" in passes and ("constant-folding" in passes) == folding
+    assert ("constant-folding" in "".join(p.name for p in summary.parent.iterdir())) == folding
+
+
 def test_bad_arguments_exit_2(tmp_path):
     code, out, err = _cli(str(tmp_path / "missing"))
     assert code == 2 and "no such folder" in err
