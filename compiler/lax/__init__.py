@@ -53,6 +53,8 @@ from ..staging import jit as _api
 # Control flow lives in hlo.lax.control_flow, which builds on hlo.lax; hlo.lax.linalg builds on
 # hlo.numpy. Both are public here, loaded on first use.
 _CONTROL_FLOW = ("cond", "switch", "while_loop", "fori_loop", "scan", "map")
+_SPECIAL_MORE = ("igamma", "igammac", "igamma_grad_a", "random_gamma_grad", "betainc")
+_ZETA_FNS = ("zeta", "polygamma", "bessel_i1e")
 
 
 def __getattr__(name):
@@ -68,6 +70,12 @@ def __getattr__(name):
     if name in ("nextafter", "bessel_i0e"):  # written with hlo.numpy's bit and series helpers
         from ..numpy import float_bits, windows
         return float_bits.nextafter if name == "nextafter" else windows.i0e
+    if name in _SPECIAL_MORE:  # written with hlo.numpy and while_loop (jax's own lax algorithms)
+        from . import special_more
+        return getattr(special_more, name)
+    if name in _ZETA_FNS:  # written with hlo.numpy (XLA's are chlo ops)
+        from . import zeta_fns
+        return getattr(zeta_fns, name)
     if name == "linalg":  # hlo.lax.linalg: lu, cholesky, qr, eigh, svd, triangular_solve
         import importlib
         return importlib.import_module(f"{__name__}.linalg")
@@ -78,4 +86,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_CONTROL_FLOW) | {"linalg", "stop_gradient", "nextafter", "bessel_i0e", "fft"})
+    return sorted(set(globals()) | set(_CONTROL_FLOW) | set(_SPECIAL_MORE) | set(_ZETA_FNS) | {"linalg", "stop_gradient", "nextafter", "bessel_i0e", "fft"})
