@@ -36,6 +36,8 @@ from .conv_transpose import conv_transpose
 from .cumlogsumexp import cumlogsumexp
 from .gamma_fns import lgamma, digamma
 from .associative_scan import associative_scan
+from .jax_types import (Precision, PrecisionLike, DotDimensionNumbers, GatherScatterMode, stage,
+                        composite)
 from .conveniences import (bitwise_and, bitwise_or, bitwise_xor, bitwise_not, index_in_dim, dynamic_index_in_dim,
                            dynamic_update_index_in_dim, select_n, split, stack, unstack, tile, empty,
                            broadcast_to_rank, broadcast_like, broadcast_shapes, dtype, batch_matmul, scatter_sub,
@@ -73,6 +75,9 @@ def __getattr__(name):
     if name in _SPECIAL_MORE:  # written with hlo.numpy and while_loop (jax's own lax algorithms)
         from . import special_more
         return getattr(special_more, name)
+    if name == "ragged_dot":  # written with hlo.numpy
+        from .ragged import ragged_dot
+        return ragged_dot
     if name in _ZETA_FNS:  # written with hlo.numpy (XLA's are chlo ops)
         from . import zeta_fns
         return getattr(zeta_fns, name)
@@ -86,4 +91,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_CONTROL_FLOW) | set(_SPECIAL_MORE) | set(_ZETA_FNS) | {"linalg", "stop_gradient", "nextafter", "bessel_i0e", "fft"})
+    return sorted(set(globals()) | set(_CONTROL_FLOW) | set(_SPECIAL_MORE) | set(_ZETA_FNS) | {"ragged_dot"} | {"linalg", "stop_gradient", "nextafter", "bessel_i0e", "fft"})

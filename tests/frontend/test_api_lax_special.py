@@ -80,3 +80,15 @@ def test_gradients_flow_through_the_series():
     ga = hlo.grad(lambda u: hl.igammac(u, x).sum())(a)
     np.testing.assert_allclose(ga, np.asarray(jax.grad(lambda u: jax.lax.igammac(u, x.astype(np.float32)).sum())(
         a.astype(np.float32))), rtol=1e-4)
+
+
+@pytest.mark.parametrize("sizes", [[2, 0, 3, 1], [6, 0, 0, 0], [1, 1, 1, 0]])  # the last: rows past the groups
+def test_ragged_dot_matches_jax(sizes):
+    R = np.random.default_rng(1)
+    lhs = R.standard_normal((6, 5)).astype(np.float32)
+    rhs = R.standard_normal((4, 5, 3)).astype(np.float32)
+    gs = np.array(sizes, np.int32)
+    got = hlo.jit(lambda a, b, g: hl.ragged_dot(a, b, g))(lhs, rhs, gs)
+    np.testing.assert_allclose(got, np.asarray(jax.lax.ragged_dot(lhs, rhs, gs)), rtol=1e-5, atol=1e-6)
+    with pytest.raises(TypeError, match="lax.ragged_dot: lhs .* disagree"):
+        hl.ragged_dot(lhs, rhs[:3], gs)

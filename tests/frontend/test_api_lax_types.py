@@ -1,0 +1,50 @@
+"""jax.lax's small types and identities in hlo.lax (issue 34): Precision, GatherScatterMode,
+DotDimensionNumbers, stage and composite, against jax.lax."""
+import numpy as np
+import pytest
+
+import hlo
+import hlo.lax as hl
+
+jax = pytest.importorskip("jax")
+
+R = np.random.default_rng(2)
+X = R.standard_normal(6).astype(np.float32)
+M = R.standard_normal((3, 4)).astype(np.float32)
+IDX = np.array([[7], [1], [-2]], np.int32)
+
+
+def _gather(lax, mode):
+    dn = lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(0,), start_index_map=(0,))
+    return lambda x: lax.gather(x, IDX, dn, (1,), mode=mode, fill_value=-1.0 if mode == lax.GatherScatterMode.FILL_OR_DROP else None)
+
+
+def _program(lax):
+    dn = (((1,), (0,)), ((), ()))
+    return lambda x, m: dict(
+        clip=_gather(lax, lax.GatherScatterMode.CLIP)(x),
+        fill=_gather(lax, lax.GatherScatterMode.FILL_OR_DROP)(x),
+        dot=lax.dot_general(m, m.T, dn, precision=lax.Precision.HIGHEST),
+        dot2=lax.dot(m, m.T, precision=(lax.Precision.HIGH, lax.Precision.DEFAULT)),
+        composite=lax.composite(lambda a, b: lax.exp(a) * b, name="my.expmul")(x, x),
+        stage=lax.stage(2.5) * x)
+
+
+def test_against_jax():
+    want = jax.jit(_program(jax.lax))(X, M)
+    got = hlo.jit(_program(hl))(X, M)
+    for k in want:
+        np.testing.assert_allclose(got[k], np.asarray(want[k]), rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def test_names_and_errors():
+    assert [m.name for m in hl.GatherScatterMode] == [m.name for m in jax.lax.GatherScatterMode]
+    assert [m.name for m in hl.Precision] == [m.name for m in jax.lax.Precision]
+    assert hl.GatherScatterMode.from_any("clip") is hl.GatherScatterMode.CLIP
+    with pytest.raises(ValueError, match="unknown mode"):
+        hlo.jit(_gather(hl, hl.GatherScatterMode.ONE_HOT))(X)
+    with pytest.raises(TypeError, match="name must be a non-empty string"):
+        hl.composite(lambda a: a, name="")
+    assert isinstance(hl.stage(np.float32(1.5)), np.ndarray)
+    f = hl.composite(lambda a: a + 1, name="inc", version=2)
+    assert (f.composite_name, f.composite_version) == ("inc", 2)
