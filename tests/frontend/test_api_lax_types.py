@@ -48,3 +48,15 @@ def test_names_and_errors():
     assert isinstance(hl.stage(np.float32(1.5)), np.ndarray)
     f = hl.composite(lambda a: a + 1, name="inc", version=2)
     assert (f.composite_name, f.composite_version) == ("inc", 2)
+
+
+@pytest.mark.parametrize("shape, filt, strides, pad, dn, rd", [
+    ((2, 3, 7, 6), (3, 2), (1, 2), "SAME", None, None),
+    ((1, 5, 6, 2), (2, 3), (2, 1), [(1, 0), (0, 2)], ("NHWC", "HWIO", "NHWC"), (2, 1)),
+    ((2, 4, 9), (3,), (1,), "VALID", None, (2,)),
+])
+def test_conv_general_dilated_patches_matches_jax(shape, filt, strides, pad, dn, rd):
+    x = R.standard_normal(shape).astype(np.float32)
+    f = (lambda lax: lambda a: lax.conv_general_dilated_patches(a, filt, strides, pad, rhs_dilation=rd,
+                                                                 dimension_numbers=dn))
+    np.testing.assert_allclose(hlo.jit(f(hl))(x), np.asarray(jax.jit(f(jax.lax))(x)), rtol=1e-6, atol=1e-6)
