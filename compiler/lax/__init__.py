@@ -36,7 +36,7 @@ from .conv_transpose import conv_transpose
 from .cumlogsumexp import cumlogsumexp
 from .gamma_fns import lgamma, digamma
 from .associative_scan import associative_scan
-from .conv_patches import conv_general_dilated_patches
+from .conv_patches import conv_general_dilated_patches, conv_general_dilated_local
 from .jax_types import (Precision, PrecisionLike, DotDimensionNumbers, GatherScatterMode, stage,
                         composite)
 from .conveniences import (bitwise_and, bitwise_or, bitwise_xor, bitwise_not, index_in_dim, dynamic_index_in_dim,

@@ -60,3 +60,22 @@ def test_conv_general_dilated_patches_matches_jax(shape, filt, strides, pad, dn,
     f = (lambda lax: lambda a: lax.conv_general_dilated_patches(a, filt, strides, pad, rhs_dilation=rd,
                                                                  dimension_numbers=dn))
     np.testing.assert_allclose(hlo.jit(f(hl))(x), np.asarray(jax.jit(f(jax.lax))(x)), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape, filt, strides, pad, dn", [
+    ((2, 3, 7, 6), (3, 2), (1, 2), "SAME", None),
+    ((1, 5, 6, 2), (2, 3), (2, 1), [(1, 0), (0, 2)], ("NHWC", "HWIO", "NHWC")),
+    ((2, 4, 9), (3,), (2,), "VALID", ("NCH", "OIH", "NHC")),
+])
+def test_conv_general_dilated_local_matches_jax(shape, filt, strides, pad, dn):
+    x = R.standard_normal(shape).astype(np.float32)
+    f = (lambda lax: lambda a, w: lax.conv_general_dilated_local(a, w, strides, pad, filt, dimension_numbers=dn))
+    patches = jax.lax.conv_general_dilated_patches(x, filt, strides, pad, dimension_numbers=dn)
+    dns = jax.lax.conv_dimension_numbers(x.shape, (1, 1) + filt, dn)
+    out_spatial = [patches.shape[d] for d in dns.out_spec[2:]]
+    wshape = [0] * len(shape)
+    wshape[dns.rhs_spec[0]], wshape[dns.rhs_spec[1]] = 4, patches.shape[dns.out_spec[1]]
+    for d, n in zip(dns.rhs_spec[2:], out_spatial):
+        wshape[d] = n
+    w = R.standard_normal(wshape).astype(np.float32)
+    np.testing.assert_allclose(hlo.jit(f(hl))(x, w), np.asarray(jax.jit(f(jax.lax))(x, w)), rtol=1e-5, atol=1e-5)
