@@ -54,8 +54,10 @@ FRONTEND_LAYERS = (
      ("hlo.batching.*",)),
     ("linalg", "hlo.lax.linalg's factorizations (built on hlo.numpy, as jax's) and hlo.numpy.linalg",
      ("hlo.lax.linalg", "hlo.numpy.linalg")),
-    ("libraries", "hlo.nn, hlo.random",
-     ("hlo.nn.*", "hlo.random", "hlo.random_dists")),
+    ("libraries", "hlo.nn, hlo.random; hlo.lax's special functions written with hlo.numpy, "
+     "while_loop and custom_jvp (igamma, betainc, zeta, ...)",
+     ("hlo.nn.*", "hlo.random", "hlo.random_dists", "hlo.lax.special_more", "hlo.lax.zeta_fns",
+      "hlo.lax.ragged")),
     ("user", "hlo.aot (compile/save/load), StableHLO import, hlo/tools/ (conformance runner, CLI "
      "tools) and their python -m entry points",
      ("hlo.aot", "hlo.staging.stablehlo", "hlo.tools.*", "hlo.opt", "hlo.conformance",

@@ -36,6 +36,9 @@ from .conv_transpose import conv_transpose
 from .cumlogsumexp import cumlogsumexp
 from .gamma_fns import lgamma, digamma
 from .associative_scan import associative_scan
+from .conv_patches import conv_general_dilated_patches, conv_general_dilated_local
+from .jax_types import (Precision, PrecisionLike, DotDimensionNumbers, GatherScatterMode, stage,
+                        composite)
 from .conveniences import (bitwise_and, bitwise_or, bitwise_xor, bitwise_not, index_in_dim, dynamic_index_in_dim,
                            dynamic_update_index_in_dim, select_n, split, stack, unstack, tile, empty,
                            broadcast_to_rank, broadcast_like, broadcast_shapes, dtype, batch_matmul, scatter_sub,
@@ -53,6 +56,8 @@ from ..staging import jit as _api
 # Control flow lives in hlo.lax.control_flow, which builds on hlo.lax; hlo.lax.linalg builds on
 # hlo.numpy. Both are public here, loaded on first use.
 _CONTROL_FLOW = ("cond", "switch", "while_loop", "fori_loop", "scan", "map")
+_SPECIAL_MORE = ("igamma", "igammac", "igamma_grad_a", "random_gamma_grad", "betainc")
+_ZETA_FNS = ("zeta", "polygamma", "bessel_i1e")
 
 
 def __getattr__(name):
@@ -68,6 +73,15 @@ def __getattr__(name):
     if name in ("nextafter", "bessel_i0e"):  # written with hlo.numpy's bit and series helpers
         from ..numpy import float_bits, windows
         return float_bits.nextafter if name == "nextafter" else windows.i0e
+    if name in _SPECIAL_MORE:  # written with hlo.numpy and while_loop (jax's own lax algorithms)
+        from . import special_more
+        return getattr(special_more, name)
+    if name == "ragged_dot":  # written with hlo.numpy
+        from .ragged import ragged_dot
+        return ragged_dot
+    if name in _ZETA_FNS:  # written with hlo.numpy (XLA's are chlo ops)
+        from . import zeta_fns
+        return getattr(zeta_fns, name)
     if name == "linalg":  # hlo.lax.linalg: lu, cholesky, qr, eigh, svd, triangular_solve
         import importlib
         return importlib.import_module(f"{__name__}.linalg")
@@ -78,4 +92,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_CONTROL_FLOW) | {"linalg", "stop_gradient", "nextafter", "bessel_i0e", "fft"})
+    return sorted(set(globals()) | set(_CONTROL_FLOW) | set(_SPECIAL_MORE) | set(_ZETA_FNS) | {"ragged_dot"} | {"linalg", "stop_gradient", "nextafter", "bessel_i0e", "fft"})
