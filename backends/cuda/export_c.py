@@ -39,6 +39,7 @@ from hlo.backends.cpu.export_c.runtime_c import (
     MAGIC,
     _array,
     _c_string,
+    context_check,
     run_checks,
     signature_functions,
     signature_tables,
@@ -686,17 +687,7 @@ failed:
     return st;
 }}
 
-static int check_context(struct {p}_context *ctx, int *status) {{
-    if (!ctx) {{ *status = HLO_ERR_NULL_ARGUMENT; return 0; }}
-    if (ctx->magic != MAGIC) {{ *status = HLO_ERR_FOREIGN_CONTEXT; return 0; }}
-    if (ctx->owner != &library_tag) {{
-        *status = fail(ctx, HLO_ERR_FOREIGN_CONTEXT,
-                       "{p}: the context was made by another exported library; make one with {p}_create");
-        return 0;
-    }}
-    return 1;
-}}
-
+{context_check(p)}
 void {p}_destroy({p}_context *ctx) {{
     int status;
     if (check_context(ctx, &status)) release(ctx);

@@ -162,6 +162,24 @@ const int64_t *{p}_output_shape(int i) {{ return i >= 0 && i < NOUT ? out_dims[i
 size_t {p}_output_bytes(int i) {{ return i >= 0 && i < NOUT ? out_bytes[i] : 0; }}"""
 
 
+def context_check(p: str) -> str:
+    """The C function both targets' entry points begin with: 1 if ``ctx`` is a live context of
+    this library (its magic, and this library's tag as owner), else 0 with the status set and,
+    where the context is another library's, the message."""
+    return f"""/* 1 if ctx is a live context of this library; else fills the message where it can. */
+static int check_context(struct {p}_context *ctx, int *status) {{
+    if (!ctx) {{ *status = HLO_ERR_NULL_ARGUMENT; return 0; }}
+    if (ctx->magic != MAGIC) {{ *status = HLO_ERR_FOREIGN_CONTEXT; return 0; }}
+    if (ctx->owner != &library_tag) {{
+        *status = fail(ctx, HLO_ERR_FOREIGN_CONTEXT,
+                       "{p}: the context was made by another exported library; make one with {p}_create");
+        return 0;
+    }}
+    return 1;
+}}
+"""
+
+
 def run_checks(p: str) -> str:
     """The C function both targets' ``<p>_run`` begin with: the buffers' pointers (NULL,
     alignment, overlaps other than a donated input's own result) against the signature's
@@ -320,18 +338,7 @@ const char *{p}_missing_cpu_feature(void) {{
     return k >= 0 ? feature_names[k] : NULL;
 }}
 
-/* 1 if ctx is a live context of this library; else fills the message where it can. */
-static int check_context(struct {p}_context *ctx, int *status) {{
-    if (!ctx) {{ *status = HLO_ERR_NULL_ARGUMENT; return 0; }}
-    if (ctx->magic != MAGIC) {{ *status = HLO_ERR_FOREIGN_CONTEXT; return 0; }}
-    if (ctx->owner != &library_tag) {{
-        *status = fail(ctx, HLO_ERR_FOREIGN_CONTEXT,
-                       "{p}: the context was made by another exported library; make one with {p}_create");
-        return 0;
-    }}
-    return 1;
-}}
-
+{context_check(p)}
 void {p}_destroy({p}_context *ctx) {{
     int status;
     if (!check_context(ctx, &status)) return;
